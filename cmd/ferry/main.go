@@ -1,0 +1,48 @@
+// Command ferry delivers MongoDB change events reliably. For now it has one
+// subcommand, demo, which runs the whole data path against the embedded
+// MongoDB emulator:
+//
+//	go run ./cmd/ferry demo
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+const usage = `ferry — react to MongoDB changes reliably
+
+Usage:
+  ferry demo [-n N]    run the emulator, write N documents, consume their change events
+  ferry help           show this help
+`
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	switch args[0] {
+	case "demo":
+		if err := runDemo(ctx, args[1:], stdout); err != nil {
+			fmt.Fprintln(stderr, "ferry demo:", err)
+			return 1
+		}
+		return 0
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return 0
+	}
+	fmt.Fprintf(stderr, "ferry: unknown command %q\n\n%s", args[0], usage)
+	return 2
+}

@@ -1,0 +1,43 @@
+// Package unified runs MongoDB's unified test format
+// (source/unified-test-format in github.com/mongodb/specifications) against
+// a MongoDB URI through the official Go driver, unchanged.
+//
+// It exists so that Ferry can measure its in-process emulator (package
+// mongotest) against MongoDB's own published change-stream tests, and so that
+// the same files can be run against a real replica set.
+//
+// The runner implements the subset of the format that the change-stream
+// tests use, and a little more:
+//
+//   - entities: client (uriOptions, observeEvents for command events,
+//     ignoreCommandMonitoringEvents, observeSensitiveCommands,
+//     useMultipleMongoses), database and collection (with read concern, read
+//     preference and write concern options), session; change streams and
+//     find cursors saved with saveResultAsEntity; any BSON value saved the
+//     same way;
+//   - runOnRequirements: minServerVersion, maxServerVersion, topologies,
+//     serverless (never satisfied by "require"), auth, authMechanism,
+//     serverParameters, csfle (never supported by this build);
+//   - initialData and outcome;
+//   - the operations listed in [SupportedOperations];
+//   - expectResult, expectError and expectEvents (command events) with the
+//     special matching operators ($$exists, $$type, $$unsetOrMatches,
+//     $$matchesEntity, $$matchesHexBytes, $$sessionLsid, $$lte,
+//     $$matchAsDocument, $$matchAsRoot) and the root-level / nested document
+//     rules of the specification.
+//
+// Anything outside that subset (an unknown operation, argument, entity kind,
+// event type or test field) makes the test fail with a reason that starts
+// with "unified runner:"; nothing is silently ignored.
+//
+// Every test is isolated: fresh clients, the initialData collections dropped
+// and recreated, fail points turned off, change streams and cursors closed
+// and clients disconnected at the end. Every driver call is bounded by a
+// timer (iteration of a change stream by [WithIterationTimeout]), so a
+// missing event or an unresponsive server fails a test instead of hanging
+// it. The timers cancel contexts rather than setting deadlines, so the
+// driver does not add maxTimeMS to the commands it sends.
+//
+// Test files are parsed with the bson package's Extended JSON reader
+// (relaxed and canonical forms) and are never modified.
+package unified

@@ -1,0 +1,103 @@
+package mongotest_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/ferry-io/ferry/mongotest"
+)
+
+// kibDoc returns a document of about 1 KiB.
+func kibDoc(i int) bson.D {
+	return bson.D{
+		{Key: "_id", Value: i},
+		{Key: "customer", Value: "customer-" + strings.Repeat("x", 20)},
+		{Key: "status", Value: "new"},
+		{Key: "payload", Value: strings.Repeat("p", 900)},
+		{Key: "n", Value: int64(i)},
+	}
+}
+
+func benchClient(b *testing.B) *mongo.Collection {
+	b.Helper()
+	uri, _ := mongotest.URI(b)
+	client, err := mongo.Connect(options.Client().ApplyURI(uri))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = client.Disconnect(context.Background()) })
+	c := client.Database("bench").Collection(sanitize(b.Name()))
+	_ = c.Drop(context.Background())
+	return c
+}
+
+// BenchmarkChangeStreamEvents measures change events per second delivered to
+// a driver change stream (1 KiB documents), reading a backlog written before
+// the timer starts.
+func BenchmarkChangeStreamEvents(b *testing.B) {
+	c := benchClient(b)
+	ctx := context.Background()
+	cs, err := c.Watch(ctx, mongo.Pipeline{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer cs.Close(ctx)
+	const batch = 1000
+	for i := 0; i < b.N; i += batch {
+		docs := make([]any, 0, batch)
+		for j := i; j < i+batch && j < b.N; j++ {
+			docs = append(docs, kibDoc(j))
+		}
+		if _, err := c.InsertMany(ctx, docs); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if !cs.Next(ctx) {
+			b.Fatal(cs.Err())
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
+}
+
+// BenchmarkInsert measures single-document inserts per second (1 KiB).
+func BenchmarkInsert(b *testing.B) {
+	c := benchClient(b)
+	ctx := context.Background()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := c.InsertOne(ctx, kibDoc(i)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "inserts/s")
+}
+
+// BenchmarkInsertMany measures inserts per second in batches of 1000.
+func BenchmarkInsertMany(b *testing.B) {
+	c := benchClient(b)
+	ctx := context.Background()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i += 1000 {
+		docs := make([]any, 0, 1000)
+		for j := i; j < i+1000 && j < b.N; j++ {
+			docs = append(docs, kibDoc(j))
+		}
+		if _, err := c.InsertMany(ctx, docs); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "inserts/s")
+}

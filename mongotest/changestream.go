@@ -1,0 +1,434 @@
+package mongotest
+
+import (
+	"strings"
+	"sync"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/ferry-io/ferry/internal/mql"
+	"github.com/ferry-io/ferry/internal/resumetoken"
+)
+
+// changeStream is the state of one change-stream cursor: where it is in the
+// oplog, what it has already returned, and how it shapes events.
+type changeStream struct {
+	// Scope: cluster (db == ""), database (coll == "") or collection.
+	db, coll string
+
+	pipeline      *mql.Pipeline
+	fullDocument  string
+	fullDocBefore string
+	showExpanded  bool
+	nextSeq       int64  // next oplog entry to scan
+	skipThrough   string // skip events whose token data is <= this (resume point)
+	mustFind      bool   // the resume token names an event that must be found
+	found         bool
+	pbrt          bson.D // current postBatchResumeToken
+	pbrtData      string
+	buffered      []streamEvent // produced but not yet returned
+	invalidated   bool          // an invalidate event has been produced
+	done          bool          // invalidate returned: close the cursor
+	killOnce      sync.Once
+	killed        chan struct{}
+}
+
+// streamEvent is an event ready to return, with its token data for ordering.
+type streamEvent struct {
+	doc  bson.D
+	data string
+}
+
+func (cs *changeStream) kill() { cs.killOnce.Do(func() { close(cs.killed) }) }
+
+// Stages MongoDB allows after $changeStream.
+var changeStreamStages = map[string]bool{
+	"$match": true, "$project": true, "$addFields": true, "$set": true, "$unset": true,
+	"$replaceRoot": true, "$replaceWith": true, "$redact": true, "$changeStreamSplitLargeEvent": true,
+}
+
+// openChangeStream handles aggregate with a leading $changeStream stage.
+// Callers hold e.mu.
+func (e *engine) openChangeStream(r *request, pipeline bson.A) (bson.D, error) {
+	spec, ok := pipeline[0].(bson.D)
+	if !ok {
+		return nil, errorf(codeFailedToParse, "A pipeline stage specification object must contain exactly one field.")
+	}
+	opts, ok := spec[0].Value.(bson.D)
+	if !ok {
+		return nil, errorf(codeFailedToParse, "the $changeStream stage specification must be an object, got %s", typeName(spec[0].Value))
+	}
+	cs := &changeStream{db: r.db, killed: make(chan struct{})}
+	var ns string
+	switch target := r.cmd[0].Value.(type) {
+	case string:
+		cs.coll = target
+		ns = r.db + "." + target
+	default:
+		if n, ok := asInt64(target); !ok || n != 1 {
+			return nil, errorf(codeFailedToParse, "Invalid aggregate namespace")
+		}
+		ns = r.db + ".$cmd.aggregate"
+	}
+	var resumeAfter, startAfter bson.D
+	var startAt *bson.Timestamp
+	allForCluster := false
+	for _, o := range opts {
+		switch o.Key {
+		case "resumeAfter":
+			resumeAfter, ok = o.Value.(bson.D)
+			if !ok {
+				return nil, errorf(codeTypeMismatch, "BSON field '$changeStream.resumeAfter' is the wrong type '%s', expected type 'object'", typeName(o.Value))
+			}
+		case "startAfter":
+			startAfter, ok = o.Value.(bson.D)
+			if !ok {
+				return nil, errorf(codeTypeMismatch, "BSON field '$changeStream.startAfter' is the wrong type '%s', expected type 'object'", typeName(o.Value))
+			}
+		case "startAtOperationTime":
+			ts, ok := o.Value.(bson.Timestamp)
+			if !ok {
+				return nil, errorf(codeTypeMismatch, "BSON field '$changeStream.startAtOperationTime' is the wrong type '%s', expected type 'timestamp'", typeName(o.Value))
+			}
+			startAt = &ts
+		case "fullDocument":
+			s, _ := o.Value.(string)
+			switch s {
+			case "default", "updateLookup", "whenAvailable", "required":
+				cs.fullDocument = s
+			default:
+				return nil, errorf(codeBadValue, "'%v' is not a valid value for $changeStream.fullDocument", o.Value)
+			}
+		case "fullDocumentBeforeChange":
+			s, _ := o.Value.(string)
+			switch s {
+			case "off", "whenAvailable", "required":
+				cs.fullDocBefore = s
+			default:
+				return nil, errorf(codeBadValue, "'%v' is not a valid value for $changeStream.fullDocumentBeforeChange", o.Value)
+			}
+		case "showExpandedEvents":
+			cs.showExpanded = truthy(o.Value)
+		case "allChangesForCluster":
+			allForCluster = truthy(o.Value)
+		case "allowToRunOnConfigDB", "allowToRunOnSystemNS", "showMigrationEvents", "showSystemEvents", "showRawUpdateDescription", "$_generateV2ResumeTokens":
+		default:
+			return nil, errorf(codeIDLUnknownField, "BSON field '$changeStream.%s' is an unknown field.", o.Key)
+		}
+	}
+	switch {
+	case allForCluster:
+		if r.db != "admin" || cs.coll != "" {
+			return nil, errorf(codeInvalidOptions, "$changeStream may only be run with allChangesForCluster on the admin database with {aggregate: 1}")
+		}
+		cs.db = ""
+		ns = "admin.$cmd.aggregate"
+	case r.db == "admin" || r.db == "local" || r.db == "config":
+		return nil, errorf(codeInvalidNamespace, "$changeStream may not be opened on the internal %s database", r.db)
+	case strings.HasPrefix(cs.coll, "system."):
+		return nil, errorf(codeInvalidNamespace, "$changeStream may not be opened on the internal %s.%s collection", r.db, cs.coll)
+	}
+	if resumeAfter != nil && startAfter != nil {
+		return nil, errorf(codeLocation50865, "Do not specify both 'resumeAfter' and 'startAfter' in a $changeStream stage")
+	}
+	if startAt != nil && (resumeAfter != nil || startAfter != nil) {
+		return nil, errorf(codeLocation40674, "Only one type of resume option is allowed, but multiple were found.")
+	}
+	// The stages after $changeStream.
+	rest := pipeline[1:]
+	for i, st := range rest {
+		sd, ok := st.(bson.D)
+		if !ok || len(sd) != 1 {
+			return nil, errorf(codeFailedToParse, "A pipeline stage specification object must contain exactly one field.")
+		}
+		if sd[0].Key == "$changeStream" {
+			return nil, errorf(codeLocation40602, "$changeStream is only valid as the first stage in a pipeline")
+		}
+		if sd[0].Key == "$changeStreamSplitLargeEvent" && i != len(rest)-1 {
+			return nil, errorf(7182802, "$changeStreamSplitLargeEvent must be the last stage in the pipeline")
+		}
+	}
+	if len(rest) > 0 {
+		var userStages bson.A
+		for _, st := range rest {
+			if st.(bson.D)[0].Key != "$changeStreamSplitLargeEvent" {
+				userStages = append(userStages, st)
+			}
+		}
+		p, err := mql.CompilePipeline(userStages)
+		if err != nil {
+			return nil, err
+		}
+		for _, name := range p.StageNames() {
+			if !changeStreamStages[name] {
+				return nil, errorf(codeIllegalOperation, "%s is not permitted in a $changeStream pipeline", name)
+			}
+		}
+		if len(userStages) > 0 {
+			cs.pipeline = p
+		}
+	}
+
+	// Where the stream starts.
+	first := e.oplog.first()
+	last := e.oplog.last()
+	switch {
+	case resumeAfter != nil || startAfter != nil:
+		tokDoc, field := resumeAfter, "resumeAfter"
+		if startAfter != nil {
+			tokDoc, field = startAfter, "startAfter"
+		}
+		raw, err := bson.Marshal(tokDoc)
+		if err != nil {
+			return nil, errorf(codeBadValue, "invalid resume token: %v", err)
+		}
+		tok, err := resumetoken.Parse(raw)
+		if err != nil {
+			return nil, err
+		}
+		if tok.FromInvalidate && field == "resumeAfter" {
+			return nil, errorf(codeInvalidResumeToken, "Attempting to resume a change stream using 'resumeAfter' is not allowed from an invalidate notification: %s", tokenString(tokDoc))
+		}
+		if cs.coll != "" && tok.TokenType == resumetoken.TypeEvent && tok.UUID == nil && tok.EventIdentifier != nil && !isDDLToken(tok) {
+			return nil, errorf(codeInvalidResumeToken, "Attempted to resume a single-collection stream, but the resume token does not include a UUID.")
+		}
+		if tsLess(tok.ClusterTime, first.ts) {
+			return nil, historyLost()
+		}
+		data, _ := tok.Encode()
+		cs.skipThrough = data
+		cs.mustFind = tok.TokenType == resumetoken.TypeEvent
+		cs.nextSeq = e.oplog.seqAtOrAfter(tok.ClusterTime)
+		cs.setPBRT(tok.Document(), data)
+	case startAt != nil:
+		if tsLess(*startAt, first.ts) {
+			return nil, historyLost()
+		}
+		cs.nextSeq = e.oplog.seqAtOrAfter(*startAt)
+		cs.setHWM(*startAt)
+	default:
+		start := bson.Timestamp{T: last.ts.T, I: last.ts.I + 1}
+		cs.nextSeq = e.oplog.nextSeq
+		cs.setHWM(start)
+	}
+
+	batchSize, err := batchSizeArg(cursorOpts(r), 101)
+	if err != nil {
+		return nil, err
+	}
+	cur := e.newCursor(ns, r.db, nil, cs)
+	batch, err := e.streamBatch(cs, batchSize)
+	if err != nil {
+		delete(e.cursors, cur.id)
+		return nil, err
+	}
+	id := cur.id
+	if cs.done {
+		delete(e.cursors, cur.id)
+		id = 0
+	}
+	return cursorReply(true, id, ns, batch, bson.E{Key: "postBatchResumeToken", Value: cs.pbrt}), nil
+}
+
+func historyLost() *cmdError {
+	return errorf(codeChangeStreamHistoryLost, "Executor error during aggregate command on namespace :: caused by :: Resume of change stream was not possible, as the resume point may no longer be in the oplog.")
+}
+
+func tokenString(d bson.D) string {
+	if s, ok := lookupD(d, "_data").(string); ok {
+		return "{_data: \"" + s + "\"}"
+	}
+	return "{}"
+}
+
+func isDDLToken(t resumetoken.Token) bool {
+	for _, e := range t.EventIdentifier {
+		if e.Key == "operationDescription" {
+			return true
+		}
+	}
+	return false
+}
+
+func (cs *changeStream) setPBRT(doc bson.D, data string) {
+	if data > cs.pbrtData {
+		cs.pbrt, cs.pbrtData = doc, data
+	}
+}
+
+func (cs *changeStream) setHWM(ts bson.Timestamp) {
+	t := resumetoken.Token{ClusterTime: ts, Version: 2, TokenType: resumetoken.TypeHighWaterMark}
+	data, _ := t.Encode()
+	cs.setPBRT(t.Document(), data)
+}
+
+// streamBatch returns up to n events (n < 0: no count limit; n == 0: an
+// empty batch) without waiting. Callers hold e.mu.
+func (e *engine) streamBatch(cs *changeStream, n int) (bson.A, error) {
+	batch := bson.A{}
+	if cs.done {
+		return batch, nil
+	}
+	if n == 0 {
+		return batch, nil
+	}
+	var size int64
+	for {
+		// Refill the buffer from the oplog.
+		if len(cs.buffered) == 0 && !cs.invalidated {
+			if first := e.oplog.first(); cs.nextSeq < first.seq {
+				return nil, historyLost()
+			}
+			if err := e.scan(cs, n-len(batch)); err != nil {
+				return nil, err
+			}
+		}
+		if len(cs.buffered) == 0 {
+			break
+		}
+		ev := cs.buffered[0]
+		s := docSize(ev.doc)
+		if len(batch) > 0 && size+s > maxBatchBytes {
+			break
+		}
+		cs.buffered = cs.buffered[1:]
+		batch = append(batch, ev.doc)
+		size += s
+		cs.pbrt, cs.pbrtData = lookupD(ev.doc, "_id").(bson.D), ev.data
+		if isInvalidate(ev.doc) {
+			cs.done = true
+			break
+		}
+		if n > 0 && len(batch) >= n {
+			break
+		}
+	}
+	if len(cs.buffered) == 0 && !cs.done {
+		// Everything scanned has been returned: the token may move up to the
+		// scan position.
+		if last := e.oplog.last(); last != nil && cs.nextSeq > last.seq {
+			cs.setHWM(last.ts)
+		}
+	}
+	return batch, nil
+}
+
+func isInvalidate(doc bson.D) bool {
+	for _, el := range doc {
+		if el.Key == "operationType" {
+			return el.Value == "invalidate"
+		}
+	}
+	return false
+}
+
+// scan reads oplog entries from cs.nextSeq, turning them into events, until
+// want events are buffered (want <= 0: all available) or the oplog ends.
+func (e *engine) scan(cs *changeStream, want int) error {
+	entries := e.oplog.entries
+	for i := e.oplog.indexOfSeq(cs.nextSeq); i < len(entries); i++ {
+		ent := entries[i]
+		cs.nextSeq = ent.seq + 1
+		evs, err := e.eventsFor(cs, ent)
+		if err != nil {
+			return err
+		}
+		for _, ev := range evs {
+			if cs.skipThrough != "" {
+				if ev.data < cs.skipThrough {
+					continue
+				}
+				if ev.data == cs.skipThrough {
+					cs.found = true
+					continue
+				}
+				if cs.mustFind && !cs.found {
+					return &cmdError{Code: codeChangeStreamFatalError,
+						Msg: "cannot resume stream; the resume token was not found. " + tokenString(bson.D{{Key: "_data", Value: cs.skipThrough}})}
+				}
+				cs.skipThrough = ""
+			}
+			out := ev.doc
+			if cs.pipeline != nil {
+				var keep bool
+				out, keep, err = cs.pipeline.ApplyOne(ev.doc, e.vars())
+				if err != nil {
+					return err
+				}
+				if !keep {
+					continue
+				}
+				id, ok := lookupTop(out, "_id")
+				if !ok || !mql.Equal(id, lookupD(ev.doc, "_id")) {
+					return &cmdError{Code: codeChangeStreamFatalError,
+						Msg: "Encountered an event whose _id field, which contains the resume token, was modified by the pipeline. Modifying the _id field of an event makes it impossible to resume the stream from that point. Only transformations that retain the unmodified _id field are allowed."}
+				}
+			}
+			cs.buffered = append(cs.buffered, streamEvent{doc: out, data: ev.data})
+			if isInvalidate(ev.doc) {
+				cs.invalidated = true
+				return nil
+			}
+		}
+		if want > 0 && len(cs.buffered) >= want {
+			return nil
+		}
+	}
+	return nil
+}
+
+// streamGetMore waits up to maxTimeMS (default 1s) for events.
+func (e *engine) streamGetMore(r *request, cur *cursor, n int) (bson.D, error) {
+	cur.mu.Lock()
+	defer cur.mu.Unlock()
+	cs := cur.stream
+	wait := time.Second
+	if v, ok := r.arg("maxTimeMS"); ok {
+		if ms, ok := asInt64(v); ok && ms >= 0 {
+			wait = time.Duration(ms) * time.Millisecond
+		}
+	}
+	deadline := time.NewTimer(wait)
+	defer deadline.Stop()
+	for {
+		e.mu.Lock()
+		if e.cursors[cur.id] != cur {
+			e.mu.Unlock()
+			return nil, errorf(codeCursorNotFound, "cursor id %d not found", cur.id)
+		}
+		batch, err := e.streamBatch(cs, n)
+		if err != nil {
+			delete(e.cursors, cur.id)
+			e.mu.Unlock()
+			return nil, err
+		}
+		if len(batch) > 0 || cs.done {
+			id := cur.id
+			if cs.done {
+				delete(e.cursors, cur.id)
+				id = 0
+			}
+			e.mu.Unlock()
+			return cursorReply(false, id, cur.ns, batch, bson.E{Key: "postBatchResumeToken", Value: cs.pbrt}), nil
+		}
+		wake := e.newEntry
+		closed := e.closed
+		e.mu.Unlock()
+		if closed {
+			return nil, errorf(11600, "interrupted at shutdown")
+		}
+		select {
+		case <-wake:
+		case <-deadline.C:
+			e.mu.Lock()
+			pbrt := cs.pbrt
+			e.mu.Unlock()
+			return cursorReply(false, cur.id, cur.ns, bson.A{}, bson.E{Key: "postBatchResumeToken", Value: pbrt}), nil
+		case <-cs.killed:
+			return nil, errorf(codeCursorNotFound, "cursor id %d not found", cur.id)
+		case <-r.ctx.Done():
+			return nil, errorf(11600, "interrupted at shutdown")
+		}
+	}
+}

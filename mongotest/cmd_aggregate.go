@@ -1,0 +1,88 @@
+package mongotest
+
+import (
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/ferry-io/ferry/internal/mql"
+)
+
+func cmdAggregate(e *engine, r *request) (bson.D, error) {
+	pv, ok := r.arg("pipeline")
+	if !ok {
+		return nil, errorf(codeFailedToParse, "BSON field 'aggregate.pipeline' is missing but a required field")
+	}
+	pipeline, ok := pv.(bson.A)
+	if !ok {
+		return nil, errorf(codeTypeMismatch, "BSON field 'aggregate.pipeline' is the wrong type '%s', expected type 'array'", typeName(pv))
+	}
+	if _, ok := r.arg("cursor"); !ok {
+		if _, explain := r.arg("explain"); !explain {
+			return nil, errorf(codeFailedToParse, "The 'cursor' option is required, except for aggregate with the explain argument")
+		}
+	}
+	if boolArg(r, "explain", false) {
+		return nil, errorf(codeCommandNotFound, "mongotest does not support explain")
+	}
+	if len(pipeline) > 0 {
+		if st, ok := pipeline[0].(bson.D); ok && len(st) > 0 && st[0].Key == "$changeStream" {
+			if r.txnNumber != nil && r.autocommit != nil {
+				return nil, errorf(codeOperationNotSupportedInTxn, "Operation not permitted in transaction :: caused by :: $changeStream stage is not allowed in a transaction")
+			}
+			return e.openChangeStream(r, pipeline)
+		}
+	}
+	for _, st := range pipeline {
+		if sd, ok := st.(bson.D); ok && len(sd) > 0 && sd[0].Key == "$changeStream" {
+			return nil, errorf(codeLocation40602, "$changeStream is only valid as the first stage in a pipeline")
+		}
+	}
+	var docs []bson.D
+	var ns string
+	switch target := r.cmd[0].Value.(type) {
+	case string:
+		ns = r.db + "." + target
+		if c := e.coll(r.db, target); c != nil {
+			for _, rec := range c.all() {
+				docs = append(docs, rec.doc)
+			}
+		}
+	default:
+		if n, ok := asInt64(target); !ok || n != 1 {
+			return nil, errorf(codeFailedToParse, "Invalid aggregate namespace")
+		}
+		ns = r.db + ".$cmd.aggregate"
+		// Collection-less aggregates start from $documents.
+		if len(pipeline) == 0 {
+			break
+		}
+		first, _ := pipeline[0].(bson.D)
+		if len(first) == 0 || first[0].Key != "$documents" {
+			return nil, errorf(codeInvalidNamespace, "{aggregate: 1} is not valid for '%s'; a collection is required.", first)
+		}
+		arr, ok := first[0].Value.(bson.A)
+		if !ok {
+			return nil, errorf(codeTypeMismatch, "$documents must be an array of objects")
+		}
+		for _, v := range arr {
+			d, ok := v.(bson.D)
+			if !ok {
+				return nil, errorf(codeTypeMismatch, "$documents must be an array of objects")
+			}
+			docs = append(docs, d)
+		}
+		pipeline = pipeline[1:]
+	}
+	p, err := mql.CompilePipeline(pipeline)
+	if err != nil {
+		return nil, err
+	}
+	out, err := p.Run(docs, e.vars())
+	if err != nil {
+		return nil, err
+	}
+	bs, err := batchSizeArg(cursorOpts(r), 101)
+	if err != nil {
+		return nil, err
+	}
+	return e.firstBatchReply(ns, r.db, out, bs, false), nil
+}

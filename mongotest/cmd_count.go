@@ -1,0 +1,71 @@
+package mongotest
+
+import (
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/ferry-io/ferry/internal/mql"
+)
+
+func cmdCount(e *engine, r *request) (bson.D, error) {
+	db, name, err := nsArg(r)
+	if err != nil {
+		return nil, err
+	}
+	q := lookupD(r.cmd, "query")
+	f, err := compileFilter(q)
+	if err != nil {
+		return nil, err
+	}
+	qd, _ := q.(bson.D)
+	n := len(e.coll(db, name).matching(f, qd, e.vars(), 0))
+	skip, _ := asInt64(lookupD(r.cmd, "skip"))
+	limit, _ := asInt64(lookupD(r.cmd, "limit"))
+	n = max(n-int(skip), 0)
+	if limit < 0 {
+		limit = -limit
+	}
+	if limit > 0 && int(limit) < n {
+		n = int(limit)
+	}
+	return bson.D{{Key: "n", Value: int32(n)}}, nil
+}
+
+func cmdDistinct(e *engine, r *request) (bson.D, error) {
+	db, name, err := nsArg(r)
+	if err != nil {
+		return nil, err
+	}
+	key, ok := lookupD(r.cmd, "key").(string)
+	if !ok {
+		return nil, errorf(codeFailedToParse, "BSON field 'distinct.key' is missing but a required field")
+	}
+	q := lookupD(r.cmd, "query")
+	f, err := compileFilter(q)
+	if err != nil {
+		return nil, err
+	}
+	qd, _ := q.(bson.D)
+	values := bson.A{}
+	seen := map[string]bool{}
+	add := func(v any) {
+		k := keyOf(v)
+		if !seen[k] {
+			seen[k] = true
+			values = append(values, v)
+		}
+	}
+	for _, rec := range e.coll(db, name).matching(f, qd, e.vars(), 0) {
+		v, ok := mql.Lookup(rec.doc, key)
+		if !ok {
+			continue
+		}
+		if arr, isArr := v.(bson.A); isArr {
+			for _, el := range arr {
+				add(el)
+			}
+			continue
+		}
+		add(v)
+	}
+	return bson.D{{Key: "values", Value: values}}, nil
+}

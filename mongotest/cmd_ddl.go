@@ -1,0 +1,343 @@
+package mongotest
+
+import (
+	"sort"
+	"strings"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/ferry-io/ferry/internal/mql"
+)
+
+func cmdCreate(e *engine, r *request) (bson.D, error) {
+	db, name, err := nsArg(r)
+	if err != nil {
+		return nil, err
+	}
+	if err := validCollName(db, name); err != nil {
+		return nil, err
+	}
+	var opts bson.D
+	for _, el := range r.cmd[1:] {
+		if isGenericArg(el.Key) {
+			continue
+		}
+		switch el.Key {
+		case "capped", "size", "max", "viewOn", "pipeline", "collation", "validator", "validationLevel",
+			"validationAction", "changeStreamPreAndPostImages", "timeseries", "expireAfterSeconds",
+			"clusteredIndex", "storageEngine", "indexOptionDefaults", "idIndex", "autoIndexId", "encryptedFields":
+			opts = append(opts, el)
+		default:
+			return nil, errorf(codeIDLUnknownField, "BSON field 'create.%s' is an unknown field.", el.Key)
+		}
+	}
+	if existing := e.coll(db, name); existing != nil {
+		if mql.Equal(existing.options, opts) || (len(existing.options) == 0 && len(opts) == 0) {
+			return bson.D{}, nil
+		}
+		return nil, errorf(codeNamespaceExists, "Collection %s.%s already exists.", db, name)
+	}
+	if v, ok := lookupTop(opts, "viewOn"); ok {
+		if _, isStr := v.(string); !isStr {
+			return nil, errorf(codeTypeMismatch, "'viewOn' option must be a string")
+		}
+		if p, ok := lookupTop(opts, "pipeline"); ok {
+			if _, isArr := p.(bson.A); !isArr {
+				return nil, errorf(codeTypeMismatch, "'pipeline' option must be an array")
+			}
+		}
+		// A view is recorded in system.views; change streams see it as an
+		// insert there plus a create event with nsType "view".
+	}
+	e.createColl(db, name, opts)
+	return bson.D{}, nil
+}
+
+// dropColl removes a collection and logs the drop. Callers hold e.mu.
+func (e *engine) dropColl(c *collection) {
+	delete(e.dbs[c.db].colls, c.name)
+	u := c.uuid
+	e.appendOplog(&oplogEntry{op: opDrop, db: c.db, coll: c.name, uuid: &u})
+}
+
+func cmdDrop(e *engine, r *request) (bson.D, error) {
+	db, name, err := nsArg(r)
+	if err != nil {
+		return nil, err
+	}
+	c := e.coll(db, name)
+	if c == nil {
+		// MongoDB 7.0+ reports success for a collection that does not exist.
+		return bson.D{}, nil
+	}
+	n := c.live
+	e.dropColl(c)
+	return bson.D{{Key: "nIndexesWas", Value: int32(len(c.indexes))}, {Key: "ns", Value: c.ns()}, {Key: "n", Value: int32(n)}}, nil
+}
+
+func cmdDropDatabase(e *engine, r *request) (bson.D, error) {
+	d := e.dbs[r.db]
+	if d == nil {
+		return bson.D{}, nil
+	}
+	names := make([]string, 0, len(d.colls))
+	for n := range d.colls {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		e.dropColl(d.colls[n])
+	}
+	delete(e.dbs, r.db)
+	e.appendOplog(&oplogEntry{op: opDropDatabase, db: r.db})
+	return bson.D{{Key: "dropped", Value: r.db}}, nil
+}
+
+func splitNS(ns string) (string, string, bool) {
+	i := strings.IndexByte(ns, '.')
+	if i <= 0 || i == len(ns)-1 {
+		return "", "", false
+	}
+	return ns[:i], ns[i+1:], true
+}
+
+func cmdRenameCollection(e *engine, r *request) (bson.D, error) {
+	from, _ := r.cmd[0].Value.(string)
+	to, _ := lookupD(r.cmd, "to").(string)
+	fdb, fcoll, ok1 := splitNS(from)
+	tdb, tcoll, ok2 := splitNS(to)
+	if !ok1 {
+		return nil, errorf(codeInvalidNamespace, "Invalid source namespace: %s", from)
+	}
+	if !ok2 {
+		return nil, errorf(codeInvalidNamespace, "Invalid target namespace: %s", to)
+	}
+	if err := validCollName(tdb, tcoll); err != nil {
+		return nil, err
+	}
+	src := e.coll(fdb, fcoll)
+	if src == nil {
+		return nil, errorf(codeNamespaceNotFound, "Source collection %s does not exist", from)
+	}
+	if from == to {
+		return nil, errorf(codeIllegalOperation, "Can't rename a collection to itself")
+	}
+	dropTarget := boolArg(r, "dropTarget", false)
+	var dropped *[16]byte
+	if tgt := e.coll(tdb, tcoll); tgt != nil {
+		if !dropTarget {
+			return nil, errorf(codeNamespaceExists, "target namespace exists")
+		}
+		u := tgt.uuid
+		dropped = &u
+		delete(e.dbs[tdb].colls, tcoll)
+	}
+	delete(e.dbs[fdb].colls, fcoll)
+	src.db, src.name = tdb, tcoll
+	e.db(tdb, true).colls[tcoll] = src
+	u := src.uuid
+	desc := bson.D{{Key: "to", Value: bson.D{{Key: "db", Value: tdb}, {Key: "coll", Value: tcoll}}}}
+	if dropped != nil {
+		desc = append(desc, bson.E{Key: "dropTarget", Value: bson.Binary{Subtype: 4, Data: dropped[:]}})
+	}
+	e.appendOplog(&oplogEntry{op: opRename, db: fdb, coll: fcoll, uuid: &u, toDB: tdb, toColl: tcoll, dropTarget: dropped, opDesc: desc})
+	return bson.D{}, nil
+}
+
+func cmdCollMod(e *engine, r *request) (bson.D, error) {
+	db, name, err := nsArg(r)
+	if err != nil {
+		return nil, err
+	}
+	c := e.coll(db, name)
+	if c == nil {
+		return nil, errorf(codeNamespaceNotFound, "ns does not exist: %s.%s", db, name)
+	}
+	before := bson.D{{Key: "collectionOptions", Value: append(bson.D{{Key: "uuid", Value: bson.Binary{Subtype: 4, Data: c.uuid[:]}}}, c.options...)}}
+	var desc bson.D
+	var indexOpts bson.D
+	for _, el := range r.cmd[1:] {
+		if isGenericArg(el.Key) {
+			continue
+		}
+		switch el.Key {
+		case "changeStreamPreAndPostImages":
+			sub, ok := el.Value.(bson.D)
+			if !ok {
+				return nil, errorf(codeTypeMismatch, "BSON field 'collMod.changeStreamPreAndPostImages' is the wrong type, expected type 'object'")
+			}
+			c.preAndPostImages = truthy(lookupD(sub, "enabled"))
+			c.options = setField(c.options, "changeStreamPreAndPostImages", sub)
+		case "index":
+			spec, ok := el.Value.(bson.D)
+			if !ok {
+				return nil, errorf(codeTypeMismatch, "BSON field 'collMod.index' is the wrong type, expected type 'object'")
+			}
+			ix := c.findIndex(lookupD(spec, "name"), lookupD(spec, "keyPattern"))
+			if ix == nil {
+				return nil, errorf(codeIndexNotFound, "cannot find index %v for ns %s", spec, c.ns())
+			}
+			if v, ok := lookupTop(spec, "expireAfterSeconds"); ok {
+				secs, ok := asInt64(v)
+				if !ok || secs < 0 {
+					return nil, errorf(codeInvalidOptions, "expireAfterSeconds must be a non-negative number")
+				}
+				old := int64(-1)
+				if ix.expireAfterSeconds != nil {
+					old = *ix.expireAfterSeconds
+				}
+				ix.expireAfterSeconds = &secs
+				ix.spec = setField(ix.spec, "expireAfterSeconds", secs)
+				indexOpts = bson.D{{Key: "expireAfterSeconds_old", Value: old}, {Key: "expireAfterSeconds_new", Value: secs}}
+			}
+		case "validator", "validationLevel", "validationAction", "expireAfterSeconds", "timeseries", "viewOn", "pipeline", "cappedSize", "cappedMax":
+			c.options = setField(c.options, el.Key, el.Value)
+		default:
+			return nil, errorf(codeInvalidOptions, "unknown option to collMod: %s", el.Key)
+		}
+		desc = append(desc, el)
+	}
+	u := c.uuid
+	e.appendOplog(&oplogEntry{op: opModify, db: db, coll: name, uuid: &u, opDesc: desc, stateBefore: before})
+	reply := bson.D{}
+	if indexOpts != nil {
+		reply = indexOpts
+	}
+	return reply, nil
+}
+
+func setField(d bson.D, key string, v any) bson.D {
+	out := make(bson.D, 0, len(d)+1)
+	found := false
+	for _, el := range d {
+		if el.Key == key {
+			el.Value = v
+			found = true
+		}
+		out = append(out, el)
+	}
+	if !found {
+		out = append(out, bson.E{Key: key, Value: v})
+	}
+	return out
+}
+
+func cmdListCollections(e *engine, r *request) (bson.D, error) {
+	var f *mql.Filter
+	var err error
+	if fd, ok := lookupD(r.cmd, "filter").(bson.D); ok && len(fd) > 0 {
+		if f, err = mql.CompileFilter(fd); err != nil {
+			return nil, err
+		}
+	}
+	nameOnly := boolArg(r, "nameOnly", false)
+	var docs []bson.D
+	if d := e.dbs[r.db]; d != nil {
+		names := make([]string, 0, len(d.colls))
+		for n := range d.colls {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		for _, n := range names {
+			c := d.colls[n]
+			typ := "collection"
+			if c.isView {
+				typ = "view"
+			}
+			doc := bson.D{{Key: "name", Value: n}, {Key: "type", Value: typ}}
+			if !nameOnly {
+				opts := c.options
+				if opts == nil {
+					opts = bson.D{}
+				}
+				info := bson.D{{Key: "readOnly", Value: c.isView}}
+				if !c.isView {
+					info = append(info, bson.E{Key: "uuid", Value: bson.Binary{Subtype: 4, Data: c.uuid[:]}})
+				}
+				doc = append(doc, bson.E{Key: "options", Value: opts}, bson.E{Key: "info", Value: info})
+				if !c.isView {
+					doc = append(doc, bson.E{Key: "idIndex", Value: c.indexes[0].spec})
+				}
+			}
+			if f != nil && !f.Match(doc, e.vars()) {
+				continue
+			}
+			docs = append(docs, doc)
+		}
+	}
+	bs, err := batchSizeArg(cursorOpts(r), -1)
+	if err != nil {
+		return nil, err
+	}
+	return e.firstBatchReply(r.db+".$cmd.listCollections", r.db, docs, bs, false), nil
+}
+
+func cursorOpts(r *request) bson.D {
+	d, _ := lookupD(r.cmd, "cursor").(bson.D)
+	return d
+}
+
+func cmdListDatabases(e *engine, r *request) (bson.D, error) {
+	var f *mql.Filter
+	var err error
+	if fd, ok := lookupD(r.cmd, "filter").(bson.D); ok && len(fd) > 0 {
+		if f, err = mql.CompileFilter(fd); err != nil {
+			return nil, err
+		}
+	}
+	nameOnly := boolArg(r, "nameOnly", false)
+	names := make([]string, 0, len(e.dbs))
+	for n, d := range e.dbs {
+		if len(d.colls) > 0 {
+			names = append(names, n)
+		}
+	}
+	sort.Strings(names)
+	dbs := bson.A{}
+	var total int64
+	for _, n := range names {
+		var size int64
+		for _, c := range e.dbs[n].colls {
+			for _, rec := range c.all() {
+				size += docSize(rec.doc)
+			}
+		}
+		total += size
+		doc := bson.D{{Key: "name", Value: n}}
+		if !nameOnly {
+			doc = append(doc, bson.E{Key: "sizeOnDisk", Value: size}, bson.E{Key: "empty", Value: size == 0})
+		}
+		if f != nil && !f.Match(doc, e.vars()) {
+			continue
+		}
+		dbs = append(dbs, doc)
+	}
+	reply := bson.D{{Key: "databases", Value: dbs}}
+	if !nameOnly {
+		reply = append(reply, bson.E{Key: "totalSize", Value: total}, bson.E{Key: "totalSizeMb", Value: total >> 20})
+	}
+	return reply, nil
+}
+
+func cmdDBStats(e *engine, r *request) (bson.D, error) {
+	var colls, objects int64
+	if d := e.dbs[r.db]; d != nil {
+		for _, c := range d.colls {
+			colls++
+			objects += int64(c.live)
+		}
+	}
+	return bson.D{{Key: "db", Value: r.db}, {Key: "collections", Value: colls}, {Key: "objects", Value: objects}}, nil
+}
+
+func cmdCollStats(e *engine, r *request) (bson.D, error) {
+	db, name, err := nsArg(r)
+	if err != nil {
+		return nil, err
+	}
+	c := e.coll(db, name)
+	if c == nil {
+		return nil, errorf(codeNamespaceNotFound, "Collection [%s.%s] not found.", db, name)
+	}
+	return bson.D{{Key: "ns", Value: c.ns()}, {Key: "count", Value: int64(c.live)}, {Key: "nindexes", Value: int32(len(c.indexes))}}, nil
+}

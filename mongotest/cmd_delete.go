@@ -1,0 +1,68 @@
+package mongotest
+
+import (
+	"go.mongodb.org/mongo-driver/v2/bson"
+)
+
+// deleteRecord removes a record and logs the delete.
+func (e *engine) deleteRecord(c *collection, rec *record) {
+	c.remove(rec)
+	u := c.uuid
+	ent := &oplogEntry{op: opDelete, db: c.db, coll: c.name, uuid: &u, docKey: bson.D{rec.doc[0]}}
+	if c.preAndPostImages {
+		ent.preImage = rec.doc
+		ent.preImageRecorded = true
+	}
+	e.appendOplog(ent)
+}
+
+func cmdDelete(e *engine, r *request) (bson.D, error) {
+	db, name, err := nsArg(r)
+	if err != nil {
+		return nil, err
+	}
+	stmts, err := docsArg(r, "deletes")
+	if err != nil {
+		return nil, err
+	}
+	ordered := boolArg(r, "ordered", true)
+	c := e.coll(db, name)
+	n := 0
+	var writeErrors bson.A
+	for i, v := range stmts {
+		st, ok := v.(bson.D)
+		if !ok {
+			return nil, errorf(codeTypeMismatch, "delete statement must be an object")
+		}
+		limit, _ := asInt64(lookupD(st, "limit"))
+		if limit != 0 && limit != 1 {
+			writeErrors = append(writeErrors, writeError(i, errorf(codeFailedToParse, "The limit field in delete objects must be 0 or 1. Got %d", limit)))
+			if ordered {
+				break
+			}
+			continue
+		}
+		q := lookupD(st, "q")
+		f, err := compileFilter(q)
+		if err != nil {
+			writeErrors = append(writeErrors, writeError(i, err))
+			if ordered {
+				break
+			}
+			continue
+		}
+		if c == nil || c.isView {
+			continue
+		}
+		qd, _ := q.(bson.D)
+		for _, rec := range c.matching(f, qd, e.vars(), int(limit)) {
+			e.deleteRecord(c, rec)
+			n++
+		}
+	}
+	reply := bson.D{{Key: "n", Value: int32(n)}}
+	if len(writeErrors) > 0 {
+		reply = append(reply, bson.E{Key: "writeErrors", Value: writeErrors})
+	}
+	return reply, nil
+}

@@ -1,0 +1,80 @@
+package mongotest
+
+import (
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/ferry-io/ferry/internal/mql"
+)
+
+func cmdFind(e *engine, r *request) (bson.D, error) {
+	db, name, err := nsArg(r)
+	if err != nil {
+		return nil, err
+	}
+	filter := lookupD(r.cmd, "filter")
+	f, err := compileFilter(filter)
+	if err != nil {
+		return nil, err
+	}
+	fd, _ := filter.(bson.D)
+	var sortSpec *mql.Sort
+	if sd, ok := lookupD(r.cmd, "sort").(bson.D); ok && len(sd) > 0 {
+		if sortSpec, err = mql.CompileSort(sd); err != nil {
+			return nil, err
+		}
+	}
+	var proj *mql.Projection
+	if pd, ok := lookupD(r.cmd, "projection").(bson.D); ok && len(pd) > 0 {
+		if proj, err = mql.CompileProjection(pd); err != nil {
+			return nil, err
+		}
+	}
+	skip, _ := asInt64(lookupD(r.cmd, "skip"))
+	limit, _ := asInt64(lookupD(r.cmd, "limit"))
+	if skip < 0 {
+		return nil, errorf(codeBadValue, "BSON field 'skip' value must be >= 0, actual value '%d'", skip)
+	}
+	single := boolArg(r, "singleBatch", false)
+	if limit < 0 {
+		limit, single = -limit, true
+	}
+	batchSize, err := batchSizeArg(r.cmd, -1)
+	if err != nil {
+		return nil, err
+	}
+	c := e.coll(db, name)
+	vars := e.vars()
+	var recs []*record
+	if c != nil {
+		scanLimit := 0
+		if sortSpec == nil && limit > 0 {
+			scanLimit = int(skip + limit)
+		}
+		recs = c.matching(f, fd, vars, scanLimit)
+	}
+	if sortSpec != nil {
+		sortRecords(recs, sortSpec)
+	}
+	if int(skip) >= len(recs) {
+		recs = nil
+	} else {
+		recs = recs[skip:]
+	}
+	if limit > 0 && int(limit) < len(recs) {
+		recs = recs[:limit]
+	}
+	docs := make([]bson.D, 0, len(recs))
+	for _, rec := range recs {
+		d := rec.doc
+		if proj != nil {
+			if d, err = proj.Apply(d, vars); err != nil {
+				return nil, err
+			}
+		}
+		docs = append(docs, d)
+	}
+	if limit > 0 && batchSize > 0 && int(limit) <= batchSize {
+		single = true
+	}
+	return e.firstBatchReply(db+"."+name, db, docs, batchSize, single), nil
+}

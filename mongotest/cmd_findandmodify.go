@@ -1,0 +1,96 @@
+package mongotest
+
+import (
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/ferry-io/ferry/internal/mql"
+)
+
+func cmdFindAndModify(e *engine, r *request) (bson.D, error) {
+	db, name, err := nsArg(r)
+	if err != nil {
+		return nil, err
+	}
+	query := lookupD(r.cmd, "query")
+	remove := boolArg(r, "remove", false)
+	update, hasUpdate := r.arg("update")
+	returnNew := boolArg(r, "new", false)
+	upsert := boolArg(r, "upsert", false)
+	if remove && hasUpdate {
+		return nil, errorf(codeFailedToParse, "Cannot specify both an update and remove=true")
+	}
+	if !remove && !hasUpdate {
+		return nil, errorf(codeFailedToParse, "Either an update or remove=true must be specified")
+	}
+	if remove && (upsert || returnNew) {
+		return nil, errorf(codeFailedToParse, "Cannot specify both upsert=true and remove=true ")
+	}
+	var proj *mql.Projection
+	if pd, ok := lookupD(r.cmd, "fields").(bson.D); ok && len(pd) > 0 {
+		if proj, err = mql.CompileProjection(pd); err != nil {
+			return nil, err
+		}
+	}
+	project := func(d bson.D) (any, error) {
+		if d == nil {
+			return nil, nil
+		}
+		if proj == nil {
+			return d, nil
+		}
+		return proj.Apply(d, e.vars())
+	}
+	if remove {
+		f, err := compileFilter(query)
+		if err != nil {
+			return nil, err
+		}
+		c := e.coll(db, name)
+		qd, _ := query.(bson.D)
+		var recs []*record
+		if sd, ok := lookupD(r.cmd, "sort").(bson.D); ok && len(sd) > 0 {
+			s, err := mql.CompileSort(sd)
+			if err != nil {
+				return nil, err
+			}
+			recs = c.matching(f, qd, e.vars(), 0)
+			sortRecords(recs, s)
+		} else {
+			recs = c.matching(f, qd, e.vars(), 1)
+		}
+		if len(recs) == 0 {
+			return bson.D{{Key: "lastErrorObject", Value: bson.D{{Key: "n", Value: int32(0)}}}, {Key: "value", Value: nil}}, nil
+		}
+		doc := recs[0].doc
+		e.deleteRecord(c, recs[0])
+		v, err := project(doc)
+		if err != nil {
+			return nil, err
+		}
+		return bson.D{{Key: "lastErrorObject", Value: bson.D{{Key: "n", Value: int32(1)}}}, {Key: "value", Value: v}}, nil
+	}
+	spec, err := parseUpdateSpec(query, update, upsert, false, lookupD(r.cmd, "sort"))
+	if err != nil {
+		return nil, err
+	}
+	res, err := e.applyUpdate(db, name, spec)
+	if err != nil {
+		return nil, err
+	}
+	leo := bson.D{{Key: "n", Value: int32(res.matched)}, {Key: "updatedExisting", Value: res.matched > 0}}
+	if res.upserted {
+		leo = bson.D{{Key: "n", Value: int32(1)}, {Key: "updatedExisting", Value: false}, {Key: "upserted", Value: res.upsertedID}}
+	}
+	var out bson.D
+	switch {
+	case returnNew:
+		out = res.after
+	case !res.upserted:
+		out = res.before
+	}
+	v, err := project(out)
+	if err != nil {
+		return nil, err
+	}
+	return bson.D{{Key: "lastErrorObject", Value: leo}, {Key: "value", Value: v}}, nil
+}

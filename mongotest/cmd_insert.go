@@ -1,0 +1,151 @@
+package mongotest
+
+import (
+	"go.mongodb.org/mongo-driver/v2/bson"
+)
+
+// nsArg returns the database and the collection named by the command's
+// first field.
+func nsArg(r *request) (string, string, error) {
+	name, ok := r.cmd[0].Value.(string)
+	if !ok || name == "" {
+		return "", "", errorf(codeInvalidNamespace, "collection name has invalid type %s", typeName(r.cmd[0].Value))
+	}
+	return r.db, name, nil
+}
+
+func typeName(v any) string {
+	switch v.(type) {
+	case nil:
+		return "null"
+	case string:
+		return "string"
+	case int32:
+		return "int"
+	case int64:
+		return "long"
+	case float64:
+		return "double"
+	case bool:
+		return "bool"
+	case bson.D:
+		return "object"
+	case bson.A:
+		return "array"
+	case bson.ObjectID:
+		return "objectId"
+	case bson.DateTime:
+		return "date"
+	case bson.Timestamp:
+		return "timestamp"
+	case bson.Binary:
+		return "binData"
+	}
+	return "unknown"
+}
+
+func boolArg(r *request, key string, def bool) bool {
+	v, ok := r.arg(key)
+	if !ok {
+		return def
+	}
+	return truthy(v)
+}
+
+func docsArg(r *request, key string) (bson.A, error) {
+	v, ok := r.arg(key)
+	if !ok {
+		return nil, errorf(codeFailedToParse, "BSON field '%s.%s' is missing but a required field", r.name, key)
+	}
+	a, ok := v.(bson.A)
+	if !ok {
+		return nil, errorf(codeTypeMismatch, "BSON field '%s.%s' is the wrong type '%s', expected type 'array'", r.name, key, typeName(v))
+	}
+	return a, nil
+}
+
+// prepareInsert checks a document for insertion and puts _id first,
+// generating an ObjectId when there is none.
+func prepareInsert(v any) (bson.D, error) {
+	d, ok := v.(bson.D)
+	if !ok {
+		return nil, errorf(codeTypeMismatch, "document to insert must be an object, got %s", typeName(v))
+	}
+	id, has := lookupTop(d, "_id")
+	if has {
+		switch id.(type) {
+		case bson.A:
+			return nil, errorf(codeBadValue, "The '_id' value cannot be of type array")
+		case bson.Regex:
+			return nil, errorf(codeBadValue, "can't use a regex for _id")
+		}
+		if d[0].Key == "_id" {
+			return d, nil
+		}
+		out := make(bson.D, 0, len(d))
+		out = append(out, bson.E{Key: "_id", Value: id})
+		for _, e := range d {
+			if e.Key != "_id" {
+				out = append(out, e)
+			}
+		}
+		return out, nil
+	}
+	out := make(bson.D, 0, len(d)+1)
+	out = append(out, bson.E{Key: "_id", Value: bson.NewObjectID()})
+	return append(out, d...), nil
+}
+
+func writeError(i int, err error) bson.D {
+	ce := asCmdError(err)
+	we := bson.D{{Key: "index", Value: int32(i)}, {Key: "code", Value: ce.Code}, {Key: "errmsg", Value: ce.Msg}}
+	return append(we, ce.Extra...)
+}
+
+func cmdInsert(e *engine, r *request) (bson.D, error) {
+	db, name, err := nsArg(r)
+	if err != nil {
+		return nil, err
+	}
+	docs, err := docsArg(r, "documents")
+	if err != nil {
+		return nil, err
+	}
+	ordered := boolArg(r, "ordered", true)
+	c, err := e.ensureColl(db, name)
+	if err != nil {
+		return nil, err
+	}
+	n := 0
+	var writeErrors bson.A
+	for i, v := range docs {
+		doc, err := prepareInsert(v)
+		if err == nil {
+			err = e.insertDoc(c, doc)
+		}
+		if err != nil {
+			writeErrors = append(writeErrors, writeError(i, err))
+			if ordered {
+				break
+			}
+			continue
+		}
+		n++
+	}
+	reply := bson.D{{Key: "n", Value: int32(n)}}
+	if len(writeErrors) > 0 {
+		reply = append(reply, bson.E{Key: "writeErrors", Value: writeErrors})
+	}
+	return reply, nil
+}
+
+// insertDoc stores a document and logs it.
+func (e *engine) insertDoc(c *collection, doc bson.D) error {
+	if err := c.insert(doc); err != nil {
+		return err
+	}
+	u := c.uuid
+	e.appendOplog(&oplogEntry{op: opInsert, db: c.db, coll: c.name, uuid: &u,
+		docKey: bson.D{doc[0]}, doc: doc})
+	return nil
+}

@@ -1,0 +1,248 @@
+package mongotest
+
+import (
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/ferry-io/ferry/internal/mql"
+)
+
+func (e *engine) vars() *mql.Vars {
+	return &mql.Vars{Now: bson.NewDateTimeFromTime(e.nowLocked()), ClusterTime: e.lastTS}
+}
+
+// compileFilter compiles a query filter; a missing filter matches everything.
+func compileFilter(v any) (*mql.Filter, error) {
+	switch f := v.(type) {
+	case nil:
+		return mql.CompileFilter(bson.D{})
+	case bson.D:
+		return mql.CompileFilter(f)
+	}
+	return nil, errorf(codeTypeMismatch, "filter must be an object, got %s", typeName(v))
+}
+
+// matching returns the records matching f in natural order, at most limit
+// (0 = all). A filter on a single _id value is answered from the _id map.
+func (c *collection) matching(f *mql.Filter, filter bson.D, vars *mql.Vars, limit int) []*record {
+	if c == nil {
+		return nil
+	}
+	if len(filter) == 1 && filter[0].Key == "_id" {
+		switch filter[0].Value.(type) {
+		case bson.D, bson.A, bson.Regex, nil:
+		default:
+			if rec := c.byIDValue(filter[0].Value); rec != nil && f.Match(rec.doc, vars) {
+				return []*record{rec}
+			}
+			return nil
+		}
+	}
+	var out []*record
+	for _, rec := range c.records {
+		if rec == nil || rec.deleted {
+			continue
+		}
+		if f.Match(rec.doc, vars) {
+			out = append(out, rec)
+			if limit > 0 && len(out) >= limit {
+				break
+			}
+		}
+	}
+	return out
+}
+
+// updateResult is what one update statement did.
+type updateResult struct {
+	matched, modified int
+	upsertedID        any
+	upserted          bool
+	before, after     bson.D // of the last document touched
+}
+
+// updateSpec is one parsed update statement.
+type updateSpec struct {
+	filter bson.D
+	f      *mql.Filter
+	u      *mql.Update
+	upsert bool
+	multi  bool
+	sort   *mql.Sort
+}
+
+func parseUpdateSpec(filter, u any, upsert, multi bool, sort any) (*updateSpec, error) {
+	f, err := compileFilter(filter)
+	if err != nil {
+		return nil, err
+	}
+	fd, _ := filter.(bson.D)
+	if u == nil {
+		return nil, errorf(codeFailedToParse, "BSON field 'update.updates.u' is missing but a required field")
+	}
+	cu, err := mql.CompileUpdate(u)
+	if err != nil {
+		return nil, err
+	}
+	if multi && cu.Kind() == mql.UpdateReplacement {
+		return nil, errorf(codeFailedToParse, "multi update is not supported for replacement-style update")
+	}
+	spec := &updateSpec{filter: fd, f: f, u: cu, upsert: upsert, multi: multi}
+	if sd, ok := sort.(bson.D); ok && len(sd) > 0 {
+		if spec.sort, err = mql.CompileSort(sd); err != nil {
+			return nil, err
+		}
+	}
+	return spec, nil
+}
+
+// applyUpdate runs one update statement against a collection (nil when it
+// does not exist yet), logging each change.
+func (e *engine) applyUpdate(db, name string, spec *updateSpec) (*updateResult, error) {
+	c := e.coll(db, name)
+	if c != nil && c.isView {
+		return nil, errorf(166, "Namespace %s.%s is a view, not a collection", db, name)
+	}
+	vars := e.vars()
+	limit := 1
+	if spec.multi || spec.sort != nil {
+		limit = 0
+	}
+	recs := c.matching(spec.f, spec.filter, vars, limit)
+	if spec.sort != nil && len(recs) > 1 {
+		sortRecords(recs, spec.sort)
+		if !spec.multi {
+			recs = recs[:1]
+		}
+	}
+	res := &updateResult{}
+	for _, rec := range recs {
+		res.matched++
+		old := rec.doc
+		doc, desc, err := spec.u.Apply(old, vars, false)
+		if err != nil {
+			return res, err
+		}
+		if err := checkIDUnchanged(old, doc); err != nil {
+			return res, err
+		}
+		res.before, res.after = old, doc
+		if spec.u.Kind() == mql.UpdateReplacement {
+			if mql.Equal(old, doc) {
+				continue
+			}
+		} else if desc == nil || desc.Empty() {
+			continue
+		}
+		if err := c.replace(rec, doc); err != nil {
+			return res, err
+		}
+		res.modified++
+		ent := &oplogEntry{op: opUpdate, db: c.db, coll: c.name, docKey: bson.D{doc[0]}, doc: doc, upd: desc}
+		if spec.u.Kind() == mql.UpdateReplacement {
+			ent.op, ent.upd = opReplace, nil
+		}
+		if c.preAndPostImages {
+			ent.preImage = old
+			ent.preImageRecorded = true
+		}
+		u := c.uuid
+		ent.uuid = &u
+		e.appendOplog(ent)
+	}
+	if res.matched > 0 || !spec.upsert {
+		return res, nil
+	}
+	// Upsert: build the new document from the filter's equality fields.
+	seed, err := mql.UpsertSeed(spec.filter)
+	if err != nil {
+		return res, err
+	}
+	var doc bson.D
+	if spec.u.Kind() == mql.UpdateReplacement {
+		doc, _, err = spec.u.Apply(bson.D{}, vars, true)
+		if err == nil {
+			if _, has := lookupTop(doc, "_id"); !has {
+				if id, ok := lookupTop(seed, "_id"); ok {
+					doc = append(bson.D{{Key: "_id", Value: id}}, doc...)
+				}
+			}
+		}
+	} else {
+		doc, _, err = spec.u.Apply(seed, vars, true)
+	}
+	if err != nil {
+		return res, err
+	}
+	doc, err = prepareInsert(doc)
+	if err != nil {
+		return res, err
+	}
+	if c == nil {
+		if c, err = e.ensureColl(db, name); err != nil {
+			return res, err
+		}
+	}
+	if err := e.insertDoc(c, doc); err != nil {
+		return res, err
+	}
+	res.upserted = true
+	res.upsertedID = doc[0].Value
+	res.after = doc
+	return res, nil
+}
+
+func checkIDUnchanged(old, doc bson.D) error {
+	a, _ := lookupTop(old, "_id")
+	b, ok := lookupTop(doc, "_id")
+	if !ok || !mql.Equal(a, b) || typeName(a) != typeName(b) {
+		return &cmdError{Code: 66, Msg: "Performing an update on the path '_id' would modify the immutable field '_id'"}
+	}
+	return nil
+}
+
+func cmdUpdate(e *engine, r *request) (bson.D, error) {
+	db, name, err := nsArg(r)
+	if err != nil {
+		return nil, err
+	}
+	stmts, err := docsArg(r, "updates")
+	if err != nil {
+		return nil, err
+	}
+	ordered := boolArg(r, "ordered", true)
+	n, nModified := 0, 0
+	var upserted, writeErrors bson.A
+	for i, v := range stmts {
+		st, ok := v.(bson.D)
+		if !ok {
+			return nil, errorf(codeTypeMismatch, "update statement must be an object")
+		}
+		spec, err := parseUpdateSpec(lookupD(st, "q"), lookupD(st, "u"), truthy(lookupD(st, "upsert")), truthy(lookupD(st, "multi")), lookupD(st, "sort"))
+		var res *updateResult
+		if err == nil {
+			res, err = e.applyUpdate(db, name, spec)
+		}
+		if res != nil {
+			n += res.matched
+			nModified += res.modified
+			if res.upserted {
+				n++
+				upserted = append(upserted, bson.D{{Key: "index", Value: int32(i)}, {Key: "_id", Value: res.upsertedID}})
+			}
+		}
+		if err != nil {
+			writeErrors = append(writeErrors, writeError(i, err))
+			if ordered {
+				break
+			}
+		}
+	}
+	reply := bson.D{{Key: "n", Value: int32(n)}, {Key: "nModified", Value: int32(nModified)}}
+	if len(upserted) > 0 {
+		reply = append(reply, bson.E{Key: "upserted", Value: upserted})
+	}
+	if len(writeErrors) > 0 {
+		reply = append(reply, bson.E{Key: "writeErrors", Value: writeErrors})
+	}
+	return reply, nil
+}

@@ -1,0 +1,456 @@
+package mongotest
+
+import (
+	"context"
+	"strings"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+)
+
+// request is one command being run.
+type request struct {
+	ctx  context.Context
+	conn *conn
+	cmd  bson.D
+	name string
+	db   string
+	// Session and transaction fields, when present.
+	lsid       bson.D
+	txnNumber  *int64
+	autocommit *bool
+	// streamCursor is set by getMore once it has checked out a
+	// change-stream cursor (it decides ResumableChangeStreamError).
+	streamCursor bool
+}
+
+func (r *request) arg(key string) (any, bool) { return lookupTop(r.cmd, key) }
+
+// command describes how one command is run.
+type command struct {
+	run func(e *engine, r *request) (bson.D, error)
+	// unlocked commands take e.mu themselves (they may wait).
+	unlocked bool
+	// adminOnly commands must be sent to the admin database.
+	adminOnly bool
+}
+
+var commands map[string]command
+
+func init() {
+	commands = map[string]command{
+		"hello":              {run: cmdHello, unlocked: true},
+		"isMaster":           {run: cmdHello, unlocked: true},
+		"ismaster":           {run: cmdHello, unlocked: true},
+		"ping":               {run: cmdPing},
+		"buildInfo":          {run: cmdBuildInfo},
+		"buildinfo":          {run: cmdBuildInfo},
+		"getParameter":       {run: cmdGetParameter, adminOnly: true},
+		"setParameter":       {run: cmdSetParameter, adminOnly: true},
+		"serverStatus":       {run: cmdServerStatus},
+		"endSessions":        {run: cmdOK},
+		"killAllSessions":    {run: cmdOK},
+		"killSessions":       {run: cmdOK},
+		"refreshSessions":    {run: cmdOK},
+		"startSession":       {run: cmdStartSession},
+		"connectionStatus":   {run: cmdConnectionStatus},
+		"whatsmyuri":         {run: cmdWhatsMyURI},
+		"hostInfo":           {run: cmdHostInfo},
+		"getCmdLineOpts":     {run: cmdGetCmdLineOpts, adminOnly: true},
+		"replSetGetStatus":   {run: cmdReplSetGetStatus, adminOnly: true},
+		"listCommands":       {run: cmdListCommands},
+		"insert":             {run: cmdInsert},
+		"update":             {run: cmdUpdate},
+		"delete":             {run: cmdDelete},
+		"find":               {run: cmdFind},
+		"getMore":            {run: cmdGetMore, unlocked: true},
+		"killCursors":        {run: cmdKillCursors},
+		"findAndModify":      {run: cmdFindAndModify},
+		"findandmodify":      {run: cmdFindAndModify},
+		"aggregate":          {run: cmdAggregate},
+		"count":              {run: cmdCount},
+		"distinct":           {run: cmdDistinct},
+		"create":             {run: cmdCreate},
+		"drop":               {run: cmdDrop},
+		"dropDatabase":       {run: cmdDropDatabase},
+		"listCollections":    {run: cmdListCollections},
+		"listDatabases":      {run: cmdListDatabases, adminOnly: true},
+		"createIndexes":      {run: cmdCreateIndexes},
+		"listIndexes":        {run: cmdListIndexes},
+		"dropIndexes":        {run: cmdDropIndexes},
+		"deleteIndexes":      {run: cmdDropIndexes},
+		"renameCollection":   {run: cmdRenameCollection, adminOnly: true},
+		"collMod":            {run: cmdCollMod},
+		"dbStats":            {run: cmdDBStats},
+		"collStats":          {run: cmdCollStats},
+		"configureFailPoint": {run: cmdConfigureFailPoint, adminOnly: true},
+	}
+}
+
+// run executes one command and returns its reply; nil means "close the
+// connection without replying".
+func (e *engine) run(ctx context.Context, c *conn, cmd bson.D) bson.D {
+	if len(cmd) == 0 {
+		return e.errorReply(errorf(codeFailedToParse, "empty command document"), nil)
+	}
+	r := &request{ctx: ctx, conn: c, cmd: cmd, name: cmd[0].Key}
+	for _, el := range cmd {
+		switch el.Key {
+		case "$db":
+			r.db, _ = el.Value.(string)
+		case "lsid":
+			r.lsid, _ = el.Value.(bson.D)
+		case "txnNumber":
+			if n, ok := el.Value.(int64); ok {
+				r.txnNumber = &n
+			}
+		case "autocommit":
+			if b, ok := el.Value.(bool); ok {
+				r.autocommit = &b
+			}
+		}
+	}
+	if r.db == "" {
+		return e.errorReply(errorf(40571, "OP_MSG requests require a $db argument"), r)
+	}
+	spec, ok := commands[r.name]
+	if !ok {
+		return e.errorReply(errorf(codeCommandNotFound, "no such command: '%s'", r.name), r)
+	}
+	if spec.adminOnly && r.db != "admin" {
+		return e.errorReply(errorf(13, "%s may only be run against the admin database.", r.name), r)
+	}
+	var wce bson.D
+	if r.name != "configureFailPoint" {
+		if fp := e.fail.check("failCommand", r, requestNS(r)); fp != nil {
+			if fp.BlockFor > 0 {
+				t := time.NewTimer(fp.BlockFor)
+				select {
+				case <-t.C:
+				case <-ctx.Done():
+				}
+				t.Stop()
+			}
+			if fp.CloseConnection {
+				return nil
+			}
+			if fp.ErrorCode != 0 {
+				ce := &cmdError{Code: fp.ErrorCode, Msg: "Failing command via 'failCommand' failpoint", Extra: fp.ErrorExtraInfo}
+				if fp.ErrorLabels != nil {
+					ce.Labels, ce.labelsSet = fp.ErrorLabels, true
+				}
+				return e.errorReply(ce, r)
+			}
+			wce = fp.WriteConcernError
+		}
+	}
+	var reply bson.D
+	var err error
+	if spec.unlocked {
+		reply, err = spec.run(e, r)
+	} else {
+		e.mu.Lock()
+		reply, err = spec.run(e, r)
+		e.mu.Unlock()
+	}
+	if err != nil {
+		return e.errorReply(asCmdError(err), r)
+	}
+	if wce != nil {
+		reply = append(reply, bson.E{Key: "writeConcernError", Value: wce})
+	}
+	reply = append(reply, bson.E{Key: "ok", Value: 1.0})
+	return e.withClusterTime(reply)
+}
+
+// requestNS is the "db.coll" a command names, or "" when it names none.
+func requestNS(r *request) string {
+	if s, ok := r.cmd[0].Value.(string); ok {
+		return r.db + "." + s
+	}
+	return ""
+}
+
+func (e *engine) withClusterTime(reply bson.D) bson.D {
+	ct := e.clusterTime()
+	return append(reply,
+		bson.E{Key: "$clusterTime", Value: bson.D{
+			{Key: "clusterTime", Value: ct},
+			{Key: "signature", Value: bson.D{
+				{Key: "hash", Value: bson.Binary{Subtype: 0, Data: make([]byte, 20)}},
+				{Key: "keyId", Value: int64(0)},
+			}},
+		}},
+		bson.E{Key: "operationTime", Value: ct},
+	)
+}
+
+// errorReply builds {ok: 0, errmsg, code, codeName, errorLabels?} with the
+// labels a real server attaches (MONGO-SEMANTICS §5.2).
+func (e *engine) errorReply(ce *cmdError, r *request) bson.D {
+	reply := bson.D{
+		{Key: "ok", Value: 0.0},
+		{Key: "errmsg", Value: ce.Msg},
+		{Key: "code", Value: ce.Code},
+		{Key: "codeName", Value: codeName(ce.Code)},
+	}
+	reply = append(reply, ce.Extra...)
+	labels := ce.Labels
+	if !ce.labelsSet && r != nil {
+		labels = e.labelsFor(ce.Code, r)
+	}
+	if len(labels) > 0 {
+		a := make(bson.A, len(labels))
+		for i, l := range labels {
+			a[i] = l
+		}
+		reply = append(reply, bson.E{Key: "errorLabels", Value: a})
+	}
+	return e.withClusterTime(reply)
+}
+
+func (e *engine) labelsFor(code int32, r *request) []string {
+	var labels []string
+	if nonResumableStreamCodes[code] {
+		labels = append(labels, "NonResumableChangeStreamError")
+	}
+	inTxn := r.txnNumber != nil && r.autocommit != nil
+	switch {
+	case inTxn:
+		if code == 112 || code == 251 && (r.name == "commitTransaction" || r.name == "abortTransaction") ||
+			retriableCodes[code] && r.name != "commitTransaction" && r.name != "abortTransaction" {
+			labels = append(labels, "TransientTransactionError")
+		}
+	case r.txnNumber != nil && isWriteCommand(r.name):
+		if retriableCodes[code] {
+			labels = append(labels, "RetryableWriteError")
+		}
+	case r.name == "aggregate" || r.name == "getMore":
+		resumable := retriableCodes[code] || networkCodes[code] || needRetargettingCodes[code] || code == 234 || code == 133
+		if resumable && e.isChangeStreamRequest(r) {
+			labels = append(labels, "ResumableChangeStreamError")
+		}
+	}
+	return labels
+}
+
+func isWriteCommand(name string) bool {
+	switch name {
+	case "insert", "update", "delete", "findAndModify", "findandmodify":
+		return true
+	}
+	return false
+}
+
+// isChangeStreamRequest reports whether an aggregate opens a change stream,
+// or a getMore continues one.
+func (e *engine) isChangeStreamRequest(r *request) bool {
+	switch r.name {
+	case "aggregate":
+		p, _ := lookupTop(r.cmd, "pipeline")
+		if a, ok := p.(bson.A); ok && len(a) > 0 {
+			if st, ok := a[0].(bson.D); ok && len(st) > 0 && st[0].Key == "$changeStream" {
+				return true
+			}
+		}
+	case "getMore":
+		// A getMore fails before or after checking out its cursor; only
+		// after does the server know it continues a change stream.
+		return r.streamCursor
+	}
+	return false
+}
+
+func cmdOK(*engine, *request) (bson.D, error) { return bson.D{}, nil }
+
+func cmdPing(*engine, *request) (bson.D, error) { return bson.D{}, nil }
+
+// The emulator reports MongoDB 8.0 (wire version 25).
+const (
+	serverVersion = "8.0.4"
+	maxWireVer    = 25
+)
+
+func cmdBuildInfo(*engine, *request) (bson.D, error) {
+	return bson.D{
+		{Key: "version", Value: serverVersion},
+		{Key: "gitVersion", Value: "mongotest"},
+		{Key: "versionArray", Value: bson.A{int32(8), int32(0), int32(4), int32(0)}},
+		{Key: "bits", Value: int32(64)},
+		{Key: "debug", Value: false},
+		{Key: "maxBsonObjectSize", Value: int32(16 * 1024 * 1024)},
+		{Key: "storageEngines", Value: bson.A{"mongotest"}},
+		{Key: "modules", Value: bson.A{}},
+		{Key: "javascriptEngine", Value: "none"},
+	}, nil
+}
+
+func cmdGetParameter(e *engine, r *request) (bson.D, error) {
+	all := bson.D{
+		{Key: "featureCompatibilityVersion", Value: bson.D{{Key: "version", Value: "8.0"}}},
+		{Key: "ttlMonitorSleepSecs", Value: int32(e.params.ttlMonitorSleep / time.Second)},
+		{Key: "ttlMonitorEnabled", Value: e.params.ttlEnabled},
+		{Key: "enableTestCommands", Value: int32(1)},
+		{Key: "authenticationMechanisms", Value: bson.A{}},
+		{Key: "requireApiVersion", Value: false},
+		{Key: "transactionLifetimeLimitSeconds", Value: int32(60)},
+		{Key: "periodicNoopIntervalSecs", Value: int32(e.params.noopInterval / time.Second)},
+	}
+	if v, _ := r.arg("getParameter"); v == "*" {
+		return all, nil
+	}
+	var out bson.D
+	for _, el := range r.cmd[1:] {
+		if strings.HasPrefix(el.Key, "$") || isGenericArg(el.Key) {
+			continue
+		}
+		v, ok := lookupTop(all, el.Key)
+		if !ok {
+			return nil, errorf(codeInvalidOptions, "no option found to get")
+		}
+		out = append(out, bson.E{Key: el.Key, Value: v})
+	}
+	if len(out) == 0 {
+		return nil, errorf(codeInvalidOptions, "no option found to get")
+	}
+	return out, nil
+}
+
+func cmdSetParameter(e *engine, r *request) (bson.D, error) {
+	var was bson.D
+	n := 0
+	for _, el := range r.cmd[1:] {
+		if strings.HasPrefix(el.Key, "$") || isGenericArg(el.Key) {
+			continue
+		}
+		n++
+		switch el.Key {
+		case "ttlMonitorSleepSecs":
+			secs, ok := asInt64(el.Value)
+			if !ok || secs < 1 {
+				return nil, errorf(codeBadValue, "ttlMonitorSleepSecs must be a positive number of seconds")
+			}
+			was = append(was, bson.E{Key: "was", Value: int32(e.params.ttlMonitorSleep / time.Second)})
+			e.params.ttlMonitorSleep = time.Duration(secs) * time.Second
+		case "ttlMonitorEnabled":
+			b, ok := el.Value.(bool)
+			if !ok {
+				return nil, errorf(codeBadValue, "ttlMonitorEnabled must be a boolean")
+			}
+			was = append(was, bson.E{Key: "was", Value: e.params.ttlEnabled})
+			e.params.ttlEnabled = b
+		case "periodicNoopIntervalSecs":
+			secs, ok := asInt64(el.Value)
+			if !ok || secs < 1 {
+				return nil, errorf(codeBadValue, "periodicNoopIntervalSecs must be a positive number of seconds")
+			}
+			was = append(was, bson.E{Key: "was", Value: int32(e.params.noopInterval / time.Second)})
+			e.params.noopInterval = time.Duration(secs) * time.Second
+		default:
+			return nil, errorf(codeInvalidOptions, "attempted to set unrecognized parameter [%s], use help:true to see options ", el.Key)
+		}
+	}
+	if n == 0 {
+		return nil, errorf(codeInvalidOptions, "no option found to set, use help:true to see options ")
+	}
+	if len(was) > 1 {
+		was = was[:1]
+	}
+	select {
+	case e.ttlKick <- struct{}{}:
+	default:
+	}
+	return was, nil
+}
+
+func cmdServerStatus(e *engine, r *request) (bson.D, error) {
+	now := e.nowLocked()
+	return bson.D{
+		{Key: "host", Value: r.conn.srv.Addr()},
+		{Key: "version", Value: serverVersion},
+		{Key: "process", Value: "mongod"},
+		{Key: "pid", Value: int64(1)},
+		{Key: "uptime", Value: now.Sub(e.startedAt).Seconds()},
+		{Key: "uptimeMillis", Value: now.Sub(e.startedAt).Milliseconds()},
+		{Key: "localTime", Value: bson.NewDateTimeFromTime(now)},
+		{Key: "connections", Value: bson.D{{Key: "current", Value: int32(len(r.conn.srv.conns))}}},
+		{Key: "repl", Value: bson.D{{Key: "setName", Value: e.cfg.replSetName}, {Key: "isWritablePrimary", Value: true}}},
+		{Key: "storageEngine", Value: bson.D{{Key: "name", Value: "mongotest"}, {Key: "supportsCommittedReads", Value: true}}},
+		{Key: "oplog", Value: bson.D{{Key: "entries", Value: int64(len(e.oplog.entries))}, {Key: "bytes", Value: e.oplog.bytes}}},
+	}, nil
+}
+
+func cmdStartSession(*engine, *request) (bson.D, error) {
+	id := newUUID()
+	return bson.D{
+		{Key: "id", Value: bson.D{{Key: "id", Value: bson.Binary{Subtype: 4, Data: id[:]}}}},
+		{Key: "timeoutMinutes", Value: int32(30)},
+	}, nil
+}
+
+func cmdConnectionStatus(*engine, *request) (bson.D, error) {
+	return bson.D{{Key: "authInfo", Value: bson.D{
+		{Key: "authenticatedUsers", Value: bson.A{}},
+		{Key: "authenticatedUserRoles", Value: bson.A{}},
+	}}}, nil
+}
+
+func cmdWhatsMyURI(_ *engine, r *request) (bson.D, error) {
+	return bson.D{{Key: "you", Value: r.conn.nc.RemoteAddr().String()}}, nil
+}
+
+func cmdHostInfo(*engine, *request) (bson.D, error) {
+	return bson.D{{Key: "system", Value: bson.D{{Key: "hostname", Value: "mongotest"}}}, {Key: "os", Value: bson.D{{Key: "type", Value: "mongotest"}}}}, nil
+}
+
+func cmdGetCmdLineOpts(e *engine, _ *request) (bson.D, error) {
+	return bson.D{{Key: "argv", Value: bson.A{"mongotest"}}, {Key: "parsed", Value: bson.D{{Key: "replication", Value: bson.D{{Key: "replSet", Value: e.cfg.replSetName}}}}}}, nil
+}
+
+func cmdReplSetGetStatus(e *engine, r *request) (bson.D, error) {
+	return bson.D{
+		{Key: "set", Value: e.cfg.replSetName},
+		{Key: "myState", Value: int32(1)},
+		{Key: "members", Value: bson.A{bson.D{
+			{Key: "_id", Value: int32(0)},
+			{Key: "name", Value: r.conn.srv.Addr()},
+			{Key: "health", Value: 1.0},
+			{Key: "state", Value: int32(1)},
+			{Key: "stateStr", Value: "PRIMARY"},
+			{Key: "self", Value: true},
+		}}},
+	}, nil
+}
+
+func cmdListCommands(*engine, *request) (bson.D, error) {
+	cmds := bson.D{}
+	for name := range commands {
+		cmds = append(cmds, bson.E{Key: name, Value: bson.D{{Key: "help", Value: ""}}})
+	}
+	return bson.D{{Key: "commands", Value: cmds}}, nil
+}
+
+// Generic command arguments that any command may carry.
+var genericArgs = map[string]bool{
+	"$db": true, "lsid": true, "$clusterTime": true, "txnNumber": true, "autocommit": true,
+	"startTransaction": true, "readConcern": true, "writeConcern": true, "maxTimeMS": true,
+	"comment": true, "$readPreference": true, "apiVersion": true, "apiStrict": true,
+	"apiDeprecationErrors": true, "$audit": true, "$client": true, "mayBypassWriteBlocking": true,
+	"maxTimeMSOpOnly": true, "readOnly": true,
+}
+
+func isGenericArg(k string) bool { return genericArgs[k] }
+
+func asInt64(v any) (int64, bool) {
+	switch x := v.(type) {
+	case int32:
+		return int64(x), true
+	case int64:
+		return x, true
+	case float64:
+		if x == float64(int64(x)) {
+			return int64(x), true
+		}
+	}
+	return 0, false
+}

@@ -1,0 +1,124 @@
+package mongotest
+
+import (
+	"bufio"
+	"errors"
+	"io"
+	"net"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/ferry-io/ferry/internal/wire"
+)
+
+// conn serves one client connection: it reads a request, runs it and writes
+// the reply, one at a time, like a mongod connection thread.
+type conn struct {
+	srv     *Server
+	nc      net.Conn
+	id      int32
+	appName string
+	reqID   int32
+}
+
+func (c *conn) serve() {
+	defer c.nc.Close()
+	r := bufio.NewReaderSize(c.nc, 64<<10)
+	w := bufio.NewWriterSize(c.nc, 64<<10)
+	var out []byte
+	for {
+		h, body, err := wire.ReadMessage(r, c.srv.cfg.maxMessageSize)
+		if err != nil {
+			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
+				c.srv.log.Debug("mongotest: closing connection", "conn", c.id, "err", err)
+			}
+			return
+		}
+		opCode := h.OpCode
+		if opCode == wire.OpCompressed {
+			opCode, body, err = wire.ParseCompressed(body)
+			if err != nil {
+				c.srv.log.Debug("mongotest: bad OP_COMPRESSED", "conn", c.id, "err", err)
+				return
+			}
+		}
+		c.reqID++
+		out = out[:0]
+		switch opCode {
+		case wire.OpQuery:
+			q, err := wire.ParseQuery(body)
+			if err != nil {
+				c.srv.log.Debug("mongotest: bad OP_QUERY", "conn", c.id, "err", err)
+				return
+			}
+			reply := c.handleQuery(q)
+			out = wire.AppendReply(out, c.reqID, h.RequestID, 8, reply)
+		case wire.OpMsg:
+			m, err := wire.ParseMsg(h, body)
+			if err != nil {
+				// A malformed OP_MSG gets an error reply when we can still
+				// frame one; the connection stays usable because the whole
+				// message was consumed.
+				reply := marshalReply(c.srv.eng.errorReply(errorf(codeFailedToParse, "invalid OP_MSG: %v", err), nil))
+				out = wire.AppendMsg(out, c.reqID, h.RequestID, 0, reply)
+				break
+			}
+			cmd, err := m.Command()
+			var reply bson.D
+			if err != nil {
+				reply = c.srv.eng.errorReply(errorf(codeFailedToParse, "invalid command: %v", err), nil)
+			} else {
+				reply = c.srv.eng.run(c.srv.ctx, c, cmd)
+			}
+			if reply == nil { // the command asked for the connection to be closed
+				return
+			}
+			if m.Flags&wire.FlagMoreToCome != 0 {
+				continue
+			}
+			out = wire.AppendMsg(out, c.reqID, h.RequestID, 0, marshalReply(reply))
+		default:
+			c.srv.log.Debug("mongotest: unsupported opcode", "conn", c.id, "opcode", opCode)
+			return
+		}
+		if _, err := w.Write(out); err != nil {
+			return
+		}
+		if err := w.Flush(); err != nil {
+			return
+		}
+	}
+}
+
+// handleQuery answers a legacy OP_QUERY. Current servers accept it only for
+// the handshake (hello / isMaster); anything else gets
+// UnsupportedOpQueryCommand.
+func (c *conn) handleQuery(q *wire.Query) []byte {
+	var cmd bson.D
+	if err := bson.Unmarshal(q.Query, &cmd); err != nil {
+		return marshalReply(c.srv.eng.errorReply(errorf(codeFailedToParse, "invalid query document: %v", err), nil))
+	}
+	if len(cmd) > 0 && cmd[0].Key == "$query" {
+		if inner, ok := cmd[0].Value.(bson.D); ok {
+			cmd = inner
+		}
+	}
+	if len(cmd) == 0 {
+		return marshalReply(c.srv.eng.errorReply(errorf(codeFailedToParse, "empty command"), nil))
+	}
+	switch cmd[0].Key {
+	case "isMaster", "ismaster", "hello":
+		return marshalReply(c.srv.eng.hello(c, cmd, cmd[0].Key != "hello"))
+	}
+	return marshalReply(c.srv.eng.errorReply(errorf(codeUnsupportedOpQueryCommand,
+		"Unsupported OP_QUERY command: %s. The client driver may require an upgrade.", cmd[0].Key), nil))
+}
+
+func marshalReply(d bson.D) []byte {
+	b, err := bson.Marshal(d)
+	if err != nil {
+		b, _ = bson.Marshal(bson.D{{Key: "ok", Value: 0.0}, {Key: "errmsg", Value: "mongotest: cannot encode reply: " + err.Error()},
+			{Key: "code", Value: int32(1)}, {Key: "codeName", Value: "InternalError"}})
+	}
+	return b
+}

@@ -1,0 +1,175 @@
+package mongotest
+
+import (
+	"sort"
+	"sync"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/ferry-io/ferry/internal/mql"
+)
+
+// cursor is a server-side cursor: a materialised result (find, aggregate,
+// listCollections, listIndexes) or a change stream.
+type cursor struct {
+	id     int64
+	ns     string // "db.coll" as returned in replies
+	db     string
+	docs   []bson.D // remaining results of a materialised cursor
+	stream *changeStream
+
+	// mu serialises getMores on one cursor (a change-stream getMore waits
+	// without holding the engine lock).
+	mu sync.Mutex
+}
+
+const maxBatchBytes = 16 * 1024 * 1024
+
+// newCursor registers a cursor for the results left after the first batch.
+// Callers hold e.mu.
+func (e *engine) newCursor(ns, db string, rest []bson.D, cs *changeStream) *cursor {
+	e.nextCur++
+	id := e.nextCur<<20 | int64(e.processID[11])<<8 | int64(e.nextCur&0xff)
+	c := &cursor{id: id, ns: ns, db: db, docs: rest, stream: cs}
+	e.cursors[id] = c
+	return c
+}
+
+// takeBatch splits off the next batch: at most n documents (n <= 0: no
+// count limit) and about 16 MiB.
+func takeBatch(docs []bson.D, n int) (bson.A, []bson.D) {
+	batch := bson.A{}
+	var size int64
+	for len(docs) > 0 {
+		if n > 0 && len(batch) >= n {
+			break
+		}
+		s := docSize(docs[0])
+		if len(batch) > 0 && size+s > maxBatchBytes {
+			break
+		}
+		size += s
+		batch = append(batch, docs[0])
+		docs = docs[1:]
+	}
+	return batch, docs
+}
+
+// cursorReply shapes {cursor: {firstBatch|nextBatch, id, ns}}.
+func cursorReply(first bool, id int64, ns string, batch bson.A, extra ...bson.E) bson.D {
+	key := "nextBatch"
+	if first {
+		key = "firstBatch"
+	}
+	cur := bson.D{{Key: key, Value: batch}}
+	cur = append(cur, extra...)
+	cur = append(cur, bson.E{Key: "id", Value: id}, bson.E{Key: "ns", Value: ns})
+	return bson.D{{Key: "cursor", Value: cur}}
+}
+
+// firstBatchReply returns the first batch of a materialised result and opens
+// a cursor for the rest when needed. Callers hold e.mu.
+func (e *engine) firstBatchReply(ns, db string, docs []bson.D, batchSize int, single bool) bson.D {
+	if batchSize < 0 {
+		batchSize = 101
+	}
+	batch, rest := bson.A{}, docs
+	if batchSize > 0 {
+		batch, rest = takeBatch(docs, batchSize)
+	}
+	var id int64
+	if len(rest) > 0 && !single {
+		id = e.newCursor(ns, db, rest, nil).id
+	}
+	return cursorReply(true, id, ns, batch)
+}
+
+func batchSizeArg(d bson.D, def int) (int, error) {
+	v, ok := lookupTop(d, "batchSize")
+	if !ok {
+		return def, nil
+	}
+	n, ok := asInt64(v)
+	if !ok || n < 0 {
+		return 0, errorf(codeBadValue, "batchSize must be a non-negative number")
+	}
+	if n == 0 {
+		return 0, nil
+	}
+	return int(n), nil
+}
+
+func sortRecords(recs []*record, s *mql.Sort) {
+	sort.SliceStable(recs, func(i, j int) bool { return s.Less(recs[i].doc, recs[j].doc) })
+}
+
+func cmdGetMore(e *engine, r *request) (bson.D, error) {
+	id, ok := r.cmd[0].Value.(int64)
+	if !ok {
+		return nil, errorf(codeTypeMismatch, "BSON field 'getMore.getMore' is the wrong type '%s', expected type 'long'", typeName(r.cmd[0].Value))
+	}
+	collName, _ := lookupD(r.cmd, "collection").(string)
+	e.mu.Lock()
+	cur := e.cursors[id]
+	e.mu.Unlock()
+	if cur == nil {
+		return nil, errorf(codeCursorNotFound, "cursor id %d not found", id)
+	}
+	if cur.db+"."+collName != cur.ns {
+		return nil, errorf(codeBadValue, "Requested getMore on namespace '%s.%s', but cursor belongs to a different namespace %s", r.db, collName, cur.ns)
+	}
+	n, err := batchSizeArg(r.cmd, 0)
+	if err != nil {
+		return nil, err
+	}
+	if n == 0 { // getMore's batchSize 0 means "no limit"
+		n = -1
+	}
+	r.streamCursor = cur.stream != nil
+	if fp := e.fail.check("failGetMoreAfterCursorCheckout", r, ""); fp != nil {
+		e.mu.Lock()
+		delete(e.cursors, id)
+		e.mu.Unlock()
+		if cur.stream != nil {
+			cur.stream.kill()
+		}
+		return nil, errorf(fp.ErrorCode, "Failing command via 'failGetMoreAfterCursorCheckout' failpoint")
+	}
+	if cur.stream != nil {
+		return e.streamGetMore(r, cur, n)
+	}
+	cur.mu.Lock()
+	defer cur.mu.Unlock()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	batch, rest := takeBatch(cur.docs, n)
+	cur.docs = rest
+	if len(rest) == 0 {
+		delete(e.cursors, id)
+		id = 0
+	}
+	return cursorReply(false, id, cur.ns, batch), nil
+}
+
+func cmdKillCursors(e *engine, r *request) (bson.D, error) {
+	ids, _ := lookupD(r.cmd, "cursors").(bson.A)
+	killed, notFound := bson.A{}, bson.A{}
+	for _, v := range ids {
+		id, _ := v.(int64)
+		if c, ok := e.cursors[id]; ok {
+			delete(e.cursors, id)
+			if c.stream != nil {
+				c.stream.kill()
+			}
+			killed = append(killed, id)
+		} else {
+			notFound = append(notFound, id)
+		}
+	}
+	return bson.D{
+		{Key: "cursorsKilled", Value: killed},
+		{Key: "cursorsNotFound", Value: notFound},
+		{Key: "cursorsAlive", Value: bson.A{}},
+		{Key: "cursorsUnknown", Value: bson.A{}},
+	}, nil
+}

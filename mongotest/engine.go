@@ -1,0 +1,144 @@
+package mongotest
+
+import (
+	"crypto/rand"
+	"sync"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+)
+
+// engine holds all server state behind one lock: databases, the oplog and
+// cursors. One lock keeps every command atomic and every oplog entry in
+// cluster-time order, the two properties change streams depend on.
+type engine struct {
+	cfg *config
+
+	mu        sync.Mutex
+	clockSkew time.Duration
+	lastTS    bson.Timestamp
+	dbs       map[string]*database
+	oplog     oplog
+	cursors   map[int64]*cursor
+	nextCur   int64
+	params    serverParams
+	fail      failPoints
+	closed    bool
+	processID bson.ObjectID
+	startedAt time.Time
+
+	// newEntry is closed and replaced whenever the oplog grows, waking
+	// change-stream getMores that wait for events.
+	newEntry chan struct{}
+	ttlKick  chan struct{}
+}
+
+type serverParams struct {
+	ttlMonitorSleep time.Duration
+	ttlEnabled      bool
+	noopInterval    time.Duration
+}
+
+func newEngine(cfg *config) *engine {
+	e := &engine{
+		cfg:       cfg,
+		dbs:       make(map[string]*database),
+		cursors:   make(map[int64]*cursor),
+		newEntry:  make(chan struct{}),
+		ttlKick:   make(chan struct{}, 1),
+		processID: bson.NewObjectID(),
+		params: serverParams{
+			ttlMonitorSleep: cfg.ttlInterval,
+			ttlEnabled:      true,
+			noopInterval:    cfg.noopInterval,
+		},
+	}
+	e.startedAt = e.now()
+	e.mu.Lock()
+	// A replica set's oplog starts with the "initiating set" no-op.
+	e.appendOplog(&oplogEntry{op: opNoop})
+	e.mu.Unlock()
+	return e
+}
+
+func (e *engine) close() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.closed = true
+	close(e.newEntry)
+	e.newEntry = make(chan struct{})
+}
+
+// now returns the server's wall clock, shifted by AdvanceClock.
+func (e *engine) now() time.Time {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.nowLocked()
+}
+
+func (e *engine) nowLocked() time.Time { return e.cfg.now().Add(e.clockSkew) }
+
+func (e *engine) advanceClock(d time.Duration) {
+	e.mu.Lock()
+	e.clockSkew += d
+	e.mu.Unlock()
+	select {
+	case e.ttlKick <- struct{}{}:
+	default:
+	}
+}
+
+func (e *engine) noopInterval() time.Duration {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.params.noopInterval
+}
+
+func (e *engine) ttlInterval() time.Duration {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if !e.params.ttlEnabled {
+		return 0
+	}
+	return e.params.ttlMonitorSleep
+}
+
+// nextTimestamp returns a cluster time strictly greater than every earlier
+// one: the wall-clock second, with the increment counting writes within it.
+func (e *engine) nextTimestamp(now time.Time) bson.Timestamp {
+	secs := uint32(now.Unix())
+	if secs <= e.lastTS.T {
+		e.lastTS = bson.Timestamp{T: e.lastTS.T, I: e.lastTS.I + 1}
+	} else {
+		e.lastTS = bson.Timestamp{T: secs, I: 1}
+	}
+	return e.lastTS
+}
+
+// clusterTime is the newest cluster time (the last oplog entry's).
+func (e *engine) clusterTime() bson.Timestamp {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.lastTS
+}
+
+func (e *engine) writeNoopIfIdle(iv time.Duration) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return
+	}
+	last := e.oplog.last()
+	if last != nil && e.nowLocked().Sub(last.wall.Time()) < iv {
+		return
+	}
+	e.appendOplog(&oplogEntry{op: opNoop})
+}
+
+func newUUID() [16]byte {
+	var u [16]byte
+	_, _ = rand.Read(u[:])
+	u[6] = (u[6] & 0x0f) | 0x40
+	u[8] = (u[8] & 0x3f) | 0x80
+	return u
+}

@@ -1,0 +1,75 @@
+package mongotest
+
+import (
+	"go.mongodb.org/mongo-driver/v2/bson"
+)
+
+// cmdHello answers hello / isMaster over OP_MSG.
+func cmdHello(e *engine, r *request) (bson.D, error) {
+	d := e.hello(r.conn, r.cmd, r.name != "hello")
+	// run() appends ok and $clusterTime itself.
+	out := d[:0:0]
+	for _, el := range d {
+		if el.Key == "ok" || el.Key == "$clusterTime" || el.Key == "operationTime" {
+			continue
+		}
+		out = append(out, el)
+	}
+	return out, nil
+}
+
+// hello describes a writable primary of a one-member replica set
+// (MONGO-SEMANTICS §1.2). It omits topologyVersion so drivers poll instead of
+// streaming, and omits compression so they never compress.
+func (e *engine) hello(c *conn, cmd bson.D, legacy bool) bson.D {
+	addr := c.srv.Addr()
+	if c.appName == "" {
+		if client, ok := lookupTop(cmd, "client"); ok {
+			if cd, ok := client.(bson.D); ok {
+				if app, ok := lookupTop(cd, "application"); ok {
+					if ad, ok := app.(bson.D); ok {
+						c.appName, _ = lookupD(ad, "name").(string)
+					}
+				}
+			}
+		}
+	}
+	e.mu.Lock()
+	last := e.oplog.last()
+	lastTS, lastWall := last.ts, last.wall
+	now := e.nowLocked()
+	e.mu.Unlock()
+	primaryKey := "isWritablePrimary"
+	if legacy {
+		primaryKey = "ismaster"
+	}
+	opTime := bson.D{{Key: "ts", Value: lastTS}, {Key: "t", Value: int64(1)}}
+	reply := bson.D{
+		{Key: "helloOk", Value: true},
+		{Key: primaryKey, Value: true},
+		{Key: "hosts", Value: bson.A{addr}},
+		{Key: "setName", Value: e.cfg.replSetName},
+		{Key: "setVersion", Value: int32(1)},
+		{Key: "secondary", Value: false},
+		{Key: "primary", Value: addr},
+		{Key: "me", Value: addr},
+		{Key: "electionId", Value: bson.ObjectID{0x7f, 0xff, 0xff, 0xff, 0, 0, 0, 0, 0, 0, 0, 1}},
+		{Key: "lastWrite", Value: bson.D{
+			{Key: "opTime", Value: opTime},
+			{Key: "lastWriteDate", Value: lastWall},
+			{Key: "majorityOpTime", Value: opTime},
+			{Key: "majorityWriteDate", Value: lastWall},
+		}},
+		{Key: "maxBsonObjectSize", Value: int32(16 * 1024 * 1024)},
+		{Key: "maxMessageSizeBytes", Value: int32(48_000_000)},
+		{Key: "maxWriteBatchSize", Value: int32(100_000)},
+		{Key: "localTime", Value: bson.NewDateTimeFromTime(now)},
+		{Key: "logicalSessionTimeoutMinutes", Value: int32(30)},
+		{Key: "connectionId", Value: c.id},
+		{Key: "minWireVersion", Value: int32(0)},
+		{Key: "maxWireVersion", Value: int32(maxWireVer)},
+		{Key: "readOnly", Value: false},
+		{Key: "ok", Value: 1.0},
+	}
+	return e.withClusterTime(reply)
+}

@@ -1,0 +1,82 @@
+package mongotest
+
+import (
+	"log/slog"
+	"time"
+)
+
+// An Option configures a Server. Options are applied in order by NewServer
+// and Start.
+type Option interface{ apply(*config) }
+
+type optionFunc func(*config)
+
+func (f optionFunc) apply(c *config) { f(c) }
+
+type config struct {
+	addr            string
+	replSetName     string
+	oplogMaxEntries int
+	oplogMaxBytes   int64
+	oplogMaxAge     time.Duration
+	noopInterval    time.Duration
+	ttlInterval     time.Duration
+	now             func() time.Time
+	logger          *slog.Logger
+	maxMessageSize  int
+}
+
+func defaultConfig() config {
+	return config{
+		addr:            "127.0.0.1:0",
+		replSetName:     "rs0",
+		oplogMaxEntries: 1_000_000,
+		oplogMaxBytes:   1 << 30,
+		noopInterval:    10 * time.Second,
+		ttlInterval:     60 * time.Second,
+		now:             time.Now,
+		maxMessageSize:  48_000_000,
+	}
+}
+
+// Addr sets the TCP address to listen on (default "127.0.0.1:0", a random
+// loopback port).
+func Addr(addr string) Option { return optionFunc(func(c *config) { c.addr = addr }) }
+
+// ReplicaSetName sets the replica set name reported in hello (default "rs0").
+func ReplicaSetName(name string) Option {
+	return optionFunc(func(c *config) { c.replSetName = name })
+}
+
+// OplogMaxEntries bounds the oplog to the newest n entries (default 1,000,000).
+// Resuming a change stream from a point older than the oldest kept entry fails
+// with ChangeStreamHistoryLost (286), as on a real server.
+func OplogMaxEntries(n int) Option { return optionFunc(func(c *config) { c.oplogMaxEntries = n }) }
+
+// OplogMaxBytes bounds the oplog by the approximate size of its entries
+// (default 1 GiB).
+func OplogMaxBytes(n int64) Option { return optionFunc(func(c *config) { c.oplogMaxBytes = n }) }
+
+// OplogMaxAge drops oplog entries whose wall time is older than d (default:
+// no age limit). The newest entry is always kept.
+func OplogMaxAge(d time.Duration) Option { return optionFunc(func(c *config) { c.oplogMaxAge = d }) }
+
+// NoopInterval sets how often the server writes a no-op oplog entry while
+// idle, as a real replica set's periodic no-op writer does (default 10s; 0
+// disables it). It makes change-stream postBatchResumeTokens advance on a
+// quiet server.
+func NoopInterval(d time.Duration) Option { return optionFunc(func(c *config) { c.noopInterval = d }) }
+
+// TTLMonitorInterval sets how often the TTL monitor runs (MongoDB's
+// ttlMonitorSleepSecs, default 60s). Also settable at run time with
+// setParameter: {ttlMonitorSleepSecs: N}.
+func TTLMonitorInterval(d time.Duration) Option {
+	return optionFunc(func(c *config) { c.ttlInterval = d })
+}
+
+// Clock sets the server's wall clock (default time.Now). Cluster times,
+// wallTime, $$NOW, $currentDate and TTL expiry all read it.
+func Clock(now func() time.Time) Option { return optionFunc(func(c *config) { c.now = now }) }
+
+// Logger sets a logger for connection-level problems (default: discard).
+func Logger(l *slog.Logger) Option { return optionFunc(func(c *config) { c.logger = l }) }

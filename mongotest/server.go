@@ -1,0 +1,186 @@
+package mongotest
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+)
+
+// Server is an in-process MongoDB replica-set primary listening on a TCP
+// port. Create one with NewServer or Start; Close stops it.
+type Server struct {
+	cfg config
+	ln  net.Listener
+	uri string
+	eng *engine
+	log *slog.Logger
+
+	mu     sync.Mutex
+	conns  map[*conn]struct{}
+	nextID int32
+	closed bool
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// Start starts a server listening on the configured address (a random
+// loopback port by default).
+func Start(opts ...Option) (*Server, error) {
+	cfg := defaultConfig()
+	for _, o := range opts {
+		o.apply(&cfg)
+	}
+	if cfg.replSetName == "" {
+		return nil, fmt.Errorf("mongotest: ReplicaSetName must not be empty")
+	}
+	if cfg.oplogMaxEntries < 1 {
+		return nil, fmt.Errorf("mongotest: OplogMaxEntries must be at least 1, got %d", cfg.oplogMaxEntries)
+	}
+	ln, err := net.Listen("tcp", cfg.addr)
+	if err != nil {
+		return nil, fmt.Errorf("mongotest: listen on %s: %w", cfg.addr, err)
+	}
+	log := cfg.logger
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &Server{
+		cfg:    cfg,
+		ln:     ln,
+		log:    log,
+		conns:  make(map[*conn]struct{}),
+		ctx:    ctx,
+		cancel: cancel,
+	}
+	s.uri = fmt.Sprintf("mongodb://%s/?replicaSet=%s", ln.Addr().String(), cfg.replSetName)
+	s.eng = newEngine(&s.cfg)
+	s.wg.Add(2)
+	go s.acceptLoop()
+	go s.backgroundLoop()
+	return s, nil
+}
+
+// NewServer starts a server like Start and panics if it cannot listen, the
+// way httptest.NewServer does.
+func NewServer(opts ...Option) *Server {
+	s, err := Start(opts...)
+	if err != nil {
+		panic(err)
+	}
+	return s
+}
+
+// URI returns the connection string, mongodb://127.0.0.1:PORT/?replicaSet=rs0.
+func (s *Server) URI() string { return s.uri }
+
+// Addr returns the address the server listens on.
+func (s *Server) Addr() string { return s.ln.Addr().String() }
+
+// Close stops accepting connections, closes every open connection and waits
+// for the server's goroutines to finish. It is safe to call more than once.
+func (s *Server) Close() {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return
+	}
+	s.closed = true
+	for c := range s.conns {
+		c.nc.Close()
+	}
+	s.mu.Unlock()
+	s.cancel()
+	s.ln.Close()
+	s.eng.close()
+	s.wg.Wait()
+}
+
+// CloseClientConnections closes every open client connection, as a network
+// failure would. The server keeps accepting new ones.
+func (s *Server) CloseClientConnections() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for c := range s.conns {
+		c.nc.Close()
+	}
+}
+
+// AdvanceClock moves the server's clock forward by d (TTL expiry, $$NOW,
+// wallTime and cluster times follow it). Tests use it to move time without
+// sleeping.
+func (s *Server) AdvanceClock(d time.Duration) { s.eng.advanceClock(d) }
+
+// Now returns the server's current wall-clock time.
+func (s *Server) Now() time.Time { return s.eng.now() }
+
+func (s *Server) acceptLoop() {
+	defer s.wg.Done()
+	for {
+		nc, err := s.ln.Accept()
+		if err != nil {
+			return
+		}
+		s.mu.Lock()
+		if s.closed {
+			s.mu.Unlock()
+			nc.Close()
+			return
+		}
+		s.nextID++
+		c := &conn{srv: s, nc: nc, id: s.nextID}
+		s.conns[c] = struct{}{}
+		s.wg.Add(1)
+		s.mu.Unlock()
+		go func() {
+			defer s.wg.Done()
+			c.serve()
+			s.mu.Lock()
+			delete(s.conns, c)
+			s.mu.Unlock()
+		}()
+	}
+}
+
+// backgroundLoop runs the periodic no-op writer and the TTL monitor. Both
+// intervals may change at run time (setParameter), so the wait is recomputed
+// after every wake-up.
+func (s *Server) backgroundLoop() {
+	defer s.wg.Done()
+	lastNoop := time.Now()
+	lastTTL := time.Now()
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		wait := time.Hour
+		if iv := s.eng.noopInterval(); iv > 0 {
+			wait = min(wait, time.Until(lastNoop.Add(iv)))
+		}
+		if iv := s.eng.ttlInterval(); iv > 0 {
+			wait = min(wait, time.Until(lastTTL.Add(iv)))
+		}
+		timer.Reset(max(wait, time.Millisecond))
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-s.eng.ttlKick:
+			s.eng.runTTL()
+			lastTTL = time.Now()
+		case <-timer.C:
+			if iv := s.eng.noopInterval(); iv > 0 && time.Since(lastNoop) >= iv {
+				s.eng.writeNoopIfIdle(iv)
+				lastNoop = time.Now()
+			}
+			if iv := s.eng.ttlInterval(); iv > 0 && time.Since(lastTTL) >= iv {
+				s.eng.runTTL()
+				lastTTL = time.Now()
+			}
+		}
+	}
+}

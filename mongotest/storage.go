@@ -1,0 +1,446 @@
+package mongotest
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+)
+
+// database is a named set of collections.
+type database struct {
+	name  string
+	colls map[string]*collection
+}
+
+// collection stores documents in insertion order, keyed by _id.
+type collection struct {
+	db, name         string
+	uuid             [16]byte
+	options          bson.D // as given to create (minus the command name)
+	preAndPostImages bool
+	isView           bool
+
+	records []*record // insertion order; deleted records are nil'ed lazily
+	byID    map[string]*record
+	live    int
+	indexes []*index
+}
+
+type record struct {
+	doc     bson.D
+	deleted bool
+}
+
+// index is an index's definition; unique indexes also keep their keys.
+type index struct {
+	name               string
+	key                bson.D
+	unique             bool
+	sparse             bool
+	expireAfterSeconds *int64
+	spec               bson.D         // the full spec as listIndexes shows it
+	keys               map[string]int // unique: index key -> count
+}
+
+func (e *engine) db(name string, create bool) *database {
+	d := e.dbs[name]
+	if d == nil && create {
+		d = &database{name: name, colls: make(map[string]*collection)}
+		e.dbs[name] = d
+	}
+	return d
+}
+
+func (e *engine) coll(db, name string) *collection {
+	d := e.dbs[db]
+	if d == nil {
+		return nil
+	}
+	return d.colls[name]
+}
+
+// ensureColl returns the collection, creating it (and logging the create) on
+// first write, as MongoDB does.
+func (e *engine) ensureColl(db, name string) (*collection, error) {
+	if c := e.coll(db, name); c != nil {
+		if c.isView {
+			return nil, errorf(166, "Namespace %s.%s is a view, not a collection", db, name)
+		}
+		return c, nil
+	}
+	if err := validCollName(db, name); err != nil {
+		return nil, err
+	}
+	return e.createColl(db, name, nil), nil
+}
+
+func validCollName(db, name string) error {
+	if db == "" || strings.ContainsAny(db, "/\\. \"$") {
+		return errorf(codeInvalidNamespace, "Invalid database name: '%s'", db)
+	}
+	if name == "" || strings.Contains(name, "$") || strings.HasPrefix(name, ".") {
+		return errorf(codeInvalidNamespace, "Invalid collection name: %s", name)
+	}
+	return nil
+}
+
+// createColl creates the collection with its _id index and logs the create.
+func (e *engine) createColl(db, name string, options bson.D) *collection {
+	d := e.db(db, true)
+	c := &collection{db: db, name: name, uuid: newUUID(), options: options, byID: make(map[string]*record)}
+	c.indexes = []*index{{name: "_id_", key: bson.D{{Key: "_id", Value: int32(1)}},
+		spec: bson.D{{Key: "v", Value: int32(2)}, {Key: "key", Value: bson.D{{Key: "_id", Value: int32(1)}}}, {Key: "name", Value: "_id_"}}}}
+	for _, o := range options {
+		switch o.Key {
+		case "changeStreamPreAndPostImages":
+			if sub, ok := o.Value.(bson.D); ok {
+				c.preAndPostImages = truthy(lookupD(sub, "enabled"))
+			}
+		case "viewOn":
+			c.isView = true
+			c.indexes = nil
+		}
+	}
+	d.colls[name] = c
+	u := c.uuid
+	desc := bson.D{}
+	if c.isView {
+		desc = append(desc, options...)
+	} else {
+		desc = append(desc, bson.E{Key: "idIndex", Value: c.indexes[0].spec})
+		desc = append(desc, options...)
+	}
+	nsType := "collection"
+	if c.isView {
+		nsType = "view"
+	}
+	e.appendOplog(&oplogEntry{op: opCreate, db: db, coll: name, uuid: &u, opDesc: desc, nsType: nsType})
+	return c
+}
+
+func (c *collection) ns() string { return c.db + "." + c.name }
+
+// all returns the live documents in insertion order.
+func (c *collection) all() []*record {
+	out := make([]*record, 0, c.live)
+	for _, r := range c.records {
+		if r != nil && !r.deleted {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+func (c *collection) insert(doc bson.D) error {
+	id, _ := lookupTop(doc, "_id")
+	k := keyOf(id)
+	if _, dup := c.byID[k]; dup {
+		return c.dupKeyError(c.indexes[0], bson.D{{Key: "_id", Value: id}})
+	}
+	if err := c.checkUnique(doc, nil); err != nil {
+		return err
+	}
+	r := &record{doc: doc}
+	c.records = append(c.records, r)
+	c.byID[k] = r
+	c.live++
+	c.addIndexKeys(doc)
+	return nil
+}
+
+func (c *collection) remove(r *record) {
+	id, _ := lookupTop(r.doc, "_id")
+	delete(c.byID, keyOf(id))
+	c.removeIndexKeys(r.doc)
+	r.deleted = true
+	c.live--
+	if len(c.records) > 64 && c.live < len(c.records)/2 {
+		kept := make([]*record, 0, c.live)
+		for _, x := range c.records {
+			if x != nil && !x.deleted {
+				kept = append(kept, x)
+			}
+		}
+		c.records = kept
+	}
+}
+
+// replace swaps a record's document, keeping unique indexes consistent.
+func (c *collection) replace(r *record, doc bson.D) error {
+	if err := c.checkUnique(doc, r.doc); err != nil {
+		return err
+	}
+	c.removeIndexKeys(r.doc)
+	r.doc = doc
+	c.addIndexKeys(doc)
+	return nil
+}
+
+func (c *collection) byIDValue(id any) *record {
+	return c.byID[keyOf(id)]
+}
+
+// indexKeys returns the keys a document contributes to an index (several for
+// a multikey index over an array).
+func (ix *index) indexKeys(doc bson.D) ([]string, bson.D) {
+	keys := []string{""}
+	var kv bson.D
+	for _, f := range ix.key {
+		v, ok := lookupPath(doc, f.Key)
+		if !ok {
+			v = nil
+		}
+		kv = append(kv, bson.E{Key: f.Key, Value: v})
+		var parts []string
+		if arr, isArr := v.(bson.A); isArr && len(arr) > 0 {
+			for _, el := range arr {
+				parts = append(parts, keyOf(el))
+			}
+		} else {
+			parts = []string{keyOf(v)}
+		}
+		var next []string
+		for _, k := range keys {
+			for _, p := range parts {
+				next = append(next, k+"|"+p)
+			}
+		}
+		keys = next
+	}
+	return keys, kv
+}
+
+func (ix *index) skip(doc bson.D) bool {
+	if !ix.sparse {
+		return false
+	}
+	for _, f := range ix.key {
+		if _, ok := lookupPath(doc, f.Key); ok {
+			return false
+		}
+	}
+	return true
+}
+
+func (c *collection) checkUnique(doc, old bson.D) error {
+	for _, ix := range c.indexes {
+		if !ix.unique || ix.keys == nil || ix.skip(doc) {
+			continue
+		}
+		keys, kv := ix.indexKeys(doc)
+		var oldKeys map[string]bool
+		if old != nil && !ix.skip(old) {
+			ok, _ := ix.indexKeys(old)
+			oldKeys = make(map[string]bool, len(ok))
+			for _, k := range ok {
+				oldKeys[k] = true
+			}
+		}
+		for _, k := range keys {
+			if ix.keys[k] > 0 && !oldKeys[k] {
+				return c.dupKeyError(ix, kv)
+			}
+		}
+	}
+	return nil
+}
+
+func (c *collection) addIndexKeys(doc bson.D) {
+	for _, ix := range c.indexes {
+		if ix.keys == nil || ix.skip(doc) {
+			continue
+		}
+		keys, _ := ix.indexKeys(doc)
+		for _, k := range dedup(keys) {
+			ix.keys[k]++
+		}
+	}
+}
+
+func (c *collection) removeIndexKeys(doc bson.D) {
+	for _, ix := range c.indexes {
+		if ix.keys == nil || ix.skip(doc) {
+			continue
+		}
+		keys, _ := ix.indexKeys(doc)
+		for _, k := range dedup(keys) {
+			if ix.keys[k]--; ix.keys[k] <= 0 {
+				delete(ix.keys, k)
+			}
+		}
+	}
+}
+
+func dedup(keys []string) []string {
+	if len(keys) < 2 {
+		return keys
+	}
+	sort.Strings(keys)
+	out := keys[:1]
+	for _, k := range keys[1:] {
+		if k != out[len(out)-1] {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// dupKeyError is MongoDB's E11000 write error.
+func (c *collection) dupKeyError(ix *index, kv bson.D) *cmdError {
+	var parts []string
+	for _, e := range kv {
+		parts = append(parts, fmt.Sprintf("%s: %s", e.Key, shortValue(e.Value)))
+	}
+	pattern := bson.D{}
+	for _, f := range ix.key {
+		pattern = append(pattern, f)
+	}
+	return &cmdError{Code: codeDuplicateKey,
+		Msg:   fmt.Sprintf("E11000 duplicate key error collection: %s index: %s dup key: { %s }", c.ns(), ix.name, strings.Join(parts, ", ")),
+		Extra: bson.D{{Key: "keyPattern", Value: pattern}, {Key: "keyValue", Value: kv}}}
+}
+
+func shortValue(v any) string {
+	switch x := v.(type) {
+	case string:
+		return strconv.Quote(x)
+	case nil:
+		return "null"
+	case bson.ObjectID:
+		return "ObjectId('" + x.Hex() + "')"
+	default:
+		return fmt.Sprint(x)
+	}
+}
+
+// keyOf returns a string that is equal for two values exactly when MongoDB's
+// index considers them equal (numbers compare by value across types).
+func keyOf(v any) string {
+	var b strings.Builder
+	writeKey(&b, v)
+	return b.String()
+}
+
+func writeKey(b *strings.Builder, v any) {
+	switch x := v.(type) {
+	case nil:
+		b.WriteString("n")
+	case int32:
+		writeNum(b, float64(x), int64(x), true)
+	case int64:
+		writeNum(b, float64(x), x, true)
+	case float64:
+		if x == math.Trunc(x) && math.Abs(x) < 1<<63 {
+			writeNum(b, x, int64(x), true)
+		} else {
+			writeNum(b, x, 0, false)
+		}
+	case string:
+		b.WriteString("s")
+		b.WriteString(strconv.Quote(x))
+	case bool:
+		if x {
+			b.WriteString("bt")
+		} else {
+			b.WriteString("bf")
+		}
+	case bson.ObjectID:
+		b.WriteString("o")
+		b.WriteString(x.Hex())
+	case bson.DateTime:
+		b.WriteString("d")
+		b.WriteString(strconv.FormatInt(int64(x), 10))
+	case bson.Timestamp:
+		fmt.Fprintf(b, "t%d.%d", x.T, x.I)
+	case bson.Binary:
+		fmt.Fprintf(b, "x%d:%x", x.Subtype, x.Data)
+	case bson.D:
+		b.WriteString("{")
+		for _, e := range x {
+			b.WriteString(strconv.Quote(e.Key))
+			b.WriteString(":")
+			writeKey(b, e.Value)
+			b.WriteString(",")
+		}
+		b.WriteString("}")
+	case bson.A:
+		b.WriteString("[")
+		for _, e := range x {
+			writeKey(b, e)
+			b.WriteString(",")
+		}
+		b.WriteString("]")
+	default:
+		fmt.Fprintf(b, "?%T:%v", v, v)
+	}
+}
+
+func writeNum(b *strings.Builder, f float64, i int64, integral bool) {
+	if integral {
+		b.WriteString("i")
+		b.WriteString(strconv.FormatInt(i, 10))
+		return
+	}
+	b.WriteString("f")
+	b.WriteString(strconv.FormatFloat(f, 'g', -1, 64))
+}
+
+// lookupTop returns a top-level field.
+func lookupTop(d bson.D, key string) (any, bool) {
+	for _, e := range d {
+		if e.Key == key {
+			return e.Value, true
+		}
+	}
+	return nil, false
+}
+
+// lookupD is lookupTop without the found flag.
+func lookupD(d bson.D, key string) any {
+	v, _ := lookupTop(d, key)
+	return v
+}
+
+// lookupPath follows a dotted path through documents and array indexes.
+func lookupPath(d bson.D, path string) (any, bool) {
+	var cur any = d
+	for _, part := range strings.Split(path, ".") {
+		switch x := cur.(type) {
+		case bson.D:
+			v, ok := lookupTop(x, part)
+			if !ok {
+				return nil, false
+			}
+			cur = v
+		case bson.A:
+			i, err := strconv.Atoi(part)
+			if err != nil || i < 0 || i >= len(x) {
+				return nil, false
+			}
+			cur = x[i]
+		default:
+			return nil, false
+		}
+	}
+	return cur, true
+}
+
+func truthy(v any) bool {
+	switch x := v.(type) {
+	case nil:
+		return false
+	case bool:
+		return x
+	case int32:
+		return x != 0
+	case int64:
+		return x != 0
+	case float64:
+		return x != 0
+	}
+	return true
+}

@@ -1,0 +1,35 @@
+package mongotest
+
+import (
+	"os"
+	"testing"
+)
+
+// EnvURI names the environment variable that points tests at a real
+// replica set instead of the emulator.
+const EnvURI = "FERRY_TEST_MONGODB_URI"
+
+// New starts a server for a test and stops it when the test ends.
+func New(tb testing.TB, opts ...Option) *Server {
+	tb.Helper()
+	s, err := Start(opts...)
+	if err != nil {
+		tb.Fatalf("mongotest: %v", err)
+	}
+	tb.Cleanup(s.Close)
+	return s
+}
+
+// URI returns the MongoDB URI a test should use: $FERRY_TEST_MONGODB_URI when
+// it is set (a real replica set), else a fresh emulator started for the test
+// with opts and stopped at its end. The second result is the emulator, nil
+// against a real server: tests that need emulator-only controls
+// (AdvanceClock, fail points set from Go) skip when it is nil.
+func URI(tb testing.TB, opts ...Option) (string, *Server) {
+	tb.Helper()
+	if uri := os.Getenv(EnvURI); uri != "" {
+		return uri, nil
+	}
+	s := New(tb, opts...)
+	return s.URI(), s
+}

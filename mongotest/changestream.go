@@ -1,11 +1,13 @@
 package mongotest
 
 import (
+	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
 	"github.com/ferry-io/ferry/internal/mql"
 	"github.com/ferry-io/ferry/internal/resumetoken"
@@ -28,15 +30,19 @@ type changeStream struct {
 	pbrt          bson.D // current postBatchResumeToken
 	pbrtData      string
 	buffered      []streamEvent // produced but not yet returned
-	invalidated   bool          // an invalidate event has been produced
-	done          bool          // invalidate returned: close the cursor
+	bufferedBytes int64
+	matchOnly     bool // the user pipeline only filters: events keep their shape
+	invalidated   bool // an invalidate event has been produced
+	done          bool // invalidate returned: close the cursor
 	killOnce      sync.Once
 	killed        chan struct{}
 }
 
-// streamEvent is an event ready to return, with its token data for ordering.
+// streamEvent is an event ready to return: the event as produced (before
+// the user's pipeline), its encoded output and its token data for ordering.
 type streamEvent struct {
 	doc  bson.D
+	raw  bson.Raw
 	data string
 }
 
@@ -167,6 +173,10 @@ func (e *engine) openChangeStream(r *request, pipeline bson.A) (bson.D, error) {
 		}
 		if len(userStages) > 0 {
 			cs.pipeline = p
+			cs.matchOnly = true
+			for _, name := range p.StageNames() {
+				cs.matchOnly = cs.matchOnly && name == "$match"
+			}
 		}
 	}
 
@@ -228,7 +238,7 @@ func (e *engine) openChangeStream(r *request, pipeline bson.A) (bson.D, error) {
 		delete(e.cursors, cur.id)
 		id = 0
 	}
-	return cursorReply(true, id, ns, batch, bson.E{Key: "postBatchResumeToken", Value: cs.pbrt}), nil
+	return streamReply(true, id, ns, batch, cs.pbrt), nil
 }
 
 func historyLost() *cmdError {
@@ -265,8 +275,8 @@ func (cs *changeStream) setHWM(ts bson.Timestamp) {
 
 // streamBatch returns up to n events (n < 0: no count limit; n == 0: an
 // empty batch) without waiting. Callers hold e.mu.
-func (e *engine) streamBatch(cs *changeStream, n int) (bson.A, error) {
-	batch := bson.A{}
+func (e *engine) streamBatch(cs *changeStream, n int) ([]bson.Raw, error) {
+	var batch []bson.Raw
 	if cs.done {
 		return batch, nil
 	}
@@ -288,12 +298,14 @@ func (e *engine) streamBatch(cs *changeStream, n int) (bson.A, error) {
 			break
 		}
 		ev := cs.buffered[0]
-		s := docSize(ev.doc)
+		s := int64(len(ev.raw))
 		if len(batch) > 0 && size+s > maxBatchBytes {
 			break
 		}
+		cs.buffered[0] = streamEvent{}
 		cs.buffered = cs.buffered[1:]
-		batch = append(batch, ev.doc)
+		cs.bufferedBytes -= s
+		batch = append(batch, ev.raw)
 		size += s
 		cs.pbrt, cs.pbrtData = lookupD(ev.doc, "_id").(bson.D), ev.data
 		if isInvalidate(ev.doc) {
@@ -350,7 +362,7 @@ func (e *engine) scan(cs *changeStream, want int) error {
 				cs.skipThrough = ""
 			}
 			out := ev.doc
-			if cs.pipeline != nil {
+			if cs.pipeline != nil && !cs.matchOnly {
 				var keep bool
 				out, keep, err = cs.pipeline.ApplyOne(ev.doc, e.vars())
 				if err != nil {
@@ -365,13 +377,30 @@ func (e *engine) scan(cs *changeStream, want int) error {
 						Msg: "Encountered an event whose _id field, which contains the resume token, was modified by the pipeline. Modifying the _id field of an event makes it impossible to resume the stream from that point. Only transformations that retain the unmodified _id field are allowed."}
 				}
 			}
-			cs.buffered = append(cs.buffered, streamEvent{doc: out, data: ev.data})
+			if cs.matchOnly {
+				_, keep, err := cs.pipeline.ApplyOne(ev.doc, e.vars())
+				if err != nil {
+					return err
+				}
+				if !keep {
+					continue
+				}
+			}
+			if cs.pipeline == nil || cs.matchOnly {
+				out = withRawImages(out, ent)
+			}
+			raw, err := bson.Marshal(out)
+			if err != nil {
+				return errorf(1, "cannot encode change event: %v", err)
+			}
+			cs.buffered = append(cs.buffered, streamEvent{doc: ev.doc, raw: raw, data: ev.data})
+			cs.bufferedBytes += int64(len(raw))
 			if isInvalidate(ev.doc) {
 				cs.invalidated = true
 				return nil
 			}
 		}
-		if want > 0 && len(cs.buffered) >= want {
+		if want > 0 && len(cs.buffered) >= want || cs.bufferedBytes >= maxBatchBytes {
 			return nil
 		}
 	}
@@ -410,7 +439,7 @@ func (e *engine) streamGetMore(r *request, cur *cursor, n int) (bson.D, error) {
 				id = 0
 			}
 			e.mu.Unlock()
-			return cursorReply(false, id, cur.ns, batch, bson.E{Key: "postBatchResumeToken", Value: cs.pbrt}), nil
+			return streamReply(false, id, cur.ns, batch, cs.pbrt), nil
 		}
 		wake := e.newEntry
 		closed := e.closed
@@ -424,11 +453,84 @@ func (e *engine) streamGetMore(r *request, cur *cursor, n int) (bson.D, error) {
 			e.mu.Lock()
 			pbrt := cs.pbrt
 			e.mu.Unlock()
-			return cursorReply(false, cur.id, cur.ns, bson.A{}, bson.E{Key: "postBatchResumeToken", Value: pbrt}), nil
+			return streamReply(false, cur.id, cur.ns, nil, pbrt), nil
 		case <-cs.killed:
 			return nil, errorf(codeCursorNotFound, "cursor id %d not found", cur.id)
 		case <-r.ctx.Done():
 			return nil, errorf(11600, "interrupted at shutdown")
 		}
 	}
+}
+
+// streamReply shapes a change-stream cursor reply. The batch is spliced in
+// as already-encoded documents into a buffer of the exact size, so a 16 MiB
+// batch is copied once rather than re-encoded.
+func streamReply(first bool, id int64, ns string, batch []bson.Raw, pbrt bson.D) bson.D {
+	key := "nextBatch"
+	if first {
+		key = "firstBatch"
+	}
+	pb, err := bson.Marshal(pbrt)
+	if err != nil {
+		pb, _ = bson.Marshal(bson.D{})
+	}
+	size := 64 + len(ns) + len(pb)
+	for i, d := range batch {
+		size += len(d) + 2 + digits(i)
+	}
+	dst := make([]byte, 0, size)
+	idx, dst := bsoncore.ReserveLength(dst)
+	dst = bsoncore.AppendHeader(dst, bsoncore.TypeArray, key)
+	aidx, dst := bsoncore.ReserveLength(dst)
+	var num []byte
+	for i, d := range batch {
+		num = strconv.AppendInt(num[:0], int64(i), 10)
+		dst = append(dst, byte(bsoncore.TypeEmbeddedDocument))
+		dst = append(dst, num...)
+		dst = append(dst, 0)
+		dst = append(dst, d...)
+	}
+	dst = append(dst, 0)
+	dst = bsoncore.UpdateLength(dst, aidx, int32(len(dst)-int(aidx)))
+	dst = bsoncore.AppendDocumentElement(dst, "postBatchResumeToken", pb)
+	dst = bsoncore.AppendInt64Element(dst, "id", id)
+	dst = bsoncore.AppendStringElement(dst, "ns", ns)
+	dst = append(dst, 0)
+	dst = bsoncore.UpdateLength(dst, idx, int32(len(dst)-int(idx)))
+	return bson.D{{Key: "cursor", Value: bson.Raw(dst)}}
+}
+
+// withRawImages returns ev with its fullDocument and fullDocumentBeforeChange
+// replaced by the entry's cached encodings when they are the entry's own
+// documents, so encoding the event copies them instead of re-encoding them.
+func withRawImages(ev bson.D, ent *oplogEntry) bson.D {
+	out := ev
+	copied := false
+	for i, el := range ev {
+		var raw bson.Raw
+		switch el.Key {
+		case "fullDocument":
+			if sameDoc(el.Value, ent.doc) {
+				raw = ent.rawDoc()
+			}
+		case "fullDocumentBeforeChange":
+			if sameDoc(el.Value, ent.preImage) {
+				raw = ent.rawPre()
+			}
+		}
+		if raw == nil {
+			continue
+		}
+		if !copied {
+			out = append(bson.D(nil), ev...)
+			copied = true
+		}
+		out[i].Value = raw
+	}
+	return out
+}
+
+func sameDoc(v any, d bson.D) bool {
+	x, ok := v.(bson.D)
+	return ok && len(x) > 0 && len(d) > 0 && &x[0] == &d[0]
 }

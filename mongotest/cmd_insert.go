@@ -116,12 +116,22 @@ func cmdInsert(e *engine, r *request) (bson.D, error) {
 	if err != nil {
 		return nil, err
 	}
+	raws := r.rawSequence("documents")
+	if len(raws) != len(docs) {
+		raws = nil
+	}
 	n := 0
 	var writeErrors bson.A
 	for i, v := range docs {
 		doc, err := prepareInsert(v)
 		if err == nil {
-			err = e.insertDoc(c, doc)
+			var raw bson.Raw
+			// The document as the client encoded it can be reused when
+			// it went in unchanged (it already had _id first).
+			if in, ok := v.(bson.D); ok && raws != nil && sameDoc(in, doc) {
+				raw = raws[i]
+			}
+			err = e.insertDoc(c, doc, raw)
 		}
 		if err != nil {
 			writeErrors = append(writeErrors, writeError(i, err))
@@ -139,13 +149,14 @@ func cmdInsert(e *engine, r *request) (bson.D, error) {
 	return reply, nil
 }
 
-// insertDoc stores a document and logs it.
-func (e *engine) insertDoc(c *collection, doc bson.D) error {
+// insertDoc stores a document and logs it. raw is the document's encoding
+// when the caller has it (nil otherwise).
+func (e *engine) insertDoc(c *collection, doc bson.D, raw bson.Raw) error {
 	if err := c.insert(doc); err != nil {
 		return err
 	}
 	u := c.uuid
 	e.appendOplog(&oplogEntry{op: opInsert, db: c.db, coll: c.name, uuid: &u,
-		docKey: bson.D{doc[0]}, doc: doc})
+		docKey: bson.D{doc[0]}, doc: doc, docRaw: raw})
 	return nil
 }

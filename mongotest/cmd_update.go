@@ -182,7 +182,7 @@ func (e *engine) applyUpdate(db, name string, spec *updateSpec) (*updateResult, 
 			return res, err
 		}
 	}
-	if err := e.insertDoc(c, doc); err != nil {
+	if err := e.insertDoc(c, doc, nil); err != nil {
 		return res, err
 	}
 	res.upserted = true

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/ferry-io/ferry/internal/wire"
 )
 
 // request is one command being run.
@@ -22,6 +24,19 @@ type request struct {
 	// streamCursor is set by getMore once it has checked out a
 	// change-stream cursor (it decides ResumableChangeStreamError).
 	streamCursor bool
+	// seqs are the OP_MSG document sequences, still encoded.
+	seqs []wire.Section1
+}
+
+// rawSequence returns the encoded documents of the named document
+// sequence, if the command arrived with one.
+func (r *request) rawSequence(name string) []bson.Raw {
+	for _, s := range r.seqs {
+		if s.Identifier == name {
+			return s.Documents
+		}
+	}
+	return nil
 }
 
 func (r *request) arg(key string) (any, bool) { return lookupTop(r.cmd, key) }
@@ -89,11 +104,11 @@ func init() {
 
 // run executes one command and returns its reply; nil means "close the
 // connection without replying".
-func (e *engine) run(ctx context.Context, c *conn, cmd bson.D) bson.D {
+func (e *engine) run(ctx context.Context, c *conn, cmd bson.D, seqs []wire.Section1) bson.D {
 	if len(cmd) == 0 {
 		return e.errorReply(errorf(codeFailedToParse, "empty command document"), nil)
 	}
-	r := &request{ctx: ctx, conn: c, cmd: cmd, name: cmd[0].Key}
+	r := &request{ctx: ctx, conn: c, cmd: cmd, name: cmd[0].Key, seqs: seqs}
 	for _, el := range cmd {
 		switch el.Key {
 		case "$db":

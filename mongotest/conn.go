@@ -2,6 +2,7 @@ package mongotest
 
 import (
 	"bufio"
+	"encoding/binary"
 	"errors"
 	"io"
 	"net"
@@ -25,7 +26,10 @@ func (c *conn) serve() {
 	defer c.nc.Close()
 	r := bufio.NewReaderSize(c.nc, 64<<10)
 	w := bufio.NewWriterSize(c.nc, 64<<10)
+	// out holds the reply message; its buffer is reused across requests, so
+	// large change-stream batches do not allocate a fresh reply each time.
 	var out []byte
+	enc := newReplyEncoder()
 	for {
 		h, body, err := wire.ReadMessage(r, c.srv.cfg.maxMessageSize)
 		if err != nil {
@@ -68,7 +72,7 @@ func (c *conn) serve() {
 			if err != nil {
 				reply = c.srv.eng.errorReply(errorf(codeFailedToParse, "invalid command: %v", err), nil)
 			} else {
-				reply = c.srv.eng.run(c.srv.ctx, c, cmd)
+				reply = c.srv.eng.run(c.srv.ctx, c, cmd, m.Sequences)
 			}
 			if reply == nil { // the command asked for the connection to be closed
 				return
@@ -76,7 +80,7 @@ func (c *conn) serve() {
 			if m.Flags&wire.FlagMoreToCome != 0 {
 				continue
 			}
-			out = wire.AppendMsg(out, c.reqID, h.RequestID, 0, marshalReply(reply))
+			out = enc.appendMsg(out, c.reqID, h.RequestID, reply)
 		default:
 			c.srv.log.Debug("mongotest: unsupported opcode", "conn", c.id, "opcode", opCode)
 			return
@@ -121,4 +125,39 @@ func marshalReply(d bson.D) []byte {
 			{Key: "code", Value: int32(1)}, {Key: "codeName", Value: "InternalError"}})
 	}
 	return b
+}
+
+// replyEncoder encodes replies straight into the outgoing message buffer.
+type replyEncoder struct {
+	buf appendWriter
+	enc *bson.Encoder
+}
+
+// appendWriter is an io.Writer appending to a byte slice.
+type appendWriter struct{ b []byte }
+
+func (w *appendWriter) Write(p []byte) (int, error) {
+	w.b = append(w.b, p...)
+	return len(p), nil
+}
+
+func newReplyEncoder() *replyEncoder {
+	r := &replyEncoder{}
+	r.enc = bson.NewEncoder(bson.NewDocumentWriter(&r.buf))
+	return r
+}
+
+// appendMsg appends an OP_MSG reply carrying doc to dst: the header and
+// flags first, then the document encoded in place, then the length fixed up.
+func (r *replyEncoder) appendMsg(dst []byte, requestID, responseTo int32, doc bson.D) []byte {
+	start := len(dst)
+	dst = wire.AppendMsg(dst, requestID, responseTo, 0, nil)
+	r.buf.b = dst
+	if err := r.enc.Encode(doc); err != nil {
+		return wire.AppendMsg(dst[:start], requestID, responseTo, 0, marshalReply(doc))
+	}
+	dst = r.buf.b
+	r.buf.b = nil
+	binary.LittleEndian.PutUint32(dst[start:], uint32(len(dst)-start))
+	return dst
 }

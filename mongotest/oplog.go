@@ -53,6 +53,26 @@ type oplogEntry struct {
 	txnNumber  *int64
 
 	size int64
+
+	// Encoded documents, cached on first use: every change stream that
+	// returns this entry shares one encoding instead of re-encoding it.
+	docRaw, preRaw bson.Raw
+}
+
+// rawDoc returns the entry's document encoded. Callers hold e.mu.
+func (ent *oplogEntry) rawDoc() bson.Raw {
+	if ent.docRaw == nil && ent.doc != nil {
+		ent.docRaw, _ = bson.Marshal(ent.doc)
+	}
+	return ent.docRaw
+}
+
+// rawPre returns the entry's pre-image encoded. Callers hold e.mu.
+func (ent *oplogEntry) rawPre() bson.Raw {
+	if ent.preRaw == nil && ent.preImage != nil {
+		ent.preRaw, _ = bson.Marshal(ent.preImage)
+	}
+	return ent.preRaw
 }
 
 // oplog is the in-memory replication log, bounded by entries, bytes and age.

@@ -21,6 +21,12 @@ type UpdateDescription struct {
 	// strings, and int32 for array indexes. Change streams report it only
 	// with showExpandedEvents.
 	DisambiguatedPaths bson.D
+	// Replacement reports that MongoDB logs this write as a full-document
+	// replacement: change streams show a "replace" event (with the new
+	// document) instead of an "update" event with this description. It is
+	// set for replacement-style updates, and for pipeline updates whose
+	// delta would not be smaller than the new document.
+	Replacement bool
 }
 
 // TruncatedArray is one truncatedArrays entry.
@@ -104,18 +110,6 @@ func (d *UpdateDescription) noteAmbiguous(comps []pathComp) {
 	d.DisambiguatedPaths = append(d.DisambiguatedPaths, bson.E{Key: key, Value: arr})
 }
 
-func compsPrefix(p, q []pathComp) bool {
-	if len(p) > len(q) {
-		return false
-	}
-	for i := range p {
-		if p[i].name != q[i].name {
-			return false
-		}
-	}
-	return true
-}
-
 func valueAtComps(root any, comps []pathComp) any {
 	v := root
 	for _, c := range comps {
@@ -139,104 +133,31 @@ func valueAtComps(root any, comps []pathComp) any {
 	return v
 }
 
-// description turns the operator log into an UpdateDescription, reading
-// values from the final document (like MongoDB's log builder, which holds
-// live elements).
+// description turns the operator log into an UpdateDescription.
 func (a *applier) description() *UpdateDescription {
-	d := &UpdateDescription{UpdatedFields: bson.D{}, RemovedFields: []string{}, TruncatedArrays: []TruncatedArray{}}
-	var covered [][]pathComp
-	for _, e := range a.log {
-		skip := false
-		for _, c := range covered {
-			if compsPrefix(c, e.comps) {
-				skip = true
-				break
-			}
-		}
-		if skip {
-			continue
-		}
-		switch e.kind {
-		case logDeleted:
-			d.RemovedFields = append(d.RemovedFields, dotted(e.comps))
-		default:
-			v := valueAtComps(a.root, e.comps)
-			if IsMissing(v) {
-				continue
-			}
-			d.UpdatedFields = append(d.UpdatedFields, bson.E{Key: dotted(e.comps), Value: v})
-			covered = append(covered, e.comps)
-		}
-		d.noteAmbiguous(e.comps)
-	}
-	return d
+	return describeDiff(logTree(a.log, a.root))
 }
 
 // Diff computes the description between two versions of a document the way
-// MongoDB's $v:2 delta does for pipeline-style updates: new or changed
-// fields at their top-most changed path, nested documents diffed
-// recursively, arrays diffed element-wise (changed or appended elements as
-// "arr.i", a shorter array as a truncatedArrays entry), removed fields in
-// RemovedFields. Values that are equal but of another type (1 vs 1.0) count
-// as changed.
+// MongoDB's $v:2 delta does for pipeline-style updates: fields are compared
+// position by position (a field that moved is reported as updated), changed
+// sub-documents and arrays are diffed recursively unless their diff would
+// not be smaller than the new value (then the whole value is reported),
+// arrays element-wise (changed or appended elements as "arr.i", a shorter
+// array as a truncatedArrays entry), removed fields in RemovedFields. Values
+// that are equal but of another type (1 vs 1.0) count as changed.
+// Replacement is set when MongoDB would log the change as a full-document
+// replacement (the delta is not smaller than the new document); change
+// streams then report a "replace" event.
 func Diff(before, after bson.D) *UpdateDescription {
-	d := &UpdateDescription{UpdatedFields: bson.D{}, RemovedFields: []string{}, TruncatedArrays: []TruncatedArray{}}
-	diffDocs(d, nil, before, after)
+	if root := computeDocDiff(before, after, nil, false, sizeDeltaPadding); root != nil {
+		if bsonDocSize(serializeDiff(root)) < bsonDocSize(after) {
+			return describeDiff(root)
+		}
+	}
+	d := describeDiff(computeDocDiff(before, after, nil, true, 0))
+	d.Replacement = true
 	return d
-}
-
-func diffDocs(d *UpdateDescription, prefix []pathComp, before, after bson.D) {
-	// Removed fields first (MongoDB lists deletes before updates).
-	for _, e := range before {
-		if fieldIndex(after, e.Key) < 0 {
-			p := appendComp(prefix, pathComp{name: e.Key})
-			d.RemovedFields = append(d.RemovedFields, dotted(p))
-			d.noteAmbiguous(p)
-		}
-	}
-	for _, e := range after {
-		p := appendComp(prefix, pathComp{name: e.Key})
-		old, ok := getField(before, e.Key)
-		if !ok {
-			d.addUpdated(p, e.Value)
-			continue
-		}
-		diffValues(d, p, old, e.Value)
-	}
-}
-
-func diffValues(d *UpdateDescription, p []pathComp, old, nw any) {
-	if identical(old, nw) {
-		return
-	}
-	switch o := old.(type) {
-	case bson.D:
-		if n, ok := nw.(bson.D); ok {
-			diffDocs(d, p, o, n)
-			return
-		}
-	case bson.A:
-		if n, ok := nw.(bson.A); ok {
-			diffArrays(d, p, o, n)
-			return
-		}
-	}
-	d.addUpdated(p, nw)
-}
-
-func diffArrays(d *UpdateDescription, p []pathComp, old, nw bson.A) {
-	if len(nw) < len(old) {
-		d.TruncatedArrays = append(d.TruncatedArrays, TruncatedArray{Field: dotted(p), NewSize: int32(len(nw))})
-		d.noteAmbiguous(p)
-	}
-	for i, v := range nw {
-		ip := appendComp(p, pathComp{name: strconv.Itoa(i), index: true})
-		if i >= len(old) {
-			d.addUpdated(ip, v)
-			continue
-		}
-		diffValues(d, ip, old[i], v)
-	}
 }
 
 func (d *UpdateDescription) addUpdated(p []pathComp, v any) {

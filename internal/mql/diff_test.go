@@ -27,6 +27,12 @@ func TestDiff(t *testing.T) {
 		{"array element document change", `{"_id": 1, "a": [{"x": 1, "y": 1}]}`, `{"_id": 1, "a": [{"x": 2, "y": 1}]}`, `{"a.0.x": 2}`, "", ""},
 		{"array shrink and change", `{"_id": 1, "a": [1, 2, 3]}`, `{"_id": 1, "a": [9]}`, `{"a.0": 9}`, "", "a:1"},
 		{"array to scalar", `{"_id": 1, "a": [1]}`, `{"_id": 1, "a": 1}`, `{"a": 1}`, "", ""},
+		// fields are compared by position: a field inserted before others
+		// makes the following ones "inserted" too (server computeDocDiff)
+		{"insert in the middle", `{"_id": 1, "b": 2}`, `{"_id": 1, "a": 1, "b": 2}`, `{"a": 1, "b": 2}`, "", ""},
+		{"reorder", `{"_id": 1, "a": 1, "b": 2}`, `{"_id": 1, "b": 2, "a": 1}`, `{"a": 1}`, "", ""},
+		// a sub-diff that is not smaller than the new value logs the value
+		{"whole subdocument", `{"_id": 1, "x": "some padding here", "a": {"p": 1, "q": 1}}`, `{"_id": 1, "x": "some padding here", "a": {"p": 2, "q": 2}}`, `{"a": {"p": 2, "q": 2}}`, "", ""},
 		{"doc to array", `{"_id": 1, "a": {"0": 1}}`, `{"_id": 1, "a": [1]}`, `{"a": [1]}`, "", ""},
 	}
 	for _, c := range cases {
@@ -48,6 +54,17 @@ func TestDiff(t *testing.T) {
 				t.Errorf("Empty() = %v", d.Empty())
 			}
 		})
+	}
+}
+
+func TestDiffReplacement(t *testing.T) {
+	small := Diff(docB(t, `{"_id": 1, "a": 1, "pad": "xxxxxxxxxxxxxxxxxxxxxxxx"}`), docB(t, `{"_id": 1, "a": 2, "pad": "xxxxxxxxxxxxxxxxxxxxxxxx"}`))
+	if small.Replacement {
+		t.Error("a small change is a delta")
+	}
+	big := Diff(docB(t, `{"_id": 1, "a": 1, "b": 2}`), docB(t, `{"_id": 1, "c": 3, "d": 4}`))
+	if !big.Replacement {
+		t.Error("rewriting every field is logged as a replacement")
 	}
 }
 

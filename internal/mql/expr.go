@@ -4,12 +4,15 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 )
 
 // Vars are evaluation-scoped variables: $$NOW, $$CLUSTER_TIME and the
-// user variables of an aggregate command's `let` option.
+// user variables of an aggregate command's `let` option. A zero Now (or nil
+// *Vars) makes $$NOW read the wall clock; one command should pass one Vars
+// so that $$NOW is the same for every document, as on the server.
 type Vars struct {
 	Now         bson.DateTime
 	ClusterTime bson.Timestamp
@@ -309,8 +312,8 @@ func (c *compiler) compileVar(name string) (exprFn, error) {
 		return constFn(missing), nil
 	case "NOW":
 		return func(ctx *evalCtx) (any, error) {
-			if ctx.vars == nil {
-				return bson.DateTime(0), nil
+			if ctx.vars == nil || ctx.vars.Now == 0 {
+				return bson.NewDateTimeFromTime(time.Now()), nil
 			}
 			return ctx.vars.Now, nil
 		}, nil

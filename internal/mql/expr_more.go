@@ -175,14 +175,22 @@ func opPow(a []any) (any, error) {
 			// exact integer power while it fits, else double
 			res := int64(1)
 			ok := true
-			for i := int64(0); i < ex.i && ok; i++ {
-				n := res * bx.i
-				if bx.i != 0 && n/bx.i != res {
-					ok = false
+			switch {
+			case bx.i == 0 || bx.i == 1:
+				if ex.i > 0 {
+					res = bx.i
 				}
-				res = n
-				if res == 0 || res == 1 && bx.i == 1 {
-					break
+			case bx.i == -1:
+				if ex.i%2 == 1 {
+					res = -1
+				}
+			default: // |base| >= 2 overflows within 64 steps
+				for i := int64(0); i < ex.i && ok; i++ {
+					n := res * bx.i
+					if n/bx.i != res {
+						ok = false
+					}
+					res = n
 				}
 			}
 			if ok {
@@ -723,6 +731,9 @@ func opRange(a []any) (any, error) {
 		if step == 0 {
 			return nil, errf(34449, "$range requires a non-zero step value")
 		}
+	}
+	if n := (end - start) / step; n > 1<<22 {
+		return nil, errf(5156200, "$range would use too much memory (%d bytes) and cannot spill to disk. Memory limit: 67108864 bytes", n*16)
 	}
 	out := bson.A{}
 	for i := start; (step > 0 && i < end) || (step < 0 && i > end); i += step {

@@ -9,13 +9,25 @@ import (
 // Filter is a compiled query filter. It is immutable and safe for
 // concurrent use.
 type Filter struct {
-	root matchFn
+	root    matchFn
+	hasExpr bool // contains $expr: evaluation needs variables and may fail
 }
 
-type matchFn func(doc bson.D, vars *Vars) bool
+// matchCtx is the per-match state: the variables for $expr and the first
+// evaluation error met by an $expr.
+type matchCtx struct {
+	vars *Vars
+	err  error
+}
+
+// noExprCtx is shared by matches of filters without $expr, which never
+// read or write their context.
+var noExprCtx = &matchCtx{}
+
+type matchFn func(doc bson.D, vars *matchCtx) bool
 
 // valuePred tests one value reached by a path (missing included).
-type valuePred func(v any, vars *Vars) bool
+type valuePred func(v any, vars *matchCtx) bool
 
 // CompileFilter compiles a query filter document.
 func CompileFilter(filter bson.D) (*Filter, error) {
@@ -24,18 +36,55 @@ func CompileFilter(filter bson.D) (*Filter, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Filter{root: m}, nil
+	return &Filter{root: m, hasExpr: containsKey(nf, "$expr")}, nil
 }
 
-// Match reports whether doc matches the filter. vars may be nil.
+// Match reports whether doc matches the filter. vars may be nil. An $expr
+// whose evaluation fails counts as not matching; use MatchErr to see the
+// error.
 func (f *Filter) Match(doc bson.D, vars *Vars) bool {
-	if f == nil || f.root == nil {
-		return true
-	}
-	return f.root(doc, vars)
+	ok, _ := f.MatchErr(doc, vars)
+	return ok
 }
 
-func matchAll(bson.D, *Vars) bool { return true }
+// MatchErr is Match that also returns the first error raised while
+// evaluating an $expr (for example "can't $divide by zero"); the server
+// fails the operation with that error.
+func (f *Filter) MatchErr(doc bson.D, vars *Vars) (bool, error) {
+	if f == nil || f.root == nil {
+		return true, nil
+	}
+	if !f.hasExpr {
+		return f.root(doc, noExprCtx), nil
+	}
+	mc := matchCtx{vars: vars}
+	ok := f.root(doc, &mc)
+	if mc.err != nil {
+		return false, mc.err
+	}
+	return ok, nil
+}
+
+// containsKey reports whether a field named key appears anywhere in v.
+func containsKey(v any, key string) bool {
+	switch x := v.(type) {
+	case bson.D:
+		for _, e := range x {
+			if e.Key == key || containsKey(e.Value, key) {
+				return true
+			}
+		}
+	case bson.A:
+		for _, e := range x {
+			if containsKey(e, key) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func matchAll(bson.D, *matchCtx) bool { return true }
 
 // compileAnd compiles the fields of a filter document (implicit AND).
 func compileAnd(filter bson.D, topLevel bool) (matchFn, error) {
@@ -60,9 +109,9 @@ func andOf(parts []matchFn) matchFn {
 		return parts[0]
 	case 2:
 		a, b := parts[0], parts[1]
-		return func(d bson.D, v *Vars) bool { return a(d, v) && b(d, v) }
+		return func(d bson.D, v *matchCtx) bool { return a(d, v) && b(d, v) }
 	}
-	return func(d bson.D, v *Vars) bool {
+	return func(d bson.D, v *matchCtx) bool {
 		for _, p := range parts {
 			if !p(d, v) {
 				return false
@@ -99,7 +148,7 @@ func compileFilterElem(key string, val any, topLevel bool) (matchFn, error) {
 				if len(subs) == 1 {
 					return subs[0], nil
 				}
-				return func(d bson.D, v *Vars) bool {
+				return func(d bson.D, v *matchCtx) bool {
 					for _, s := range subs {
 						if s(d, v) {
 							return true
@@ -108,7 +157,7 @@ func compileFilterElem(key string, val any, topLevel bool) (matchFn, error) {
 					return false
 				}, nil
 			default:
-				return func(d bson.D, v *Vars) bool {
+				return func(d bson.D, v *matchCtx) bool {
 					for _, s := range subs {
 						if s(d, v) {
 							return false
@@ -125,16 +174,22 @@ func compileFilterElem(key string, val any, topLevel bool) (matchFn, error) {
 			if err != nil {
 				return nil, err
 			}
-			return func(d bson.D, v *Vars) bool {
-				r, err := e.eval(newEvalCtx(d, v))
-				return err == nil && truthy(r)
+			return func(d bson.D, mc *matchCtx) bool {
+				r, err := e.eval(newEvalCtx(d, mc.vars))
+				if err != nil {
+					if mc.err == nil {
+						mc.err = err
+					}
+					return false
+				}
+				return truthy(r)
 			}, nil
 		case "$comment":
 			return nil, nil
 		case "$alwaysTrue":
 			return matchAll, nil
 		case "$alwaysFalse":
-			return func(bson.D, *Vars) bool { return false }, nil
+			return func(bson.D, *matchCtx) bool { return false }, nil
 		case "$where":
 			if !topLevel {
 				return nil, errf(CodeBadValue, "$where can only be applied to the top-level document")
@@ -175,13 +230,13 @@ func pathMatcher(parts []string, preds []fieldPred) matchFn {
 		switch {
 		case p.negateGroup != nil:
 			inner := pathMatcher(parts, p.negateGroup)
-			fn = func(d bson.D, v *Vars) bool { return !inner(d, v) }
+			fn = func(d bson.D, v *matchCtx) bool { return !inner(d, v) }
 		case p.negate:
-			fn = func(d bson.D, v *Vars) bool {
+			fn = func(d bson.D, v *matchCtx) bool {
 				return !walkDoc(d, parts, p.pred, !p.noExpand, v)
 			}
 		default:
-			fn = func(d bson.D, v *Vars) bool {
+			fn = func(d bson.D, v *matchCtx) bool {
 				return walkDoc(d, parts, p.pred, !p.noExpand, v)
 			}
 		}
@@ -191,38 +246,18 @@ func pathMatcher(parts []string, preds []fieldPred) matchFn {
 }
 
 // predsOnValue applies compiled operator predicates to a single value
-// without path traversal (used by $elemMatch's value form).
-func predsOnValue(preds []fieldPred, v any, vars *Vars) bool {
+// without path traversal or array expansion, like MongoDB's
+// matchesSingleElement (used by $elemMatch's value form).
+func predsOnValue(preds []fieldPred, v any, mc *matchCtx) bool {
 	for _, p := range preds {
 		var ok bool
 		switch {
 		case p.negateGroup != nil:
-			ok = !predsOnValue(p.negateGroup, v, vars)
+			ok = !predsOnValue(p.negateGroup, v, mc)
 		case p.negate:
-			ok = !p.pred(v, vars)
-			if !ok {
-				break
-			}
-			if arr, isArr := v.(bson.A); isArr && !p.noExpand {
-				for _, e := range arr {
-					if p.pred(shallow(e), vars) {
-						ok = false
-						break
-					}
-				}
-			}
+			ok = !p.pred(v, mc)
 		default:
-			ok = p.pred(v, vars)
-			if !ok && !p.noExpand {
-				if arr, isArr := v.(bson.A); isArr {
-					for _, e := range arr {
-						if p.pred(shallow(e), vars) {
-							ok = true
-							break
-						}
-					}
-				}
-			}
+			ok = p.pred(v, mc)
 		}
 		if !ok {
 			return false
@@ -237,7 +272,7 @@ func predsOnValue(preds []fieldPred, v any, vars *Vars) bool {
 // next component is numeric; a leaf array is tested as a whole and, when
 // expand is set, element by element; an unresolvable path yields missing
 // (except inside an array whose elements are not documents).
-func walkDoc(d bson.D, parts []string, pred valuePred, expand bool, vars *Vars) bool {
+func walkDoc(d bson.D, parts []string, pred valuePred, expand bool, vars *matchCtx) bool {
 	v, ok := getField(d, parts[0])
 	if !ok {
 		return pred(missing, vars)
@@ -245,7 +280,7 @@ func walkDoc(d bson.D, parts []string, pred valuePred, expand bool, vars *Vars) 
 	return walkValue(shallow(v), parts[1:], pred, expand, vars)
 }
 
-func walkValue(v any, rest []string, pred valuePred, expand bool, vars *Vars) bool {
+func walkValue(v any, rest []string, pred valuePred, expand bool, vars *matchCtx) bool {
 	if len(rest) == 0 {
 		if arr, ok := v.(bson.A); ok && expand {
 			for _, e := range arr {
@@ -307,6 +342,9 @@ func compileFieldPredicate(val any) ([]fieldPred, error) {
 	}
 	ops, ok := isOperatorDoc(val)
 	if !ok {
+		if _, undef := val.(bson.Undefined); undef {
+			return nil, errf(CodeBadValue, "cannot compare to undefined")
+		}
 		return []fieldPred{{pred: eqPred(val)}}, nil
 	}
 	return compileOperators(ops)
@@ -367,6 +405,12 @@ func compileOperators(ops bson.D) ([]fieldPred, error) {
 }
 
 func compileOperator(op string, arg any) ([]fieldPred, error) {
+	if _, ok := arg.(bson.Undefined); ok {
+		switch op {
+		case "$eq", "$ne", "$gt", "$gte", "$lt", "$lte":
+			return nil, errf(CodeBadValue, "cannot compare to undefined")
+		}
+	}
 	switch op {
 	case "$eq":
 		return []fieldPred{{pred: eqPred(arg)}}, nil
@@ -389,9 +433,9 @@ func compileOperator(op string, arg any) ([]fieldPred, error) {
 		return []fieldPred{{pred: p, negate: op == "$nin"}}, nil
 	case "$exists":
 		if truthy(arg) {
-			return []fieldPred{{pred: func(v any, _ *Vars) bool { return !IsMissing(v) }}}, nil
+			return []fieldPred{{pred: func(v any, _ *matchCtx) bool { return !IsMissing(v) }}}, nil
 		}
-		return []fieldPred{{pred: func(v any, _ *Vars) bool { return !IsMissing(v) }, negate: true}}, nil
+		return []fieldPred{{pred: func(v any, _ *matchCtx) bool { return !IsMissing(v) }, negate: true}}, nil
 	case "$type":
 		p, err := typePred(arg)
 		if err != nil {
@@ -409,7 +453,7 @@ func compileOperator(op string, arg any) ([]fieldPred, error) {
 		if n < 0 {
 			return nil, errf(CodeBadValue, "Failed to parse $size. Expected a non-negative number in: $size: %d", n)
 		}
-		return []fieldPred{{noExpand: true, pred: func(v any, _ *Vars) bool {
+		return []fieldPred{{noExpand: true, pred: func(v any, _ *matchCtx) bool {
 			a, ok := v.(bson.A)
 			return ok && int64(len(a)) == n
 		}}}, nil
@@ -435,7 +479,7 @@ func compileOperator(op string, arg any) ([]fieldPred, error) {
 		if d == 0 {
 			return nil, errf(CodeBadValue, "divisor cannot be 0")
 		}
-		return []fieldPred{{pred: func(v any, _ *Vars) bool {
+		return []fieldPred{{pred: func(v any, _ *matchCtx) bool {
 			if !isNumber(v) {
 				return false
 			}
@@ -454,7 +498,7 @@ func compileOperator(op string, arg any) ([]fieldPred, error) {
 			return nil, errf(CodeBadValue, "$all needs an array")
 		}
 		if len(arr) == 0 {
-			return []fieldPred{{pred: func(any, *Vars) bool { return false }, noExpand: true}}, nil
+			return []fieldPred{{pred: func(any, *matchCtx) bool { return false }, noExpand: true}}, nil
 		}
 		var out []fieldPred
 		elemMatchCount := 0

@@ -11,7 +11,7 @@ import (
 func eqPred(x any) valuePred {
 	switch x.(type) {
 	case nil:
-		return func(v any, _ *Vars) bool {
+		return func(v any, _ *matchCtx) bool {
 			switch v.(type) {
 			case nil, missingT:
 				return true
@@ -20,13 +20,13 @@ func eqPred(x any) valuePred {
 		}
 	case bson.MinKey, bson.MaxKey:
 		t := bsonType(x)
-		return func(v any, _ *Vars) bool { return bsonType(v) == t }
+		return func(v any, _ *matchCtx) bool { return bsonType(v) == t }
 	}
 	rank := typeRank(x)
 	if xf, ok := x.(float64); ok && math.IsNaN(xf) {
-		return func(v any, _ *Vars) bool { return isNaN(v) }
+		return func(v any, _ *matchCtx) bool { return isNaN(v) }
 	}
-	return func(v any, _ *Vars) bool {
+	return func(v any, _ *matchCtx) bool {
 		return typeRank(v) == rank && Compare(v, x) == 0
 	}
 }
@@ -58,18 +58,17 @@ func cmpPred(op string, x any) valuePred {
 		if op == "$gte" || op == "$lte" {
 			return eqPred(nil)
 		}
-		return func(any, *Vars) bool { return false }
+		return func(any, *matchCtx) bool { return false }
 	case bson.MinKey, bson.MaxKey:
-		return func(v any, _ *Vars) bool {
-			if IsMissing(v) {
-				return false
-			}
+		// Every other type (missing included) compares above MinKey and
+		// below MaxKey.
+		return func(v any, _ *matchCtx) bool {
 			return test(Compare(v, x))
 		}
 	}
 	rank := typeRank(x)
 	xNaN := isNaN(x)
-	return func(v any, _ *Vars) bool {
+	return func(v any, _ *matchCtx) bool {
 		if typeRank(v) != rank {
 			return false
 		}
@@ -97,13 +96,16 @@ func inPred(arr bson.A) (valuePred, error) {
 		if _, ok := isOperatorDoc(x); ok {
 			return nil, errf(CodeBadValue, "cannot nest $ under $in")
 		}
+		if _, undef := x.(bson.Undefined); undef {
+			return nil, errf(CodeBadValue, "InMatchExpression equality cannot be undefined")
+		}
 		if x == nil {
 			hasNull = true
 		}
 		preds = append(preds, eqPred(x))
 	}
 	_ = hasNull
-	return func(v any, vars *Vars) bool {
+	return func(v any, vars *matchCtx) bool {
 		for _, p := range preds {
 			if p(v, vars) {
 				return true
@@ -118,7 +120,7 @@ func regexPred(pattern, options string) (valuePred, error) {
 	if err != nil {
 		return nil, err
 	}
-	return func(v any, _ *Vars) bool {
+	return func(v any, _ *matchCtx) bool {
 		switch x := v.(type) {
 		case string:
 			return re.MatchString(x)
@@ -168,7 +170,7 @@ func typePred(arg any) (valuePred, error) {
 	var specs []any
 	if arr, ok := arg.(bson.A); ok {
 		if len(arr) == 0 {
-			return func(any, *Vars) bool { return false }, nil
+			return func(any, *matchCtx) bool { return false }, nil
 		}
 		specs = arr
 	} else {
@@ -182,7 +184,7 @@ func typePred(arg any) (valuePred, error) {
 		}
 		codes = append(codes, c)
 	}
-	return func(v any, _ *Vars) bool {
+	return func(v any, _ *matchCtx) bool {
 		if IsMissing(v) {
 			return false
 		}
@@ -210,7 +212,7 @@ func elemMatchPred(d bson.D) (valuePred, error) {
 		if err != nil {
 			return nil, err
 		}
-		return func(v any, vars *Vars) bool {
+		return func(v any, vars *matchCtx) bool {
 			arr, ok := v.(bson.A)
 			if !ok {
 				return false
@@ -227,7 +229,7 @@ func elemMatchPred(d bson.D) (valuePred, error) {
 	if err != nil {
 		return nil, err
 	}
-	return func(v any, vars *Vars) bool {
+	return func(v any, vars *matchCtx) bool {
 		arr, ok := v.(bson.A)
 		if !ok {
 			return false
@@ -296,7 +298,7 @@ func bitsPred(op string, arg any) (valuePred, error) {
 			}
 		}
 	}
-	return func(v any, _ *Vars) bool {
+	return func(v any, _ *matchCtx) bool {
 		bit := func(int) bool { return false }
 		switch x := v.(type) {
 		case int32, int64, float64, bson.Decimal128:

@@ -85,7 +85,10 @@ func TestFilterMatch(t *testing.T) {
 		{`{"a": {"$gt": {"$numberDecimal": "0.1"}}}`, `{"a": 0.1}`, true},
 		{`{"a": {"$lt": "b"}}`, `{"a": "a"}`, true},
 		{`{"a": {"$gt": {"$minKey": 1}}}`, `{"a": "x"}`, true},
-		{`{"a": {"$gt": {"$minKey": 1}}}`, `{}`, false},
+		{`{"a": {"$gt": {"$minKey": 1}}}`, `{}`, true},
+		{`{"a": {"$lte": {"$maxKey": 1}}}`, `{}`, true},
+		{`{"a": {"$lt": {"$minKey": 1}}}`, `{"a": 1}`, false},
+		{`{"a": {"$gte": {"$minKey": 1}}}`, `{"a": {"$minKey": 1}}`, true},
 		{`{"a": {"$lt": {"$maxKey": 1}}}`, `{"a": null}`, true},
 		{`{"a": {"$gte": {"$date": "2020-01-01T00:00:00Z"}}}`, `{"a": {"$date": "2021-01-01T00:00:00Z"}}`, true},
 		{`{"a": {"$gt": {"$timestamp": {"t": 1, "i": 1}}}}`, `{"a": {"$timestamp": {"t": 1, "i": 2}}}`, true},
@@ -179,6 +182,11 @@ func TestFilterMatch(t *testing.T) {
 		{`{"a": {"$elemMatch": {"b": {"$gt": 1}}}}`, `{"a": {"b": 5}}`, false},
 		{`{"a": {"$elemMatch": {"$or": [{"b": 1}, {"b": 2}]}}}`, `{"a": [{"b": 2}]}`, true},
 		{`{"a": {"$elemMatch": {"$in": [3]}}}`, `{"a": [1, 3]}`, true},
+		{`{"a": {"$elemMatch": {"$eq": 1}}}`, `{"a": [[1]]}`, false},
+		{`{"a": {"$elemMatch": {"$ne": 1}}}`, `{"a": [1, [1]]}`, true},
+		{`{"a": {"$elemMatch": {"$not": {"$gt": 5}}}}`, `{"a": [7, 3]}`, true},
+		{`{"a": {"$elemMatch": {"$elemMatch": {"$gt": 5}}}}`, `{"a": [[1], [6]]}`, true},
+		{`{"a.b": {"$elemMatch": {"c": 1}}}`, `{"a": [{"b": [{"c": 1}]}]}`, true},
 		// $mod
 		{`{"a": {"$mod": [4, 0]}}`, `{"a": 8}`, true},
 		{`{"a": {"$mod": [4, 1]}}`, `{"a": 8}`, false},
@@ -252,6 +260,9 @@ func TestFilterErrors(t *testing.T) {
 		{`{"a": {"$regex": "("}}`, 51091, "Regular expression is invalid"},
 		{`{"a": {"$in": [{"$gt": 1}]}}`, 2, "cannot nest $ under $in"},
 		{`{"a": {"$alwaysTrue": 1}}`, 2, "unknown operator: $alwaysTrue"},
+		{`{"a": {"$undefined": true}}`, 2, "cannot compare to undefined"},
+		{`{"a": {"$eq": {"$undefined": true}}}`, 2, "cannot compare to undefined"},
+		{`{"a": {"$in": [{"$undefined": true}]}}`, 2, "cannot be undefined"},
 		{`{"a": {"$elemMatch": {"$expr": {"$eq": [1, 1]}}}}`, 2, "$expr can only be applied to the top-level document"},
 		{`{"$or": [{"$expr": {"$foo": 1}}]}`, 168, "Unrecognized expression"},
 	}
@@ -330,5 +341,28 @@ func TestLookup(t *testing.T) {
 		if ok != c.ok || (ok && Compare(got, c.want) != 0) {
 			t.Errorf("Lookup(%q) = %v, %v; want %v, %v", c.path, got, ok, c.want, c.ok)
 		}
+	}
+}
+
+func TestFilterMatchErr(t *testing.T) {
+	f, err := CompileFilter(docA(t, `{"$nor": [{"$expr": {"$gt": [{"$divide": [1, "$d"]}, 0]}}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ok, err := f.MatchErr(docA(t, `{"d": 2}`), nil)
+	if ok || err != nil {
+		t.Errorf("d=2: got %v, %v; want false, nil", ok, err)
+	}
+	ok, err = f.MatchErr(docA(t, `{"d": 0}`), nil)
+	var me *Error
+	if ok || !errors.As(err, &me) || me.Code != 16608 {
+		t.Errorf("d=0: got %v, %v; want false and error 16608", ok, err)
+	}
+	if f.Match(docA(t, `{"d": 0}`), nil) {
+		t.Error("Match must report false when $expr fails")
+	}
+	plain, _ := CompileFilter(docA(t, `{"a": 1}`))
+	if ok, err := plain.MatchErr(docA(t, `{"a": 1}`), nil); !ok || err != nil {
+		t.Errorf("plain filter: %v, %v", ok, err)
 	}
 }

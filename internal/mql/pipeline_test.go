@@ -252,3 +252,40 @@ func mustDecB(t *testing.T, s string) bson.Decimal128 {
 	}
 	return d
 }
+
+// The $project pipelines of MongoDB's change-streams spec tests
+// (change-streams.json), applied to an insert event.
+func TestChangeStreamSpecProjections(t *testing.T) {
+	ev := `{"_id": {"_data": "82AB"}, "operationType": "insert", "clusterTime": {"$timestamp": {"t": 1, "i": 1}},
+		"fullDocument": {"_id": 1, "z": 3}, "ns": {"db": "database0", "coll": "collection0"}, "documentKey": {"_id": 1}}`
+	cases := []struct{ pipeline, want string }{
+		{`[{"$project": {"operationType": "addedInFutureMongoDBVersion", "ns": 1}}]`,
+			`{"_id": {"_data": "82AB"}, "ns": {"db": "database0", "coll": "collection0"}, "operationType": "addedInFutureMongoDBVersion"}`},
+		{`[{"$project": {"operationType": 1, "ns": 1, "newField": "newFieldValue"}}]`,
+			`{"_id": {"_data": "82AB"}, "operationType": "insert", "ns": {"db": "database0", "coll": "collection0"}, "newField": "newFieldValue"}`},
+		{`[{"$project": {"operationType": "insert", "ns.viewOn": "db.coll"}}]`,
+			// the "ns" child is emitted in document order, computed fields after it
+			`{"_id": {"_data": "82AB"}, "ns": {"viewOn": "db.coll"}, "operationType": "insert"}`},
+		{`[{"$project": {"operationType": "insert", "ns": {"db": "$ns.db", "coll": "$ns.coll", "viewOn": "db.coll"}}}]`,
+			`{"_id": {"_data": "82AB"}, "ns": {"db": "database0", "coll": "collection0", "viewOn": "db.coll"}, "operationType": "insert"}`},
+		{`[{"$project": {"optype": "$operationType", "ns": 1, "newField": "value"}}]`,
+			`{"_id": {"_data": "82AB"}, "ns": {"db": "database0", "coll": "collection0"}, "optype": "insert", "newField": "value"}`},
+		{`[{"$project": {"_id": 0}}]`,
+			`{"operationType": "insert", "clusterTime": {"$timestamp": {"t": 1, "i": 1}}, "fullDocument": {"_id": 1, "z": 3}, "ns": {"db": "database0", "coll": "collection0"}, "documentKey": {"_id": 1}}`},
+		{`[{"$match": {"fullDocument.z": 3}}]`, ev},
+	}
+	for _, c := range cases {
+		p, err := CompilePipeline(arrB(t, c.pipeline))
+		if err != nil {
+			t.Fatalf("%s: %v", c.pipeline, err)
+		}
+		if !p.PerDocument() {
+			t.Errorf("%s: not per-document", c.pipeline)
+		}
+		got, ok, err := p.ApplyOne(docB(t, ev), nil)
+		if err != nil || !ok {
+			t.Fatalf("%s: %v %v", c.pipeline, ok, err)
+		}
+		sameB(t, c.pipeline, got, docB(t, c.want))
+	}
+}

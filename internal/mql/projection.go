@@ -175,6 +175,12 @@ func (pp *projParser) add(node *projNode, path string, v any) error {
 		if p == "" {
 			return errf(15998, "FieldPath field names may not be empty strings.")
 		}
+		if strings.HasPrefix(p, "$") {
+			if p == "$" && pp.find {
+				return unsupported("the positional projection operator ('" + path + "')")
+			}
+			return errf(16410, "FieldPath field names may not start with '$'. Consider using $getField or $setField.")
+		}
 	}
 	// Walk/create intermediate nodes.
 	for i := 0; i < len(parts)-1; i++ {

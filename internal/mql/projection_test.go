@@ -135,3 +135,11 @@ func TestFindProjection(t *testing.T) {
 		t.Errorf("find projection errors carry no stage prefix: %v", err)
 	}
 }
+
+func TestFindProjectionPositionalUnsupported(t *testing.T) {
+	_, err := CompileProjection(docB(t, `{"a.$": 1}`))
+	codeB(t, "positional", err, 2)
+	if err != nil && !strings.Contains(err.Error(), "not supported by mongotest") {
+		t.Errorf("message: %v", err)
+	}
+}

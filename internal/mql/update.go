@@ -102,8 +102,10 @@ func (u *Update) Kind() UpdateKind { return u.kind }
 func (u *Update) NeedsPositional() bool { return u.positional }
 
 // Apply applies the update to doc and returns the new document and the
-// change description (nil for replacements, which MongoDB reports as
-// "replace" events). doc is not modified. insert is true when doc is the seed
+// change description. doc is not modified. The description's Empty()
+// reports a no-op (MongoDB writes no oplog entry and emits no event); its
+// Replacement field reports a write that change streams show as "replace"
+// (replacement documents, large pipeline updates). insert is true when doc is the seed
 // of an upsert: $setOnInsert then applies. A description that is Empty means
 // the update was a no-op (no oplog entry, no change event).
 func (u *Update) Apply(doc bson.D, vars *Vars, insert bool) (bson.D, *UpdateDescription, error) {
@@ -116,7 +118,12 @@ func (u *Update) ApplyPositional(doc bson.D, vars *Vars, insert bool, pos int) (
 	switch u.kind {
 	case UpdateReplacement:
 		out, err := replaceDoc(doc, u.replacement)
-		return out, nil, err
+		if err != nil {
+			return nil, nil, err
+		}
+		d := Diff(doc, out)
+		d.Replacement = true
+		return out, d, nil
 	case UpdatePipeline:
 		return u.applyPipeline(doc, vars)
 	}
@@ -240,8 +247,16 @@ func allDigitsStr(s string) bool {
 	return true
 }
 
+// sortOps orders operators by the path they are applied at ($rename acts
+// at its destination, like the server's update tree).
 func sortOps(ops []*updateOp) {
+	key := func(op *updateOp) []string {
+		if op.name == "$rename" {
+			return op.to
+		}
+		return op.parts
+	}
 	sort.SliceStable(ops, func(i, j int) bool {
-		return comparePathParts(ops[i].parts, ops[j].parts) < 0
+		return comparePathParts(key(ops[i]), key(ops[j])) < 0
 	})
 }

@@ -69,7 +69,12 @@ func (u *Update) applyOperators(doc bson.D, vars *Vars, insert bool, pos int) (b
 		return doc, &UpdateDescription{}, nil
 	}
 	out := a.root.(bson.D)
-	return out, a.description(), nil
+	desc := a.description()
+	if insert {
+		// An upserted document stores _id first, like every insert.
+		out = moveIDFirst(out)
+	}
+	return out, desc, nil
 }
 
 // cloneValue deep-copies documents and arrays (normalizing Go values).

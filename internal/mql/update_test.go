@@ -47,6 +47,7 @@ func TestUpdateOperators(t *testing.T) {
 		{"rename", `{"_id": 1, "a": 1, "b": 2}`, `{"$rename": {"a": "c"}}`, `{"_id": 1, "b": 2, "c": 1}`, `{"c": 1}`, `["a"]`},
 		{"rename onto existing", `{"_id": 1, "a": 1, "b": 2}`, `{"$rename": {"a": "b"}}`, `{"_id": 1, "b": 1}`, `{"b": 1}`, `["a"]`},
 		{"rename nested", `{"_id": 1, "a": {"x": 1}}`, `{"$rename": {"a.x": "b.y"}}`, `{"_id": 1, "a": {}, "b": {"y": 1}}`, `{"b": {"y": 1}}`, `["a.x"]`},
+		{"rename applies at its destination", `{"_id": 1, "z": 1}`, `{"$rename": {"z": "a"}, "$set": {"b": 1}}`, `{"_id": 1, "a": 1, "b": 1}`, `{"a": 1, "b": 1}`, `["z"]`},
 		{"rename missing is a no-op", `{"_id": 1}`, `{"$rename": {"a": "b"}}`, `{"_id": 1}`, `{}`, `[]`},
 		{"push appends", `{"_id": 1, "a": [1]}`, `{"$push": {"a": 2}}`, `{"_id": 1, "a": [1, 2]}`, `{"a.1": 2}`, `[]`},
 		{"push each appends", `{"_id": 1, "a": [1]}`, `{"$push": {"a": {"$each": [2, 3]}}}`, `{"_id": 1, "a": [1, 2, 3]}`, `{"a.1": 2, "a.2": 3}`, `[]`},
@@ -229,10 +230,14 @@ func TestUpdateReplacement(t *testing.T) {
 		t.Fatalf("kind %v", u.Kind())
 	}
 	got, desc, err := u.Apply(docB(t, `{"_id": 7, "x": 1}`), nil, false)
-	if err != nil || desc != nil {
-		t.Fatalf("apply: %v %v", err, desc)
+	if err != nil || !desc.Replacement || desc.Empty() {
+		t.Fatalf("apply: %v %+v", err, desc)
 	}
 	sameB(t, "keeps _id first", got, docB(t, `{"_id": 7, "b": 2, "a": 1}`))
+	_, desc, _ = u.Apply(docB(t, `{"_id": 7, "b": 2, "a": 1}`), nil, false)
+	if !desc.Empty() {
+		t.Errorf("identical replacement must be a no-op: %+v", desc)
+	}
 
 	u, _ = CompileUpdate(docB(t, `{"a": 1, "_id": 7}`))
 	got, _, err = u.Apply(docB(t, `{"_id": 7}`), nil, false)
@@ -347,4 +352,49 @@ func TestUpsertSeed(t *testing.T) {
 	codeB(t, "twice", err, 54)
 	_, err = UpsertSeed(docB(t, `{"a": 1, "a.b": 2}`))
 	codeB(t, "prefix", err, 54)
+}
+
+func TestUpsertApply(t *testing.T) {
+	seed, err := UpsertSeed(docB(t, `{"name": "x", "_id": 3}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, _ := CompileUpdate(docB(t, `{"$set": {"a": 1}, "$setOnInsert": {"created": true}}`))
+	got, _, err := u.Apply(seed, nil, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameB(t, "upsert", got, docB(t, `{"_id": 3, "name": "x", "a": 1, "created": true}`))
+
+	u, _ = CompileUpdate(docB(t, `{"$set": {"_id": 9, "a": 1}}`))
+	got, _, err = u.Apply(docB(t, `{"name": "x"}`), nil, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameB(t, "_id set by the update comes first", got, docB(t, `{"_id": 9, "name": "x", "a": 1}`))
+
+	_, _, err = u.Apply(docB(t, `{"_id": 3}`), nil, true)
+	codeB(t, "query _id is immutable", err, 66)
+}
+
+func TestApplyForQuery(t *testing.T) {
+	cases := []struct{ query, update, doc, want string }{
+		{`{"grades": 80}`, `{"$set": {"grades.$": 82}}`, `{"_id": 1, "grades": [85, 80, 80]}`, `{"_id": 1, "grades": [85, 82, 80]}`},
+		{`{"_id": 1, "items.sku": "b"}`, `{"$inc": {"items.$.qty": 1}}`, `{"_id": 1, "items": [{"sku": "a", "qty": 1}, {"sku": "b", "qty": 1}]}`, `{"_id": 1, "items": [{"sku": "a", "qty": 1}, {"sku": "b", "qty": 2}]}`},
+		{`{"items": {"$elemMatch": {"sku": "a", "qty": {"$gt": 0}}}}`, `{"$set": {"items.$.ok": true}}`, `{"_id": 1, "items": [{"sku": "a", "qty": 1}]}`, `{"_id": 1, "items": [{"sku": "a", "qty": 1, "ok": true}]}`},
+	}
+	for _, c := range cases {
+		u, err := CompileUpdate(docB(t, c.update))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _, err := u.ApplyForQuery(docB(t, c.doc), nil, false, docB(t, c.query))
+		if err != nil {
+			t.Fatalf("%s: %v", c.update, err)
+		}
+		sameB(t, c.update, got, docB(t, c.want))
+	}
+	u, _ := CompileUpdate(docB(t, `{"$set": {"a.$": 1}}`))
+	_, _, err := u.ApplyForQuery(docB(t, `{"_id": 1, "a": [1]}`), nil, false, docB(t, `{"_id": 1}`))
+	codeB(t, "no array condition in the query", err, 2)
 }

@@ -64,8 +64,10 @@ func parseReadPreference(d bson.Raw, where string) (*readpref.ReadPref, error) {
 		opts = append(opts, readpref.WithMaxStaleness(time.Duration(*n)*time.Second))
 	}
 	if h := r.doc("hedge"); h != nil {
-		if v, err := h.LookupErr("enabled"); err == nil && v.Type == bson.TypeBoolean {
-			opts = append(opts, readpref.WithHedgeEnabled(v.Boolean()))
+		if v, err := h.LookupErr("enabled"); err == nil {
+			if b, ok := v.BooleanOK(); ok {
+				opts = append(opts, readpref.WithHedgeEnabled(b))
+			}
 		}
 	}
 	if err := r.done("field"); err != nil {

@@ -308,16 +308,20 @@ func uriWithOptions(base string, opts bson.Raw, singleHost bool) (string, error)
 			q.Del(old)
 		}
 		v := e.Value()
-		switch v.Type {
-		case bson.TypeString:
-			q.Set(key, v.StringValue())
-		case bson.TypeBoolean:
-			q.Set(key, strconv.FormatBool(v.Boolean()))
-		case bson.TypeInt32, bson.TypeInt64, bson.TypeDouble:
-			n, _ := number(v)
+		s, isStr := v.StringValueOK()
+		b, isBool := v.BooleanOK()
+		n, isNum := number(v)
+		arr, isArr := v.ArrayOK()
+		doc, isDoc := v.DocumentOK()
+		switch {
+		case isStr:
+			q.Set(key, s)
+		case isBool:
+			q.Set(key, strconv.FormatBool(b))
+		case isNum:
 			q.Set(key, strconv.FormatFloat(n, 'f', -1, 64))
-		case bson.TypeArray:
-			vals, _ := v.Array().Values()
+		case isArr:
+			vals, _ := arr.Values()
 			for _, x := range vals {
 				s, ok := x.StringValueOK()
 				if !ok {
@@ -325,11 +329,11 @@ func uriWithOptions(base string, opts bson.Raw, singleHost bool) (string, error)
 				}
 				q.Add(key, s)
 			}
-		case bson.TypeEmbeddedDocument:
-			if _, _, ok := specialOperator(v.Document()); ok {
+		case isDoc:
+			if _, _, ok := specialOperator(doc); ok {
 				return "", fmt.Errorf("unified runner: uriOptions.%s: $$placeholder not supported", key)
 			}
-			d, _ := v.Document().Elements()
+			d, _ := doc.Elements()
 			var parts []string
 			for _, x := range d {
 				parts = append(parts, x.Key()+":"+strings.Trim(x.Value().String(), `"`))

@@ -194,16 +194,13 @@ func (f *fields) done(kind string) error {
 
 // asInt64 converts an integral BSON number to int64.
 func asInt64(v bson.RawValue) (int64, bool) {
-	switch v.Type {
-	case bson.TypeInt32:
-		return int64(v.Int32()), true
-	case bson.TypeInt64:
-		return v.Int64(), true
-	case bson.TypeDouble:
-		d := v.Double()
-		if d != float64(int64(d)) {
-			return 0, false
-		}
+	if n, ok := v.Int32OK(); ok {
+		return int64(n), true
+	}
+	if n, ok := v.Int64OK(); ok {
+		return n, true
+	}
+	if d, ok := v.DoubleOK(); ok && d == float64(int64(d)) {
 		return int64(d), true
 	}
 	return 0, false

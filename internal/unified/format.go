@@ -217,8 +217,8 @@ func parseRequirements(r *fields, key string) ([]Requirement, error) {
 		}
 		if v, ok := q.value("csfle"); ok {
 			b := true
-			if v.Type == bson.TypeBoolean {
-				b = v.Boolean()
+			if x, ok := v.BooleanOK(); ok {
+				b = x
 			}
 			req.CSFLE = &b
 		}

@@ -48,7 +48,10 @@ func Match(expected, actual bson.RawValue) error {
 // same as null); root says whether a document here may have extra fields.
 func (m *matcher) match(path string, exp, act bson.RawValue, present, root bool) error {
 	if exp.Type == bson.TypeEmbeddedDocument {
-		doc := exp.Document()
+		doc, ok := exp.DocumentOK()
+		if !ok {
+			return fmt.Errorf("%s: bad expected document", orRoot(path))
+		}
 		if op, arg, ok := specialOperator(doc); ok {
 			return m.special(path, op, arg, act, present, root)
 		}
@@ -69,7 +72,11 @@ func (m *matcher) match(path string, exp, act bson.RawValue, present, root bool)
 		if !ok {
 			return &mismatch{path, fmt.Sprintf("expected an array %s, got %s %s", show(exp), typeName(act.Type), show(act))}
 		}
-		return m.matchArray(path, exp.Array(), got, false)
+		want, ok := exp.ArrayOK()
+		if !ok {
+			return fmt.Errorf("%s: bad expected array", orRoot(path))
+		}
+		return m.matchArray(path, want, got, false)
 	}
 	if !scalarEqual(exp, act) {
 		return &mismatch{path, fmt.Sprintf("expected %s, got %s", showTyped(exp), showTyped(act))}
@@ -221,16 +228,18 @@ func (m *matcher) special(path, op string, arg, act bson.RawValue, present, root
 		}
 		return m.match(path, arg, bson.RawValue{Type: bson.TypeEmbeddedDocument, Value: doc}, true, false)
 	case "$$matchAsRoot":
-		if arg.Type != bson.TypeEmbeddedDocument {
+		want, ok := arg.DocumentOK()
+		if !ok {
 			return fmt.Errorf("%s: $$matchAsRoot takes a document", path)
 		}
 		if !present {
 			return &mismatch{path, "missing; expected " + show(arg)}
 		}
-		if act.Type != bson.TypeEmbeddedDocument {
+		got, ok := act.DocumentOK()
+		if !ok {
 			return &mismatch{path, "$$matchAsRoot: expected a document, got " + showTyped(act)}
 		}
-		return m.matchDoc(path, arg.Document(), act.Document(), true)
+		return m.matchDoc(path, want, got, true)
 	}
 	return fmt.Errorf("unified runner: %s: special operator %s not supported", orRoot(path), op)
 }
@@ -263,11 +272,10 @@ var typeAliases = map[string][]bson.Type{
 
 func matchType(path string, arg, act bson.RawValue, present bool) error {
 	var names []string
-	switch arg.Type {
-	case bson.TypeString:
-		names = []string{arg.StringValue()}
-	case bson.TypeArray:
-		vals, _ := arg.Array().Values()
+	if s, ok := arg.StringValueOK(); ok {
+		names = []string{s}
+	} else if arr, ok := arg.ArrayOK(); ok {
+		vals, _ := arr.Values()
 		for _, v := range vals {
 			s, ok := v.StringValueOK()
 			if !ok {
@@ -275,7 +283,7 @@ func matchType(path string, arg, act bson.RawValue, present bool) error {
 			}
 			names = append(names, s)
 		}
-	default:
+	} else {
 		return fmt.Errorf("%s: $$type takes a type name or an array of them", path)
 	}
 	for _, n := range names {
@@ -309,12 +317,11 @@ func matchHexBytes(path string, arg, act bson.RawValue, present bool) error {
 		return &mismatch{path, "missing; expected bytes " + s}
 	}
 	var got []byte
-	switch act.Type {
-	case bson.TypeString:
-		got = []byte(act.StringValue())
-	case bson.TypeBinary:
-		_, got = act.Binary()
-	default:
+	if s, ok := act.StringValueOK(); ok {
+		got = []byte(s)
+	} else if _, b, ok := act.BinaryOK(); ok {
+		got = b
+	} else {
 		return &mismatch{path, "expected a string of bytes, got " + showTyped(act)}
 	}
 	if !bytes.Equal(want, got) {
@@ -326,13 +333,14 @@ func matchHexBytes(path string, arg, act bson.RawValue, present bool) error {
 // number converts int32, int64 and double to float64 (Decimal128 is not a
 // flexible numeric type).
 func number(v bson.RawValue) (float64, bool) {
-	switch v.Type {
-	case bson.TypeInt32:
-		return float64(v.Int32()), true
-	case bson.TypeInt64:
-		return float64(v.Int64()), true
-	case bson.TypeDouble:
-		return v.Double(), true
+	if n, ok := v.Int32OK(); ok {
+		return float64(n), true
+	}
+	if n, ok := v.Int64OK(); ok {
+		return float64(n), true
+	}
+	if d, ok := v.DoubleOK(); ok {
+		return d, true
 	}
 	return 0, false
 }
@@ -357,9 +365,9 @@ func scalarEqual(exp, act bson.RawValue) bool {
 		return false
 	}
 	if exp.Type == bson.TypeCodeWithScope {
-		ec, es := exp.CodeWithScope()
-		ac, as := act.CodeWithScope()
-		return ec == ac && sameDocument(es, as)
+		ec, es, eok := exp.CodeWithScopeOK()
+		ac, as, aok := act.CodeWithScopeOK()
+		return eok && aok && ec == ac && sameDocument(es, as)
 	}
 	return bytes.Equal(exp.Value, act.Value)
 }
@@ -380,7 +388,11 @@ func sameValue(a, b bson.RawValue) bool {
 		if !ok {
 			return false
 		}
-		ae, err1 := a.Document().Elements()
+		ad, ok := a.DocumentOK()
+		if !ok {
+			return false
+		}
+		ae, err1 := ad.Elements()
 		be, err2 := bd.Elements()
 		if err1 != nil || err2 != nil || len(ae) != len(be) {
 			return false
@@ -397,7 +409,11 @@ func sameValue(a, b bson.RawValue) bool {
 		if !ok {
 			return false
 		}
-		av, err1 := a.Array().Values()
+		aa, ok := a.ArrayOK()
+		if !ok {
+			return false
+		}
+		av, err1 := aa.Values()
 		bv, err2 := ba.Values()
 		if err1 != nil || err2 != nil || len(av) != len(bv) {
 			return false

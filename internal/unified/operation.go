@@ -3,6 +3,7 @@ package unified
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
@@ -104,7 +105,7 @@ func (tr *testRun) runOperation(op Operation) error {
 		return asRunnerError(err)
 	}
 	if opErr != nil && iterationOps[op.Name] && timedOut(ctx) {
-		opErr = fmt.Errorf("%w (nothing within the iteration limit of %s)", opErr, tr.cfg.iterTimeout)
+		opErr = &iterationTimeout{limit: tr.cfg.iterTimeout, err: opErr}
 	}
 	if res.ent != nil && op.SaveResultAsEntity == "" && res.ent.kind == kindChangeStream {
 		tr.orphans = append(tr.orphans, res.ent.stream)
@@ -146,11 +147,12 @@ func (tr *testRun) verifyResult(exp bson.RawValue, res opResult) error {
 		return rerr("unified runner: expectResult given for an operation that returns a %s", res.ent.kind)
 	}
 	present := res.value.Type != 0
-	if res.rootElems && exp.Type == bson.TypeArray && present && res.value.Type == bson.TypeArray {
-		if err := tr.match.matchArray("result", exp.Array(), res.value.Array(), true); err != nil {
-			return err
+	if res.rootElems {
+		want, ok1 := exp.ArrayOK()
+		got, ok2 := res.value.ArrayOK()
+		if ok1 && ok2 {
+			return tr.match.matchArray("result", want, got, true)
 		}
-		return nil
 	}
 	if err := tr.match.match("", exp, res.value, present, true); err != nil {
 		return fmt.Errorf("result: %w", err)
@@ -200,3 +202,16 @@ func docsResult(docs []bson.Raw) (opResult, error) {
 	r.rootElems = true
 	return r, err
 }
+
+// iterationTimeout is the error of an iteration that got nothing in time.
+// It is a client error (it wraps the driver's context error).
+type iterationTimeout struct {
+	limit time.Duration
+	err   error
+}
+
+func (e *iterationTimeout) Error() string {
+	return fmt.Sprintf("no document within the iteration limit of %s (driver: %s)", e.limit, shorten(e.err.Error()))
+}
+
+func (e *iterationTimeout) Unwrap() error { return e.err }

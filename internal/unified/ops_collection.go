@@ -63,10 +63,10 @@ func updateArg(a *fields, key string) any {
 		a.fail("%s is required", key)
 		return nil
 	}
-	switch v.Type {
-	case bson.TypeEmbeddedDocument:
-		return v.Document()
-	case bson.TypeArray:
+	if d, ok := v.DocumentOK(); ok {
+		return d
+	}
+	if v.Type == bson.TypeArray {
 		return pipelineArg(a, key)
 	}
 	a.fail("%s must be a document or a pipeline, not %s", key, v.Type)

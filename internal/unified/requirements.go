@@ -41,8 +41,8 @@ func probeServer(ctx context.Context, internal *mongo.Client, uri string) (*serv
 	if err := admin.RunCommand(ctx, bson.D{{Key: "buildInfo", Value: 1}}).Decode(&bi); err != nil {
 		return nil, fmt.Errorf("buildInfo: %w", err)
 	}
-	if va, err := bi.LookupErr("versionArray"); err == nil && va.Type == bson.TypeArray {
-		vals, _ := va.Array().Values()
+	if va, ok := lookupArray(bi, "versionArray"); ok {
+		vals, _ := va.Values()
 		for i := 0; i < 3 && i < len(vals); i++ {
 			n, ok := asInt64(vals[i])
 			if !ok {
@@ -50,10 +50,12 @@ func probeServer(ctx context.Context, internal *mongo.Client, uri string) (*serv
 			}
 			s.version[i] = int(n)
 		}
-	} else if v, err := bi.LookupErr("version"); err == nil && v.Type == bson.TypeString {
-		if s.version, err = parseVersion(v.StringValue()); err != nil {
+	} else if v := lookupString(bi, "version"); v != "" {
+		parsed, err := parseVersion(v)
+		if err != nil {
 			return nil, fmt.Errorf("buildInfo: %w", err)
 		}
+		s.version = parsed
 	} else {
 		return nil, fmt.Errorf("buildInfo: no versionArray or version in %s", showDoc(bi))
 	}
@@ -77,6 +79,14 @@ func probeServer(ctx context.Context, internal *mongo.Client, uri string) (*serv
 		s.topology = "single"
 	}
 	return s, nil
+}
+
+func lookupArray(d bson.Raw, key string) (bson.RawArray, bool) {
+	v, err := d.LookupErr(key)
+	if err != nil {
+		return nil, false
+	}
+	return v.ArrayOK()
 }
 
 func lookupString(d bson.Raw, key string) string {

@@ -41,10 +41,9 @@ func cmdAggregate(e *engine, r *request) (bson.D, error) {
 	switch target := r.cmd[0].Value.(type) {
 	case string:
 		ns = r.db + "." + target
-		if c := e.coll(r.db, target); c != nil {
-			for _, rec := range c.all() {
-				docs = append(docs, rec.doc)
-			}
+		all, _ := mql.CompileFilter(bson.D{})
+		for _, ref := range e.read(r, e.coll(r.db, target), all, nil, e.vars(), 0) {
+			docs = append(docs, ref.doc)
 		}
 	default:
 		if n, ok := asInt64(target); !ok || n != 1 {

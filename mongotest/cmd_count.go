@@ -17,7 +17,7 @@ func cmdCount(e *engine, r *request) (bson.D, error) {
 		return nil, err
 	}
 	qd, _ := q.(bson.D)
-	n := len(e.coll(db, name).matching(f, qd, e.vars(), 0))
+	n := len(e.read(r, e.coll(db, name), f, qd, e.vars(), 0))
 	skip, _ := asInt64(lookupD(r.cmd, "skip"))
 	limit, _ := asInt64(lookupD(r.cmd, "limit"))
 	n = max(n-int(skip), 0)
@@ -54,7 +54,7 @@ func cmdDistinct(e *engine, r *request) (bson.D, error) {
 			values = append(values, v)
 		}
 	}
-	for _, rec := range e.coll(db, name).matching(f, qd, e.vars(), 0) {
+	for _, rec := range e.read(r, e.coll(db, name), f, qd, e.vars(), 0) {
 		v, ok := mql.Lookup(rec.doc, key)
 		if !ok {
 			continue

@@ -6,7 +6,9 @@ import (
 
 // deleteRecord removes a record and logs the delete.
 func (e *engine) deleteRecord(c *collection, rec *record) {
-	c.remove(rec)
+	e.noteVersion(rec)
+	c.remove(rec, e.activeTxns > 0)
+	rec.seq = e.oplog.nextSeq
 	u := c.uuid
 	ent := &oplogEntry{op: opDelete, db: c.db, coll: c.name, uuid: &u, docKey: bson.D{rec.doc[0]}}
 	if c.preAndPostImages {
@@ -55,8 +57,14 @@ func cmdDelete(e *engine, r *request) (bson.D, error) {
 			continue
 		}
 		qd, _ := q.(bson.D)
-		for _, rec := range c.matching(f, qd, e.vars(), int(limit)) {
-			e.deleteRecord(c, rec)
+		for _, ref := range e.read(r, c, f, qd, e.vars(), int(limit)) {
+			if err := e.writeDelete(r, c, ref); err != nil {
+				if txnFatal(r, err) {
+					return nil, err
+				}
+				writeErrors = append(writeErrors, writeError(i, err))
+				break
+			}
 			n++
 		}
 	}

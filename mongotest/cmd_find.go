@@ -44,16 +44,13 @@ func cmdFind(e *engine, r *request) (bson.D, error) {
 	}
 	c := e.coll(db, name)
 	vars := e.vars()
-	var recs []*record
-	if c != nil {
-		scanLimit := 0
-		if sortSpec == nil && limit > 0 {
-			scanLimit = int(skip + limit)
-		}
-		recs = c.matching(f, fd, vars, scanLimit)
+	scanLimit := 0
+	if sortSpec == nil && limit > 0 {
+		scanLimit = int(skip + limit)
 	}
+	recs := e.read(r, c, f, fd, vars, scanLimit)
 	if sortSpec != nil {
-		sortRecords(recs, sortSpec)
+		sortRefs(recs, sortSpec)
 	}
 	if int(skip) >= len(recs) {
 		recs = nil

@@ -47,22 +47,24 @@ func cmdFindAndModify(e *engine, r *request) (bson.D, error) {
 		}
 		c := e.coll(db, name)
 		qd, _ := query.(bson.D)
-		var recs []*record
+		var refs []docRef
 		if sd, ok := lookupD(r.cmd, "sort").(bson.D); ok && len(sd) > 0 {
 			s, err := mql.CompileSort(sd)
 			if err != nil {
 				return nil, err
 			}
-			recs = c.matching(f, qd, e.vars(), 0)
-			sortRecords(recs, s)
+			refs = e.read(r, c, f, qd, e.vars(), 0)
+			sortRefs(refs, s)
 		} else {
-			recs = c.matching(f, qd, e.vars(), 1)
+			refs = e.read(r, c, f, qd, e.vars(), 1)
 		}
-		if len(recs) == 0 {
+		if len(refs) == 0 {
 			return bson.D{{Key: "lastErrorObject", Value: bson.D{{Key: "n", Value: int32(0)}}}, {Key: "value", Value: nil}}, nil
 		}
-		doc := recs[0].doc
-		e.deleteRecord(c, recs[0])
+		doc := refs[0].doc
+		if err := e.writeDelete(r, c, refs[0]); err != nil {
+			return nil, err
+		}
 		v, err := project(doc)
 		if err != nil {
 			return nil, err
@@ -73,7 +75,7 @@ func cmdFindAndModify(e *engine, r *request) (bson.D, error) {
 	if err != nil {
 		return nil, err
 	}
-	res, err := e.applyUpdate(db, name, spec)
+	res, err := e.applyUpdate(r, db, name, spec)
 	if err != nil {
 		return nil, err
 	}

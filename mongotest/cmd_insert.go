@@ -96,6 +96,12 @@ func prepareInsert(v any) (bson.D, error) {
 	return append(out, d...), nil
 }
 
+// txnFatal reports whether a write error must fail the whole command: in a
+// transaction, a write conflict is a command error, as on a real server.
+func txnFatal(r *request, err error) bool {
+	return r.txn != nil && asCmdError(err).Code == codeWriteConflict
+}
+
 func writeError(i int, err error) bson.D {
 	ce := asCmdError(err)
 	we := bson.D{{Key: "index", Value: int32(i)}, {Key: "code", Value: ce.Code}, {Key: "errmsg", Value: ce.Msg}}
@@ -131,9 +137,12 @@ func cmdInsert(e *engine, r *request) (bson.D, error) {
 			if in, ok := v.(bson.D); ok && raws != nil && sameDoc(in, doc) {
 				raw = raws[i]
 			}
-			err = e.insertDoc(c, doc, raw)
+			err = e.writeInsert(r, c, doc, raw)
 		}
 		if err != nil {
+			if txnFatal(r, err) {
+				return nil, err
+			}
 			writeErrors = append(writeErrors, writeError(i, err))
 			if ordered {
 				break
@@ -155,6 +164,7 @@ func (e *engine) insertDoc(c *collection, doc bson.D, raw bson.Raw) error {
 	if err := c.insert(doc); err != nil {
 		return err
 	}
+	c.byID[keyOf(doc[0].Value)].seq = e.oplog.nextSeq
 	u := c.uuid
 	e.appendOplog(&oplogEntry{op: opInsert, db: c.db, coll: c.name, uuid: &u,
 		docKey: bson.D{doc[0]}, doc: doc, docRaw: raw})

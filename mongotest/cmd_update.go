@@ -97,7 +97,7 @@ func parseUpdateSpec(filter, u any, upsert, multi bool, sort any) (*updateSpec, 
 
 // applyUpdate runs one update statement against a collection (nil when it
 // does not exist yet), logging each change.
-func (e *engine) applyUpdate(db, name string, spec *updateSpec) (*updateResult, error) {
+func (e *engine) applyUpdate(r *request, db, name string, spec *updateSpec) (*updateResult, error) {
 	c := e.coll(db, name)
 	if c != nil && c.isView {
 		return nil, errorf(166, "Namespace %s.%s is a view, not a collection", db, name)
@@ -107,18 +107,18 @@ func (e *engine) applyUpdate(db, name string, spec *updateSpec) (*updateResult, 
 	if spec.multi || spec.sort != nil {
 		limit = 0
 	}
-	recs := c.matching(spec.f, spec.filter, vars, limit)
-	if spec.sort != nil && len(recs) > 1 {
-		sortRecords(recs, spec.sort)
+	refs := e.read(r, c, spec.f, spec.filter, vars, limit)
+	if spec.sort != nil && len(refs) > 1 {
+		sortRefs(refs, spec.sort)
 		if !spec.multi {
-			recs = recs[:1]
+			refs = refs[:1]
 		}
 	}
 	res := &updateResult{}
-	for _, rec := range recs {
+	for _, ref := range refs {
 		res.matched++
-		old := rec.doc
-		doc, desc, err := spec.u.Apply(old, vars, false)
+		old := ref.doc
+		doc, desc, err := spec.u.ApplyForQuery(old, vars, false, spec.filter)
 		if err != nil {
 			return res, err
 		}
@@ -126,28 +126,21 @@ func (e *engine) applyUpdate(db, name string, spec *updateSpec) (*updateResult, 
 			return res, err
 		}
 		res.before, res.after = old, doc
-		if spec.u.Kind() == mql.UpdateReplacement {
+		if desc == nil {
 			if mql.Equal(old, doc) {
 				continue
 			}
-		} else if desc == nil || desc.Empty() {
+		} else if desc.Empty() {
 			continue
 		}
-		if err := c.replace(rec, doc); err != nil {
+		op := opUpdate
+		if spec.u.Kind() == mql.UpdateReplacement || desc != nil && desc.Replacement {
+			op = opReplace
+		}
+		if err := e.writeUpdate(r, c, ref, doc, op, desc); err != nil {
 			return res, err
 		}
 		res.modified++
-		ent := &oplogEntry{op: opUpdate, db: c.db, coll: c.name, docKey: bson.D{doc[0]}, doc: doc, upd: desc}
-		if spec.u.Kind() == mql.UpdateReplacement {
-			ent.op, ent.upd = opReplace, nil
-		}
-		if c.preAndPostImages {
-			ent.preImage = old
-			ent.preImageRecorded = true
-		}
-		u := c.uuid
-		ent.uuid = &u
-		e.appendOplog(ent)
 	}
 	if res.matched > 0 || !spec.upsert {
 		return res, nil
@@ -182,7 +175,7 @@ func (e *engine) applyUpdate(db, name string, spec *updateSpec) (*updateResult, 
 			return res, err
 		}
 	}
-	if err := e.insertDoc(c, doc, nil); err != nil {
+	if err := e.writeInsert(r, c, doc, nil); err != nil {
 		return res, err
 	}
 	res.upserted = true
@@ -220,7 +213,7 @@ func cmdUpdate(e *engine, r *request) (bson.D, error) {
 		spec, err := parseUpdateSpec(lookupD(st, "q"), lookupD(st, "u"), truthy(lookupD(st, "upsert")), truthy(lookupD(st, "multi")), lookupD(st, "sort"))
 		var res *updateResult
 		if err == nil {
-			res, err = e.applyUpdate(db, name, spec)
+			res, err = e.applyUpdate(r, db, name, spec)
 		}
 		if res != nil {
 			n += res.matched
@@ -231,6 +224,9 @@ func cmdUpdate(e *engine, r *request) (bson.D, error) {
 			}
 		}
 		if err != nil {
+			if txnFatal(r, err) {
+				return nil, err
+			}
 			writeErrors = append(writeErrors, writeError(i, err))
 			if ordered {
 				break

@@ -24,6 +24,8 @@ type request struct {
 	// streamCursor is set by getMore once it has checked out a
 	// change-stream cursor (it decides ResumableChangeStreamError).
 	streamCursor bool
+	// txn is the transaction the command runs in, if any.
+	txn *txn
 	// seqs are the OP_MSG document sequences, still encoded.
 	seqs []wire.Section1
 }
@@ -99,6 +101,8 @@ func init() {
 		"dbStats":            {run: cmdDBStats},
 		"collStats":          {run: cmdCollStats},
 		"configureFailPoint": {run: cmdConfigureFailPoint, adminOnly: true},
+		"commitTransaction":  {run: cmdCommitTransaction, adminOnly: true},
+		"abortTransaction":   {run: cmdAbortTransaction, adminOnly: true},
 	}
 }
 
@@ -161,9 +165,15 @@ func (e *engine) run(ctx context.Context, c *conn, cmd bson.D, seqs []wire.Secti
 	}
 	var reply bson.D
 	var err error
-	if spec.unlocked {
+	inTxn := r.txnNumber != nil && r.autocommit != nil
+	switch {
+	case inTxn && !spec.unlocked:
+		e.mu.Lock()
+		reply, err = e.runTxn(spec, r)
+		e.mu.Unlock()
+	case spec.unlocked:
 		reply, err = spec.run(e, r)
-	} else {
+	default:
 		e.mu.Lock()
 		reply, err = spec.run(e, r)
 		e.mu.Unlock()

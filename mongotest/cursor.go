@@ -99,8 +99,8 @@ func batchSizeArg(d bson.D, def int) (int, error) {
 	return int(n), nil
 }
 
-func sortRecords(recs []*record, s *mql.Sort) {
-	sort.SliceStable(recs, func(i, j int) bool { return s.Less(recs[i].doc, recs[j].doc) })
+func sortRefs(refs []docRef, s *mql.Sort) {
+	sort.SliceStable(refs, func(i, j int) bool { return s.Less(refs[i].doc, refs[j].doc) })
 }
 
 func cmdGetMore(e *engine, r *request) (bson.D, error) {

@@ -23,9 +23,13 @@ type engine struct {
 	nextCur   int64
 	params    serverParams
 	fail      failPoints
-	closed    bool
-	processID bson.ObjectID
-	startedAt time.Time
+	sessions  map[string]*session
+	// activeTxns counts open transactions; while it is non-zero, records
+	// keep the versions their snapshots may read.
+	activeTxns int
+	closed     bool
+	processID  bson.ObjectID
+	startedAt  time.Time
 
 	// newEntry is closed and replaced whenever the oplog grows, waking
 	// change-stream getMores that wait for events.
@@ -44,6 +48,7 @@ func newEngine(cfg *config) *engine {
 		cfg:       cfg,
 		dbs:       make(map[string]*database),
 		cursors:   make(map[int64]*cursor),
+		sessions:  make(map[string]*session),
 		newEntry:  make(chan struct{}),
 		ttlKick:   make(chan struct{}, 1),
 		processID: bson.NewObjectID(),

@@ -41,6 +41,8 @@ const (
 	codeLocation50865              = 50865
 	codeIDLUnknownField            = 40415
 	codeOperationNotSupportedInTxn = 263
+	codeWriteConflict              = 112
+	codeNoSuchTransaction          = 251
 )
 
 var codeNames = map[int32]string{

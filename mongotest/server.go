@@ -158,7 +158,7 @@ func (s *Server) backgroundLoop() {
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {
-		wait := time.Hour
+		wait := time.Second // at least every second: abort expired transactions
 		if iv := s.eng.noopInterval(); iv > 0 {
 			wait = min(wait, time.Until(lastNoop.Add(iv)))
 		}
@@ -173,6 +173,7 @@ func (s *Server) backgroundLoop() {
 			s.eng.runTTL()
 			lastTTL = time.Now()
 		case <-timer.C:
+			s.eng.reapTxns()
 			if iv := s.eng.noopInterval(); iv > 0 && time.Since(lastNoop) >= iv {
 				s.eng.writeNoopIfIdle(iv)
 				lastNoop = time.Now()

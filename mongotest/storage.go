@@ -28,11 +28,18 @@ type collection struct {
 	byID    map[string]*record
 	live    int
 	indexes []*index
+	// pending holds _id keys that open transactions have inserted.
+	pending map[string]*txn
 }
 
 type record struct {
 	doc     bson.D
 	deleted bool
+	// seq is the oplog sequence number of the write that produced the
+	// current state; history holds earlier states open snapshots may need.
+	seq      int64
+	history  []version
+	lockedBy *txn
 }
 
 // index is an index's definition; unique indexes also keep their keys.
@@ -152,13 +159,15 @@ func (c *collection) insert(doc bson.D) error {
 	return nil
 }
 
-func (c *collection) remove(r *record) {
+// remove deletes a record. Deleted records stay in c.records (for the
+// snapshots of open transactions) until a compaction with keep false.
+func (c *collection) remove(r *record, keep bool) {
 	id, _ := lookupTop(r.doc, "_id")
 	delete(c.byID, keyOf(id))
 	c.removeIndexKeys(r.doc)
 	r.deleted = true
 	c.live--
-	if len(c.records) > 64 && c.live < len(c.records)/2 {
+	if !keep && len(c.records) > 64 && c.live < len(c.records)/2 {
 		kept := make([]*record, 0, c.live)
 		for _, x := range c.records {
 			if x != nil && !x.deleted {
@@ -167,6 +176,15 @@ func (c *collection) remove(r *record) {
 		}
 		c.records = kept
 	}
+}
+
+// restore undoes remove (a rolled-back transactional delete).
+func (c *collection) restore(r *record) {
+	id, _ := lookupTop(r.doc, "_id")
+	r.deleted = false
+	c.byID[keyOf(id)] = r
+	c.addIndexKeys(r.doc)
+	c.live++
 }
 
 // replace swaps a record's document, keeping unique indexes consistent.

@@ -15,9 +15,11 @@
 //     preference and write concern options), session; change streams and
 //     find cursors saved with saveResultAsEntity; any BSON value saved the
 //     same way;
-//   - runOnRequirements: minServerVersion, maxServerVersion, topologies,
-//     serverless (never satisfied by "require"), auth, authMechanism,
-//     serverParameters, csfle (never supported by this build);
+//   - runOnRequirements: minServerVersion and maxServerVersion (buildInfo
+//     versionArray), topologies (hello), serverless ("require" is never
+//     met), auth (credentials in the URI), serverParameters (getParameter),
+//     csfle (never supported by this build), authMechanism (never met: the
+//     server's mechanisms are not read);
 //   - initialData and outcome;
 //   - the operations listed in [SupportedOperations];
 //   - expectResult, expectError and expectEvents (command events) with the

@@ -119,10 +119,12 @@ func (em *entityMap) clients() []*clientEntity {
 // clients, newest entity first; errors are ignored as the spec requires.
 func (em *entityMap) close(ctx context.Context) {
 	em.mu.Lock()
-	order := append([]string(nil), em.order...)
+	ents := make([]*entity, 0, len(em.order))
+	for i := len(em.order) - 1; i >= 0; i-- {
+		ents = append(ents, em.m[em.order[i]])
+	}
 	em.mu.Unlock()
-	for i := len(order) - 1; i >= 0; i-- {
-		e := em.m[order[i]]
+	for _, e := range ents {
 		switch e.kind {
 		case kindChangeStream:
 			_ = e.stream.Close(ctx)
@@ -132,8 +134,8 @@ func (em *entityMap) close(ctx context.Context) {
 			e.sess.EndSession(ctx)
 		}
 	}
-	for i := len(order) - 1; i >= 0; i-- {
-		if e := em.m[order[i]]; e.kind == kindClient && !e.client.closed {
+	for _, e := range ents {
+		if e.kind == kindClient && !e.client.closed {
 			e.client.closed = true
 			_ = e.client.client.Disconnect(ctx)
 		}

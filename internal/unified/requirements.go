@@ -8,7 +8,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
-	"go.mongodb.org/mongo-driver/v2/x/mongo/driver/connstring"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
 )
 
 // serverInfo is what runOnRequirements are evaluated against.
@@ -63,13 +63,13 @@ func probeServer(ctx context.Context, internal *mongo.Client, uri string) (*serv
 	if err := admin.RunCommand(ctx, bson.D{{Key: "hello", Value: 1}}).Decode(&hello); err != nil {
 		return nil, fmt.Errorf("hello: %w", err)
 	}
-	cs, err := connstring.ParseAndValidate(uri)
-	if err != nil {
+	co := options.Client().ApplyURI(uri)
+	if err := co.Validate(); err != nil {
 		return nil, err
 	}
-	s.auth = cs.Username != "" || cs.AuthMechanism != ""
+	s.auth = co.Auth != nil && (co.Auth.Username != "" || co.Auth.AuthMechanism != "")
 	switch {
-	case cs.LoadBalanced:
+	case co.LoadBalanced != nil && *co.LoadBalanced:
 		s.topology = "load-balanced"
 	case lookupString(hello, "msg") == "isdbgrid":
 		s.topology = "sharded"

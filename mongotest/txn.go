@@ -1,0 +1,583 @@
+package mongotest
+
+import (
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/ferry-io/ferry/internal/mql"
+)
+
+// Multi-document transactions (MONGO-SEMANTICS §8).
+//
+// A transaction reads a snapshot: the committed state as of its first
+// command (every record keeps the versions an open snapshot may still need)
+// plus its own writes. Its writes are buffered; a write to a document that
+// another transaction has written, or that was committed after the
+// snapshot, fails at once with WriteConflict (112, TransientTransactionError)
+// and aborts the transaction, as on a real server. Commit applies all writes
+// under the engine lock and logs them with one cluster time, the session's
+// lsid and txnNumber and increasing txnOpIndex, so readers and change
+// streams see all of a transaction or none of it. Aborted transactions leave
+// no trace.
+
+type txnState int
+
+const (
+	txnActive txnState = iota
+	txnCommitted
+	txnAborted
+)
+
+// transactionLifetime is MongoDB's transactionLifetimeLimitSeconds default.
+const transactionLifetime = 60 * time.Second
+
+type session struct {
+	key       string
+	lsid      bson.D
+	txnNumber int64
+	txn       *txn
+	// The last retryable write outside a transaction, to answer a retry
+	// of the same statement without running it twice.
+	retryNumber int64
+	retryReply  bson.D
+}
+
+type txn struct {
+	sess    *session
+	number  int64
+	snap    int64 // first oplog sequence number the snapshot does not see
+	state   txnState
+	started time.Time
+	ops     []txnOp
+	local   map[*collection]map[string]*txnDoc
+	order   map[*collection][]string // keys of documents the transaction inserted, in order
+	locked  []*record
+	pending []pendingKey
+}
+
+// txnDoc is a document's state inside a transaction.
+type txnDoc struct {
+	doc bson.D  // nil: deleted by the transaction
+	rec *record // the committed record it replaces, nil if new
+}
+
+type pendingKey struct {
+	c   *collection
+	key string
+}
+
+type txnOp struct {
+	op   string // opInsert, opUpdate, opReplace, opDelete
+	c    *collection
+	key  string
+	doc  bson.D
+	raw  bson.Raw
+	pre  bson.D
+	desc *mql.UpdateDescription
+}
+
+// version is an earlier state of a record, kept while a snapshot may need it.
+type version struct {
+	doc bson.D // nil: the document did not exist
+	seq int64
+}
+
+// versionAt returns the record's document as a snapshot taken before oplog
+// sequence number snap sees it (nil: absent).
+func (rec *record) versionAt(snap int64) bson.D {
+	if rec.seq < snap {
+		if rec.deleted {
+			return nil
+		}
+		return rec.doc
+	}
+	for i := len(rec.history) - 1; i >= 0; i-- {
+		if rec.history[i].seq < snap {
+			return rec.history[i].doc
+		}
+	}
+	return nil
+}
+
+// noteVersion records a record's current state before it changes, if any
+// open transaction might still need it. Callers hold e.mu.
+func (e *engine) noteVersion(rec *record) {
+	if e.activeTxns == 0 {
+		rec.history = nil
+		return
+	}
+	var d bson.D
+	if !rec.deleted {
+		d = rec.doc
+	}
+	rec.history = append(rec.history, version{doc: d, seq: rec.seq})
+}
+
+func (e *engine) sessionFor(lsid bson.D) *session {
+	id, _ := lookupTop(lsid, "id")
+	key := keyOf(id)
+	s := e.sessions[key]
+	if s == nil {
+		s = &session{key: key, lsid: lsid, txnNumber: -1}
+		e.sessions[key] = s
+	}
+	return s
+}
+
+// txnFor resolves the transaction a command belongs to, starting it when
+// the command carries startTransaction. Callers hold e.mu.
+func (e *engine) txnFor(r *request) (*txn, error) {
+	if r.lsid == nil {
+		return nil, errorf(codeInvalidOptions, "Transaction numbers are only allowed on a replica set member or mongos with a session (lsid)")
+	}
+	if *r.autocommit {
+		return nil, errorf(codeInvalidOptions, "autocommit:true is not supported; omit autocommit for a retryable write")
+	}
+	sess := e.sessionFor(r.lsid)
+	num := *r.txnNumber
+	if num < sess.txnNumber {
+		return nil, errorf(225, "Cannot start transaction %d on session %s because a newer transaction %d has already started", num, sess.key, sess.txnNumber)
+	}
+	if boolArg(r, "startTransaction", false) {
+		if num == sess.txnNumber && sess.txn != nil {
+			return nil, errorf(codeNoSuchTransaction, "Given transaction number %d does not match any in-progress transactions. The active transaction number is %d", num, sess.txnNumber)
+		}
+		if sess.txn != nil && sess.txn.state == txnActive {
+			e.abortTxn(sess.txn)
+		}
+		t := &txn{sess: sess, number: num, snap: e.oplog.nextSeq, started: e.nowLocked(),
+			local: map[*collection]map[string]*txnDoc{}, order: map[*collection][]string{}}
+		sess.txnNumber, sess.txn = num, t
+		e.activeTxns++
+		return t, nil
+	}
+	t := sess.txn
+	if num != sess.txnNumber || t == nil {
+		return nil, errorf(codeNoSuchTransaction, "Given transaction number %d does not match any in-progress transactions. The active transaction number is %d", num, sess.txnNumber)
+	}
+	switch t.state {
+	case txnAborted:
+		return nil, errorf(codeNoSuchTransaction, "Transaction with { txnNumber: %d } has been aborted.", num)
+	case txnCommitted:
+		return nil, errorf(256, "Transaction with { txnNumber: %d } has been committed.", num)
+	}
+	return t, nil
+}
+
+// abortTxn discards a transaction's writes and releases what it holds.
+func (e *engine) abortTxn(t *txn) {
+	if t.state != txnActive {
+		return
+	}
+	t.state = txnAborted
+	e.releaseTxn(t)
+}
+
+func (e *engine) releaseTxn(t *txn) {
+	for _, rec := range t.locked {
+		if rec.lockedBy == t {
+			rec.lockedBy = nil
+		}
+	}
+	for _, p := range t.pending {
+		if p.c.pending[p.key] == t {
+			delete(p.c.pending, p.key)
+		}
+	}
+	t.locked, t.pending, t.local, t.order = nil, nil, nil, nil
+	e.activeTxns--
+}
+
+// reapTxns aborts transactions older than transactionLifetime.
+func (e *engine) reapTxns() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	now := e.nowLocked()
+	for _, s := range e.sessions {
+		if t := s.txn; t != nil && t.state == txnActive && now.Sub(t.started) > transactionLifetime {
+			e.abortTxn(t)
+		}
+	}
+}
+
+func writeConflict() *cmdError {
+	return errorf(codeWriteConflict, "Write conflict during plan execution and yielding is disabled. :: Please retry your operation or multi-document transaction.")
+}
+
+func (t *txn) locals(c *collection) map[string]*txnDoc {
+	m := t.local[c]
+	if m == nil {
+		m = map[string]*txnDoc{}
+		t.local[c] = m
+	}
+	return m
+}
+
+// lock takes a committed record for the transaction, or reports the
+// conflict a real server reports.
+func (t *txn) lock(rec *record) error {
+	if rec.lockedBy == t {
+		return nil
+	}
+	if rec.lockedBy != nil || rec.seq >= t.snap {
+		return writeConflict()
+	}
+	rec.lockedBy = t
+	t.locked = append(t.locked, rec)
+	return nil
+}
+
+// read returns the documents of c the transaction sees that match f.
+func (t *txn) read(c *collection, f *mql.Filter, filter bson.D, vars *mql.Vars, limit int) []docRef {
+	loc := t.local[c]
+	// Fast path: equality on a single _id value.
+	if len(filter) == 1 && filter[0].Key == "_id" && isScalar(filter[0].Value) {
+		key := keyOf(filter[0].Value)
+		if ld, ok := loc[key]; ok {
+			if ld.doc != nil && f.Match(ld.doc, vars) {
+				return []docRef{{rec: ld.rec, doc: ld.doc}}
+			}
+			return nil
+		}
+		if rec := c.byID[key]; rec != nil {
+			if d := rec.versionAt(t.snap); d != nil {
+				if f.Match(d, vars) {
+					return []docRef{{rec: rec, doc: d}}
+				}
+				return nil
+			}
+		}
+	}
+	var out []docRef
+	for _, rec := range c.records {
+		if rec == nil {
+			continue
+		}
+		d := rec.versionAt(t.snap)
+		if d == nil {
+			continue
+		}
+		if loc != nil {
+			if ld, ok := loc[keyOf(d[0].Value)]; ok && ld.rec == rec {
+				if ld.doc == nil {
+					continue
+				}
+				d = ld.doc
+			}
+		}
+		if f.Match(d, vars) {
+			out = append(out, docRef{rec: rec, doc: d})
+			if limit > 0 && len(out) >= limit {
+				return out
+			}
+		}
+	}
+	for _, key := range t.order[c] {
+		ld := loc[key]
+		if ld == nil || ld.rec != nil || ld.doc == nil {
+			continue
+		}
+		if f.Match(ld.doc, vars) {
+			out = append(out, docRef{doc: ld.doc})
+			if limit > 0 && len(out) >= limit {
+				return out
+			}
+		}
+	}
+	return out
+}
+
+func isScalar(v any) bool {
+	switch v.(type) {
+	case bson.D, bson.A, bson.Regex, nil:
+		return false
+	}
+	return true
+}
+
+func (t *txn) insert(c *collection, doc bson.D, raw bson.Raw) error {
+	key := keyOf(doc[0].Value)
+	loc := t.locals(c)
+	ld := loc[key]
+	if ld != nil && ld.doc != nil {
+		return c.dupKeyError(c.indexes[0], bson.D{doc[0]})
+	}
+	if cur := c.byID[key]; cur != nil && (ld == nil || ld.rec != cur) {
+		if cur.versionAt(t.snap) != nil {
+			return c.dupKeyError(c.indexes[0], bson.D{doc[0]})
+		}
+		return writeConflict()
+	}
+	if other := c.pending[key]; other != nil && other != t {
+		return writeConflict()
+	}
+	if err := c.checkUnique(doc, nil); err != nil {
+		return err
+	}
+	if c.pending == nil {
+		c.pending = map[string]*txn{}
+	}
+	c.pending[key] = t
+	t.pending = append(t.pending, pendingKey{c, key})
+	var rec *record
+	if ld != nil {
+		rec = ld.rec
+	} else {
+		t.order[c] = append(t.order[c], key)
+	}
+	loc[key] = &txnDoc{doc: doc, rec: rec}
+	t.ops = append(t.ops, txnOp{op: opInsert, c: c, key: key, doc: doc, raw: raw})
+	return nil
+}
+
+func (t *txn) update(c *collection, ref docRef, doc bson.D, op string, desc *mql.UpdateDescription) error {
+	key := keyOf(doc[0].Value)
+	if ref.rec != nil {
+		if err := t.lock(ref.rec); err != nil {
+			return err
+		}
+	}
+	if err := c.checkUnique(doc, ref.doc); err != nil {
+		return err
+	}
+	t.locals(c)[key] = &txnDoc{doc: doc, rec: ref.rec}
+	t.ops = append(t.ops, txnOp{op: op, c: c, key: key, doc: doc, pre: ref.doc, desc: desc})
+	return nil
+}
+
+func (t *txn) delete(c *collection, ref docRef) error {
+	key := keyOf(ref.doc[0].Value)
+	if ref.rec != nil {
+		if err := t.lock(ref.rec); err != nil {
+			return err
+		}
+	}
+	t.locals(c)[key] = &txnDoc{rec: ref.rec}
+	t.ops = append(t.ops, txnOp{op: opDelete, c: c, key: key, pre: ref.doc})
+	return nil
+}
+
+// commitTxn applies a transaction's writes atomically and logs them with
+// one cluster time. Callers hold e.mu.
+func (e *engine) commitTxn(t *txn) error {
+	type undo struct {
+		op  string
+		c   *collection
+		rec *record
+		old bson.D
+	}
+	var undos []undo
+	rollback := func() {
+		for i := len(undos) - 1; i >= 0; i-- {
+			u := undos[i]
+			switch u.op {
+			case opInsert:
+				u.c.remove(u.rec, true)
+			case opDelete:
+				u.c.restore(u.rec)
+			default:
+				_ = u.c.replace(u.rec, u.old)
+			}
+		}
+	}
+	base := e.oplog.nextSeq
+	for i, op := range t.ops {
+		c := op.c
+		seq := base + int64(i)
+		switch op.op {
+		case opInsert:
+			if err := c.insert(op.doc); err != nil {
+				rollback()
+				e.abortTxn(t)
+				return err
+			}
+			rec := c.byID[op.key]
+			rec.seq = seq
+			undos = append(undos, undo{op: opInsert, c: c, rec: rec})
+		case opDelete:
+			rec := c.byID[op.key]
+			if rec == nil {
+				continue
+			}
+			e.noteVersion(rec)
+			c.remove(rec, true)
+			rec.seq = seq
+			undos = append(undos, undo{op: opDelete, c: c, rec: rec})
+		default:
+			rec := c.byID[op.key]
+			if rec == nil {
+				continue
+			}
+			old := rec.doc
+			e.noteVersion(rec)
+			if err := c.replace(rec, op.doc); err != nil {
+				rollback()
+				e.abortTxn(t)
+				return err
+			}
+			rec.seq = seq
+			undos = append(undos, undo{op: op.op, c: c, rec: rec, old: old})
+		}
+	}
+	now := e.nowLocked()
+	ts := e.nextTimestamp(now)
+	wall := bson.NewDateTimeFromTime(now)
+	num := t.number
+	for i, op := range t.ops {
+		c := op.c
+		u := c.uuid
+		ent := &oplogEntry{op: op.op, db: c.db, coll: c.name, uuid: &u, ts: ts, wall: wall,
+			txnOpIndex: i, lsid: t.sess.lsid, txnNumber: &num}
+		switch op.op {
+		case opInsert:
+			ent.docKey, ent.doc, ent.docRaw = bson.D{op.doc[0]}, op.doc, op.raw
+		case opDelete:
+			ent.docKey = bson.D{op.pre[0]}
+		default:
+			ent.docKey, ent.doc, ent.upd = bson.D{op.doc[0]}, op.doc, op.desc
+		}
+		if c.preAndPostImages && op.op != opInsert {
+			ent.preImage, ent.preImageRecorded = op.pre, true
+		}
+		e.appendStamped(ent)
+	}
+	t.state = txnCommitted
+	e.releaseTxn(t)
+	return nil
+}
+
+// Commands that may run inside a transaction.
+var txnCommands = map[string]bool{
+	"find": true, "getMore": true, "insert": true, "update": true, "delete": true,
+	"findAndModify": true, "findandmodify": true, "aggregate": true, "distinct": true,
+	"killCursors": true, "commitTransaction": true, "abortTransaction": true,
+	"create": true, "createIndexes": true, "ping": true,
+}
+
+// runTxn runs a command that belongs to a transaction. Callers hold e.mu.
+func (e *engine) runTxn(spec command, r *request) (bson.D, error) {
+	if !txnCommands[r.name] {
+		return nil, errorf(codeOperationNotSupportedInTxn, "Cannot run '%s' in a multi-document transaction.", r.name)
+	}
+	if r.name == "commitTransaction" {
+		// Committing again a transaction that committed succeeds.
+		if s := e.sessionFor(r.lsid); s.txnNumber == *r.txnNumber && s.txn != nil && s.txn.state == txnCommitted {
+			return bson.D{}, nil
+		}
+	}
+	t, err := e.txnFor(r)
+	if err != nil {
+		return nil, err
+	}
+	r.txn = t
+	switch r.name {
+	case "commitTransaction":
+		if err := e.commitTxn(t); err != nil {
+			return nil, err
+		}
+		return bson.D{}, nil
+	case "abortTransaction":
+		e.abortTxn(t)
+		return bson.D{}, nil
+	}
+	reply, err := spec.run(e, r)
+	if _, hasWriteErrors := lookupTop(reply, "writeErrors"); err != nil || hasWriteErrors {
+		// Any failed statement aborts the transaction.
+		e.abortTxn(t)
+	}
+	return reply, err
+}
+
+// cmdCommitTransaction handles a commit outside an active transaction: a
+// repeated commit of a committed transaction succeeds, anything else is
+// NoSuchTransaction.
+func cmdCommitTransaction(e *engine, r *request) (bson.D, error) {
+	if r.lsid == nil || r.txnNumber == nil {
+		return nil, errorf(codeInvalidOptions, "commitTransaction must be run within a transaction (lsid and txnNumber)")
+	}
+	sess := e.sessionFor(r.lsid)
+	if sess.txnNumber == *r.txnNumber && sess.txn != nil && sess.txn.state == txnCommitted {
+		return bson.D{}, nil
+	}
+	return nil, errorf(codeNoSuchTransaction, "Transaction with { txnNumber: %d } has been aborted.", *r.txnNumber)
+}
+
+func cmdAbortTransaction(e *engine, r *request) (bson.D, error) {
+	if r.lsid == nil || r.txnNumber == nil {
+		return nil, errorf(codeInvalidOptions, "abortTransaction must be run within a transaction (lsid and txnNumber)")
+	}
+	return nil, errorf(codeNoSuchTransaction, "Transaction with { txnNumber: %d } has been aborted.", *r.txnNumber)
+}
+
+// docRef is a document a command read: the committed record it comes from
+// (nil for a document the command's transaction inserted) and the version
+// the command sees.
+type docRef struct {
+	rec *record
+	doc bson.D
+}
+
+// read returns the documents of c matching f as the command sees them: the
+// latest committed state, or its transaction's snapshot and own writes.
+// Callers hold e.mu.
+func (e *engine) read(r *request, c *collection, f *mql.Filter, filter bson.D, vars *mql.Vars, limit int) []docRef {
+	if c == nil {
+		return nil
+	}
+	if r != nil && r.txn != nil {
+		return r.txn.read(c, f, filter, vars, limit)
+	}
+	recs := c.matching(f, filter, vars, limit)
+	out := make([]docRef, len(recs))
+	for i, rec := range recs {
+		out[i] = docRef{rec: rec, doc: rec.doc}
+	}
+	return out
+}
+
+// writeInsert inserts a document, in the command's transaction if it has
+// one. raw is the document's encoding when known.
+func (e *engine) writeInsert(r *request, c *collection, doc bson.D, raw bson.Raw) error {
+	if r != nil && r.txn != nil {
+		return r.txn.insert(c, doc, raw)
+	}
+	return e.insertDoc(c, doc, raw)
+}
+
+// writeUpdate replaces a document read by the command with doc, logged as
+// op (opUpdate with desc, or opReplace).
+func (e *engine) writeUpdate(r *request, c *collection, ref docRef, doc bson.D, op string, desc *mql.UpdateDescription) error {
+	if r != nil && r.txn != nil {
+		return r.txn.update(c, ref, doc, op, desc)
+	}
+	rec := ref.rec
+	if err := c.checkUnique(doc, rec.doc); err != nil {
+		return err
+	}
+	e.noteVersion(rec)
+	if err := c.replace(rec, doc); err != nil {
+		return err
+	}
+	rec.seq = e.oplog.nextSeq
+	ent := &oplogEntry{op: op, db: c.db, coll: c.name, docKey: bson.D{doc[0]}, doc: doc, upd: desc}
+	if op == opReplace {
+		ent.upd = nil
+	}
+	if c.preAndPostImages {
+		ent.preImage, ent.preImageRecorded = ref.doc, true
+	}
+	u := c.uuid
+	ent.uuid = &u
+	e.appendOplog(ent)
+	return nil
+}
+
+// writeDelete deletes a document read by the command.
+func (e *engine) writeDelete(r *request, c *collection, ref docRef) error {
+	if r != nil && r.txn != nil {
+		return r.txn.delete(c, ref)
+	}
+	e.deleteRecord(c, ref.rec)
+	return nil
+}

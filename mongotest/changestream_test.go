@@ -13,6 +13,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
+	"github.com/ferry-io/ferry/internal/resumetoken"
 	"github.com/ferry-io/ferry/mongotest"
 )
 
@@ -472,4 +473,44 @@ func sub(m bson.M, key string) bson.M {
 		return out
 	}
 	return nil
+}
+
+// TestResumeFromUnknownToken resumes from a well-formed token for an event
+// that never happened: like MongoDB, the server fails with
+// ChangeStreamFatalError (280) instead of silently starting elsewhere.
+func TestResumeFromUnknownToken(t *testing.T) {
+	_, db, _ := connect(t)
+	ctx := ctx(t)
+	c := db.Collection("u")
+	cs, err := c.Watch(ctx, mongo.Pipeline{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close(ctx)
+	mustDo(t, func() error { _, err := c.InsertOne(ctx, bson.D{{Key: "_id", Value: 1}}); return err })
+	mustDo(t, func() error { _, err := c.InsertOne(ctx, bson.D{{Key: "_id", Value: 2}}); return err })
+	next(t, cs)
+	tok, err := resumetoken.Parse(cs.ResumeToken())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok.EventIdentifier = bson.D{{Key: "operationType", Value: "insert"}, {Key: "documentKey", Value: bson.D{{Key: "_id", Value: int32(999)}}}}
+	forged, err := bson.Marshal(tok.Document())
+	if err != nil {
+		t.Fatal(err)
+	}
+	resumed, err := c.Watch(ctx, mongo.Pipeline{}, options.ChangeStream().SetResumeAfter(bson.Raw(forged)))
+	if err == nil {
+		defer resumed.Close(ctx)
+		c2, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		if resumed.Next(c2) {
+			t.Fatalf("resume from a token never issued returned %v", resumed.Current)
+		}
+		err = resumed.Err()
+	}
+	var se mongo.ServerError
+	if !errors.As(err, &se) || !se.HasErrorCode(280) {
+		t.Fatalf("resume from a token never issued: %v, want ChangeStreamFatalError (280)", err)
+	}
 }

@@ -30,31 +30,55 @@
 //
 //	area                 supported                                        not supported (error returned)
 //	-------------------  -----------------------------------------------  ---------------------------------------------
-//	wire protocol        OP_MSG (kinds 0, 1, checksum, moreToCome),        OP_COMPRESSED other than noop (connection
-//	                     OP_QUERY handshake, OP_COMPRESSED noop            closed); OP_QUERY commands other than
-//	                                                                       hello/isMaster (352 UnsupportedOpQueryCommand)
-//	topology             one writable primary of a replica set (8.0,       sharding, secondaries, auth (no users: any
-//	                     wire version 25); sessions (lsid accepted)        credentials are ignored), awaitable hello
-//	CRUD                 insert, update (operators, replacement,          bulkWrite (59 CommandNotFound), collation
-//	                     pipeline, upsert, multi), delete, find,           (ignored), hint (ignored), $where/$text/geo
-//	                     getMore, killCursors, findAndModify, count,       (2 BadValue)
-//	                     distinct, aggregate ($match $project $group ...)
+//	wire protocol        OP_MSG (kinds 0, 1, checksum, moreToCome),       OP_COMPRESSED other than noop (connection
+//	                     OP_QUERY handshake, OP_COMPRESSED noop           closed); OP_QUERY commands other than
+//	                                                                      hello/isMaster (352 UnsupportedOpQueryCommand)
+//	topology             one writable primary of a replica set (8.0,      sharding, secondaries, auth (no users: any
+//	                     wire version 25); sessions (lsid accepted)       credentials are ignored), awaitable hello
+//	CRUD                 insert, update (operators incl. positional and   bulkWrite (59 CommandNotFound), collation
+//	                     arrayFilters, replacement, pipeline, upsert,     (ignored), hint (ignored), $where/$text/geo,
+//	                     multi), delete, find, getMore, killCursors,      $lookup/$facet/$out/$merge (2 BadValue)
+//	                     findAndModify, count, distinct, aggregate
+//	                     ($match $project $group $sort $unwind ... and
+//	                     ~120 expression operators incl. $$NOW and
+//	                     $toHashedIndexKey with MongoDB's hash)
+//	transactions         startTransaction/commit/abort, snapshot reads,   prepared transactions, read/write concern
+//	                     WriteConflict (112) + TransientTransactionError, options (accepted, single node)
+//	                     NoSuchTransaction (251), lifetime limit (60s);
+//	                     one clusterTime + lsid/txnNumber/txnOpIndex in
+//	                     change streams; aborted writes never appear
 //	DDL                  create, drop, dropDatabase, renameCollection,    capped collections (accepted, not capped),
 //	                     collMod, listCollections, listDatabases,         views (created and listed; reading through a
 //	                     createIndexes/listIndexes/dropIndexes with       view is not supported), validators (stored,
 //	                     unique indexes enforced (11000), TTL indexes     not enforced)
 //	change streams       collection, database and cluster streams;        $changeStreamSplitLargeEvent (accepted and
 //	                     resumeAfter, startAfter, startAtOperationTime;   ignored)
-//	                     fullDocument updateLookup; showExpandedEvents;
-//	                     events insert/update/replace/delete/drop/rename/
-//	                     dropDatabase/invalidate (+ create, createIndexes,
-//	                     dropIndexes, modify when expanded);
-//	                     postBatchResumeToken on every batch; getMore
-//	                     awaits up to maxTimeMS (default 1s)
-//	oplog window         bounded by entries, bytes, age; older resume    -
-//	                     points fail with 286 ChangeStreamHistoryLost
+//	                     fullDocument updateLookup/whenAvailable/
+//	                     required; fullDocumentBeforeChange (pre-images
+//	                     via changeStreamPreAndPostImages);
+//	                     showExpandedEvents (create, createIndexes,
+//	                     dropIndexes, modify, rename details); events
+//	                     insert/update/replace/delete/drop/rename/
+//	                     dropDatabase/invalidate; postBatchResumeToken on
+//	                     every batch; getMore awaits up to maxTimeMS
+//	                     (default 1s) and returns as soon as an event
+//	                     arrives; a periodic no-op keeps tokens moving
+//	oplog window         bounded by entries, bytes, age; older resume     -
+//	                     points fail with 286 ChangeStreamHistoryLost;
+//	                     unknown tokens with 280 ChangeStreamFatalError
+//	fail points          failCommand (alwaysOn, times, skip, off;         activationProbability (2 BadValue: tests must
+//	                     errorCode, errorLabels, closeConnection,         be deterministic)
+//	                     blockConnection, appName, namespace,
+//	                     writeConcernError), failGetMoreAfterCursor-
+//	                     Checkout; also from Go: Server.FailCommand
+//	errors and labels    ResumableChangeStreamError, NonResumable-        -
+//	                     ChangeStreamError, TransientTransactionError,
+//	                     RetryableWriteError as a current server attaches
+//	                     them
 //	TTL                  expireAfterSeconds indexes, a monitor with a     -
-//	                     configurable interval (setParameter
+//	                     configurable interval (option or setParameter
 //	                     ttlMonitorSleepSecs), deletes as delete events
+//	server clock         Server.AdvanceClock moves $$NOW, wallTime,       -
+//	                     cluster times and TTL expiry without sleeping
 //	unknown commands     -                                                59 CommandNotFound
 package mongotest

@@ -57,7 +57,22 @@ func cmdDelete(e *engine, r *request) (bson.D, error) {
 			continue
 		}
 		qd, _ := q.(bson.D)
-		for _, ref := range e.read(r, c, f, qd, e.vars(), int(limit)) {
+		refs := e.read(r, c, f, qd, e.vars(), int(limit))
+		for r.txn == nil {
+			t := blockingTxn(refs)
+			if t == nil {
+				break
+			}
+			if err := e.waitTxn(r, t); err != nil {
+				return nil, err
+			}
+			if c = e.coll(db, name); c == nil {
+				refs = nil
+				break
+			}
+			refs = e.read(r, c, f, qd, e.vars(), int(limit))
+		}
+		for _, ref := range refs {
 			if err := e.writeDelete(r, c, ref); err != nil {
 				if txnFatal(r, err) {
 					return nil, err

@@ -58,6 +58,12 @@ func cmdFindAndModify(e *engine, r *request) (bson.D, error) {
 		} else {
 			refs = e.read(r, c, f, qd, e.vars(), 1)
 		}
+		if t := blockingTxn(refs); t != nil && r.txn == nil {
+			if err := e.waitTxn(r, t); err != nil {
+				return nil, err
+			}
+			return cmdFindAndModify(e, r)
+		}
 		if len(refs) == 0 {
 			return bson.D{{Key: "lastErrorObject", Value: bson.D{{Key: "n", Value: int32(0)}}}, {Key: "value", Value: nil}}, nil
 		}

@@ -108,6 +108,17 @@ func (e *engine) applyUpdate(r *request, db, name string, spec *updateSpec) (*up
 		limit = 0
 	}
 	refs := e.read(r, c, spec.f, spec.filter, vars, limit)
+	for r.txn == nil {
+		t := blockingTxn(refs)
+		if t == nil {
+			break
+		}
+		if err := e.waitTxn(r, t); err != nil {
+			return nil, err
+		}
+		c = e.coll(db, name)
+		refs = e.read(r, c, spec.f, spec.filter, vars, limit)
+	}
 	if spec.sort != nil && len(refs) > 1 {
 		sortRefs(refs, spec.sort)
 		if !spec.multi {

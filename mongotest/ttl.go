@@ -37,7 +37,7 @@ func (e *engine) runTTL() {
 				}
 				ttlMS := *ix.expireAfterSeconds * 1000
 				for _, rec := range c.all() {
-					if rec.deleted {
+					if rec.deleted || rec.lockedBy != nil {
 						continue
 					}
 					at, ok := earliestDate(rec.doc, ix.key[0].Key)

@@ -54,6 +54,7 @@ type txn struct {
 	order   map[*collection][]string // keys of documents the transaction inserted, in order
 	locked  []*record
 	pending []pendingKey
+	done    chan struct{} // closed when the transaction commits or aborts
 }
 
 // txnDoc is a document's state inside a transaction.
@@ -146,7 +147,7 @@ func (e *engine) txnFor(r *request) (*txn, error) {
 		if sess.txn != nil && sess.txn.state == txnActive {
 			e.abortTxn(sess.txn)
 		}
-		t := &txn{sess: sess, number: num, snap: e.oplog.nextSeq, started: e.nowLocked(),
+		t := &txn{sess: sess, number: num, snap: e.oplog.nextSeq, started: e.nowLocked(), done: make(chan struct{}),
 			local: map[*collection]map[string]*txnDoc{}, order: map[*collection][]string{}}
 		sess.txnNumber, sess.txn = num, t
 		e.activeTxns++
@@ -187,6 +188,36 @@ func (e *engine) releaseTxn(t *txn) {
 	}
 	t.locked, t.pending, t.local, t.order = nil, nil, nil, nil
 	e.activeTxns--
+	close(t.done)
+}
+
+// blockingTxn returns an open transaction that holds one of the records, or
+// nil.
+func blockingTxn(refs []docRef) *txn {
+	for _, ref := range refs {
+		if ref.rec != nil && ref.rec.lockedBy != nil && ref.rec.lockedBy.state == txnActive {
+			return ref.rec.lockedBy
+		}
+	}
+	return nil
+}
+
+// waitTxn lets a plain write wait, as on a real server, until the
+// transaction holding its document ends; the caller then reads again.
+// Callers hold e.mu; it is released while waiting.
+func (e *engine) waitTxn(r *request, t *txn) error {
+	e.mu.Unlock()
+	defer e.mu.Lock()
+	timer := time.NewTimer(transactionLifetime + time.Second)
+	defer timer.Stop()
+	select {
+	case <-t.done:
+		return nil
+	case <-r.ctx.Done():
+		return errorf(11600, "interrupted at shutdown")
+	case <-timer.C:
+		return errorf(codeMaxTimeMSExpired, "operation exceeded time limit waiting for a transaction to end")
+	}
 }
 
 // reapTxns aborts transactions older than transactionLifetime.
@@ -541,6 +572,15 @@ func (e *engine) read(r *request, c *collection, f *mql.Filter, filter bson.D, v
 func (e *engine) writeInsert(r *request, c *collection, doc bson.D, raw bson.Raw) error {
 	if r != nil && r.txn != nil {
 		return r.txn.insert(c, doc, raw)
+	}
+	for r != nil {
+		t := c.pending[keyOf(doc[0].Value)]
+		if t == nil || t.state != txnActive {
+			break
+		}
+		if err := e.waitTxn(r, t); err != nil {
+			return err
+		}
 	}
 	return e.insertDoc(c, doc, raw)
 }

@@ -393,6 +393,13 @@ func (e *engine) scan(cs *changeStream, want int) error {
 			if err != nil {
 				return errorf(1, "cannot encode change event: %v", err)
 			}
+			if len(raw) > maxBSONObjectSize {
+				// A real server never returns an event over 16 MiB; without
+				// $changeStreamSplitLargeEvent (which mongotest does not
+				// implement) it fails the command.
+				return errorf(10334, "Executor error during getMore :: caused by :: BSONObj size: %d (0x%X) is invalid. Size must be between 0 and 16793600(16MB) First element: _id: %s",
+					len(raw), len(raw), tokenString(bson.D{{Key: "_data", Value: ev.data}}))
+			}
 			cs.buffered = append(cs.buffered, streamEvent{doc: ev.doc, raw: raw, data: ev.data})
 			cs.bufferedBytes += int64(len(raw))
 			if isInvalidate(ev.doc) {

@@ -23,7 +23,10 @@ type cursor struct {
 	mu sync.Mutex
 }
 
-const maxBatchBytes = 16 * 1024 * 1024
+const (
+	maxBatchBytes     = 16 * 1024 * 1024
+	maxBSONObjectSize = 16*1024*1024 + 16*1024 // the server's limit for a document it returns
+)
 
 // newCursor registers a cursor for the results left after the first batch.
 // Callers hold e.mu.

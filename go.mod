@@ -2,7 +2,11 @@ module github.com/ferry-io/ferry
 
 go 1.26.8
 
-require go.mongodb.org/mongo-driver/v2 v2.10.0
+require (
+	go.etcd.io/bbolt v1.5.0
+	go.mongodb.org/mongo-driver/v2 v2.10.0
+	go.uber.org/goleak v1.3.0
+)
 
 require (
 	github.com/klauspost/compress v1.20.3 // indirect
@@ -11,5 +15,6 @@ require (
 	github.com/youmark/pkcs8 v0.0.0-20240726163527-a2c0da244d78 // indirect
 	golang.org/x/crypto v0.54.0 // indirect
 	golang.org/x/sync v0.22.0 // indirect
+	golang.org/x/sys v0.47.0 // indirect
 	golang.org/x/text v0.41.0 // indirect
 )

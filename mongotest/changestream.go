@@ -316,6 +316,9 @@ func (e *engine) streamBatch(cs *changeStream, n int) ([]bson.Raw, error) {
 			break
 		}
 	}
+	if len(cs.buffered) == 0 && cs.invalidated {
+		cs.done = true // the invalidate was filtered out: close the cursor
+	}
 	if len(cs.buffered) == 0 && !cs.done {
 		// Everything scanned has been returned: the token may move up to the
 		// scan position.
@@ -360,6 +363,12 @@ func (e *engine) scan(cs *changeStream, want int) error {
 						Msg: "cannot resume stream; the resume token was not found. " + tokenString(bson.D{{Key: "_data", Value: cs.skipThrough}})}
 				}
 				cs.skipThrough = ""
+			}
+			if isInvalidate(ev.doc) {
+				// The stream ends here whether or not the user's
+				// pipeline lets the invalidate event through (MongoDB
+				// closes the cursor after it either way).
+				cs.invalidated = true
 			}
 			out := ev.doc
 			if cs.pipeline != nil && !cs.matchOnly {

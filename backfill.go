@@ -1,0 +1,181 @@
+package ferry
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/ferry-io/ferry/checkpoint"
+	"github.com/ferry-io/ferry/internal/hashkey"
+)
+
+// backfill rescans the source and hands every document in scope (and in
+// this partition) to the handler as a "backfill" event, then returns the
+// position to stream from: the start marker taken before the scan, so every
+// change made during the scan is streamed afterwards. A handler that
+// upserts converges on the source; the sweeper (if any) then removes what
+// the scan did not touch.
+//
+// The checkpoint says needs-backfill until the scan has finished, so a
+// crash during the scan repeats it.
+func (r *runner) backfill(ctx context.Context) (position, error) {
+	cfg := &r.c.cfg
+	r.mark(context.WithoutCancel(ctx), checkpoint.StateNeedsBackfill, "backfill in progress")
+	// The start marker: a fresh stream's first postBatchResumeToken, and the
+	// server's time for the sweeper.
+	cs, err := r.open(ctx, position{})
+	if err != nil {
+		return position{}, fmt.Errorf("ferry: backfill: open the start marker: %w", err)
+	}
+	marker := cs.ResumeToken()
+	cs.Close(context.WithoutCancel(ctx))
+	if marker == nil {
+		return position{}, fmt.Errorf("ferry: backfill: the server returned no resume token for the start marker")
+	}
+	since, err := r.serverTime(ctx)
+	if err != nil {
+		return position{}, err
+	}
+	namespaces, err := r.scopeNamespaces(ctx)
+	if err != nil {
+		return position{}, err
+	}
+	r.c.log.Info("backfill started", "namespaces", len(namespaces))
+	var wg sync.WaitGroup
+	var scanned int
+	for _, ns := range namespaces {
+		n, err := r.scanNamespace(ctx, ns, marker, &wg)
+		scanned += n
+		if err != nil {
+			wg.Wait()
+			return position{}, err
+		}
+	}
+	wg.Wait()
+	if err := r.failure(); err != nil {
+		return position{}, err
+	}
+	if ctx.Err() != nil {
+		return position{}, ctx.Err()
+	}
+	if cfg.sweeper != nil {
+		if err := cfg.sweeper(ctx, since); err != nil {
+			return position{}, fmt.Errorf("ferry: backfill sweep: %w", err)
+		}
+	}
+	r.saveMu.Lock()
+	next := r.cp
+	next.Token, next.State, next.Note = marker, checkpoint.StateRunning, ""
+	err = r.save(context.WithoutCancel(ctx), next, false)
+	r.track.reset()
+	r.saveMu.Unlock()
+	if err != nil {
+		return position{}, err
+	}
+	r.lastMarker = marker
+	r.c.log.Info("backfill finished", "documents", scanned)
+	return position{resumeAfter: marker}, nil
+}
+
+func (r *runner) serverTime(ctx context.Context) (time.Time, error) {
+	var hello struct {
+		LocalTime time.Time `bson:"localTime"`
+	}
+	if err := r.c.client.Database("admin").RunCommand(ctx, bson.D{{Key: "hello", Value: 1}}).Decode(&hello); err != nil {
+		return time.Time{}, fmt.Errorf("ferry: backfill: read the server's time: %w", err)
+	}
+	return hello.LocalTime, nil
+}
+
+// scopeNamespaces lists the collections the stream watches.
+func (r *runner) scopeNamespaces(ctx context.Context) ([]Namespace, error) {
+	scope := r.c.cfg.scope
+	if scope.Coll != "" {
+		return []Namespace{{DB: scope.DB, Coll: scope.Coll}}, nil
+	}
+	dbs := []string{scope.DB}
+	if scope.DB == "" {
+		names, err := r.c.client.ListDatabaseNames(ctx, bson.D{})
+		if err != nil {
+			return nil, fmt.Errorf("ferry: backfill: list databases: %w", err)
+		}
+		dbs = dbs[:0]
+		for _, n := range names {
+			switch n {
+			case "admin", "local", "config":
+				continue
+			}
+			dbs = append(dbs, n)
+		}
+	}
+	var out []Namespace
+	for _, db := range dbs {
+		names, err := r.c.client.Database(db).ListCollectionNames(ctx, bson.D{{Key: "type", Value: "collection"}})
+		if err != nil {
+			return nil, fmt.Errorf("ferry: backfill: list collections of %s: %w", db, err)
+		}
+		for _, n := range names {
+			if len(n) >= 7 && n[:7] == "system." {
+				continue
+			}
+			out = append(out, Namespace{DB: db, Coll: n})
+		}
+	}
+	return out, nil
+}
+
+// scanNamespace hands the documents of one collection to the lanes.
+func (r *runner) scanNamespace(ctx context.Context, ns Namespace, marker bson.Raw, wg *sync.WaitGroup) (int, error) {
+	cfg := &r.c.cfg
+	cur, err := r.c.client.Database(ns.DB).Collection(ns.Coll).Find(ctx, bson.D{},
+		options.Find().SetBatchSize(cfg.backfillBatch).SetSort(bson.D{{Key: "_id", Value: 1}}))
+	if err != nil {
+		return 0, fmt.Errorf("ferry: backfill: scan %s: %w", ns, err)
+	}
+	defer cur.Close(context.WithoutCancel(ctx))
+	n := 0
+	for cur.Next(ctx) {
+		doc := make(bson.Raw, len(cur.Current))
+		copy(doc, cur.Current)
+		id := doc.Lookup("_id")
+		if cfg.partitions > 1 {
+			h, err := hashkey.HashRaw(id)
+			if err != nil {
+				return n, fmt.Errorf("ferry: backfill: hash _id in %s: %w", ns, err)
+			}
+			if p := h % int64(cfg.partitions); p != int64(cfg.partition) && -p != int64(cfg.partition) {
+				continue
+			}
+		}
+		key, err := bson.Marshal(bson.D{{Key: "_id", Value: id}})
+		if err != nil {
+			return n, err
+		}
+		ev := &Event{
+			OperationType: "backfill", Namespace: ns, DocumentKey: key, FullDocument: doc, Raw: doc,
+			Partition: cfg.partition, Epoch: cfg.epoch, Backfill: true,
+			ID: EventID(append(append(append([]byte(nil), marker...), ns.String()+"\x00"...), key...)),
+		}
+		size := int64(len(doc))
+		if err := r.win.acquire(ctx, size); err != nil {
+			return n, err
+		}
+		wg.Add(1)
+		r.dispatch(&item{ev: ev, size: size, done: func() {
+			r.win.release(size)
+			wg.Done()
+		}})
+		n++
+	}
+	if err := cur.Err(); err != nil {
+		return n, fmt.Errorf("ferry: backfill: scan %s: %w", ns, err)
+	}
+	return n, nil
+}
+
+var _ = mongo.ErrNoDocuments

@@ -1,0 +1,254 @@
+// Package boltstore is a checkpoint.Store in one local file, written with
+// bbolt (go.etcd.io/bbolt). It serves single-instance runs where the source
+// MongoDB user may not write, and tests.
+//
+// Layout: bucket "checkpoints"; key = stream + 0x00 + the partition as an
+// 8-byte big-endian integer (so a stream's keys are contiguous and sorted by
+// partition; stream names cannot contain NUL); value = the BSON record
+// described in checkpoint/internal/record (the same fields as mongostore).
+//
+// Guarantees, beyond those of every checkpoint.Store: each Save and Delete
+// is one bbolt read-write transaction, so its compare-and-set is atomic and,
+// when it returns nil, synced to disk (bbolt fsyncs every commit). The file
+// is locked while open: a second Open of the same file, from this process or
+// another, waits at most LockTimeout and then fails with ErrLocked instead of
+// hanging. UpdatedAt comes from the Clock option (time.Now by default).
+//
+// Context cancellation is checked before each operation; a bbolt transaction
+// in progress is not interrupted (they take microseconds to milliseconds).
+package boltstore
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sync/atomic"
+
+	"go.etcd.io/bbolt"
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/ferry-io/ferry/checkpoint"
+	"github.com/ferry-io/ferry/checkpoint/internal/record"
+)
+
+// ErrLocked is wrapped by Open's error when the file stayed locked by
+// another process (or another open Store) for the whole LockTimeout.
+var ErrLocked = errors.New("boltstore: file is in use by another process")
+
+var bucket = []byte("checkpoints")
+
+// Store is a checkpoint.Store in a bbolt file. It is safe for concurrent use.
+type Store struct {
+	db     *bbolt.DB
+	cfg    config
+	closed atomic.Bool
+}
+
+var _ checkpoint.Store = (*Store)(nil)
+
+// Open opens (creating it if needed) the store file at path.
+func Open(path string, opts ...Option) (*Store, error) {
+	cfg := defaults()
+	for _, o := range opts {
+		if o == nil {
+			continue
+		}
+		if err := o(&cfg); err != nil {
+			return nil, err
+		}
+	}
+	if path == "" {
+		return nil, fmt.Errorf("%w: boltstore: empty path", checkpoint.ErrInvalid)
+	}
+	db, err := bbolt.Open(path, cfg.mode, &bbolt.Options{Timeout: cfg.lockTimeout})
+	if errors.Is(err, bbolt.ErrTimeout) {
+		return nil, fmt.Errorf("%w: open %s: its lock was not released within %v (%v)", ErrLocked, path, cfg.lockTimeout, err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("boltstore: open %s: %w", path, err)
+	}
+	if err := db.Update(func(tx *bbolt.Tx) error {
+		_, err := tx.CreateBucketIfNotExists(bucket)
+		return err
+	}); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("boltstore: open %s: create bucket %s: %w", path, bucket, err)
+	}
+	return &Store{db: db, cfg: cfg}, nil
+}
+
+// Path returns the file's path.
+func (s *Store) Path() string { return s.db.Path() }
+
+// Close closes the file (and releases its lock). Later calls return nil.
+func (s *Store) Close() error {
+	if s.closed.Swap(true) {
+		return nil
+	}
+	if err := s.db.Close(); err != nil {
+		return fmt.Errorf("boltstore: close: %w", err)
+	}
+	return nil
+}
+
+func key(stream string, partition int) []byte {
+	k := make([]byte, len(stream)+1+8)
+	copy(k, stream)
+	binary.BigEndian.PutUint64(k[len(stream)+1:], uint64(partition))
+	return k
+}
+
+// begin checks what every operation checks first.
+func (s *Store) begin(ctx context.Context) error {
+	if s.closed.Load() {
+		return checkpoint.ErrClosed
+	}
+	return ctx.Err()
+}
+
+// wrap turns bbolt's "closed" error (a Close racing an operation) into
+// ErrClosed and names the operation.
+func wrap(op string, err error) error {
+	if errors.Is(err, bbolt.ErrDatabaseNotOpen) {
+		return fmt.Errorf("boltstore: %s: %w", op, checkpoint.ErrClosed)
+	}
+	return fmt.Errorf("boltstore: %s: %w", op, err)
+}
+
+func decode(v []byte) (checkpoint.Checkpoint, error) {
+	// bbolt's values live in its memory map only until the transaction ends;
+	// record.Decode copies what it keeps.
+	return record.Decode(bson.Raw(v))
+}
+
+// Load implements checkpoint.Store.
+func (s *Store) Load(ctx context.Context, stream string, partition int) (checkpoint.Checkpoint, error) {
+	if err := checkpoint.ValidateKey(stream, partition); err != nil {
+		return checkpoint.Checkpoint{}, err
+	}
+	if err := s.begin(ctx); err != nil {
+		return checkpoint.Checkpoint{}, err
+	}
+	var cp checkpoint.Checkpoint
+	err := s.db.View(func(tx *bbolt.Tx) error {
+		v := tx.Bucket(bucket).Get(key(stream, partition))
+		if v == nil {
+			return fmt.Errorf("%w: stream %q partition %d", checkpoint.ErrNotFound, stream, partition)
+		}
+		var err error
+		cp, err = decode(v)
+		return err
+	})
+	if err != nil {
+		return checkpoint.Checkpoint{}, wrap("load", err)
+	}
+	return cp, nil
+}
+
+// Save implements checkpoint.Store.
+func (s *Store) Save(ctx context.Context, cp checkpoint.Checkpoint) (checkpoint.Checkpoint, error) {
+	if err := cp.Validate(); err != nil {
+		return checkpoint.Checkpoint{}, err
+	}
+	if err := s.begin(ctx); err != nil {
+		return checkpoint.Checkpoint{}, err
+	}
+	var saved checkpoint.Checkpoint
+	err := s.db.Update(func(tx *bbolt.Tx) error {
+		b := tx.Bucket(bucket)
+		k := key(cp.Stream, cp.Partition)
+		var stored checkpoint.Checkpoint
+		if v := b.Get(k); v != nil {
+			var err error
+			if stored, err = decode(v); err != nil {
+				return err
+			}
+		}
+		if err := checkpoint.CheckSave(cp, stored); err != nil {
+			return err
+		}
+		doc := append(record.Fields(cp, cp.Version+1), bson.E{Key: record.FUpdatedAt, Value: bson.NewDateTimeFromTime(s.cfg.now())})
+		v, err := bson.Marshal(doc)
+		if err != nil {
+			return err
+		}
+		if err := b.Put(k, v); err != nil {
+			return err
+		}
+		// Return exactly what a Load will return.
+		saved, err = decode(v)
+		return err
+	})
+	if err != nil {
+		return checkpoint.Checkpoint{}, wrap("save", err)
+	}
+	return saved, nil
+}
+
+// List implements checkpoint.Store.
+func (s *Store) List(ctx context.Context, stream string) ([]checkpoint.Checkpoint, error) {
+	if err := checkpoint.ValidateStream(stream); err != nil {
+		return nil, err
+	}
+	if err := s.begin(ctx); err != nil {
+		return nil, err
+	}
+	prefix := append([]byte(stream), 0)
+	out := []checkpoint.Checkpoint{}
+	err := s.db.View(func(tx *bbolt.Tx) error {
+		c := tx.Bucket(bucket).Cursor()
+		for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
+			if len(k) != len(prefix)+8 {
+				continue
+			}
+			cp, err := decode(v)
+			if err != nil {
+				return err
+			}
+			out = append(out, cp)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, wrap("list", err)
+	}
+	return out, nil
+}
+
+// Delete implements checkpoint.Store.
+func (s *Store) Delete(ctx context.Context, stream string, partition int, version int64) error {
+	if err := checkpoint.ValidateKey(stream, partition); err != nil {
+		return err
+	}
+	if version < 0 {
+		return fmt.Errorf("%w: Version: %d is negative", checkpoint.ErrInvalid, version)
+	}
+	if err := s.begin(ctx); err != nil {
+		return err
+	}
+	err := s.db.Update(func(tx *bbolt.Tx) error {
+		b := tx.Bucket(bucket)
+		k := key(stream, partition)
+		v := b.Get(k)
+		if v == nil {
+			return fmt.Errorf("%w: stream %q partition %d", checkpoint.ErrNotFound, stream, partition)
+		}
+		stored, err := decode(v)
+		if err != nil {
+			return err
+		}
+		if stored.Version != version {
+			return &checkpoint.FenceError{
+				Op: "delete", Stream: stream, Partition: partition, Version: version,
+				StoredVersion: stored.Version, StoredEpoch: stored.Epoch,
+			}
+		}
+		return b.Delete(k)
+	})
+	if err != nil {
+		return wrap("delete", err)
+	}
+	return nil
+}

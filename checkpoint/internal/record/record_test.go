@@ -1,0 +1,53 @@
+package record
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/ferry-io/ferry/checkpoint"
+)
+
+func TestRoundTrip(t *testing.T) {
+	tok, _ := bson.Marshal(bson.D{{Key: "_data", Value: "82"}})
+	cp := checkpoint.Checkpoint{
+		Stream: "s", Partition: 3, Token: tok, Epoch: 4, Identity: "id",
+		ClusterTime: bson.Timestamp{T: 5, I: 6}, State: checkpoint.StateStalled, Note: "n",
+	}
+	now := time.Date(2030, 1, 2, 3, 4, 5, 6789000, time.UTC)
+	raw, err := bson.Marshal(append(Fields(cp, 9), bson.E{Key: FUpdatedAt, Value: bson.NewDateTimeFromTime(now)}, bson.E{Key: "future", Value: 1}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := Decode(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := cp
+	want.Version = 9
+	want.UpdatedAt = UpdatedAt(now)
+	if got.Stream != want.Stream || got.Partition != want.Partition || string(got.Token) != string(want.Token) ||
+		got.Version != 9 || got.Epoch != 4 || got.Identity != "id" || got.ClusterTime != want.ClusterTime ||
+		got.State != want.State || got.Note != "n" || !got.UpdatedAt.Equal(want.UpdatedAt) || got.Definition != nil {
+		t.Fatalf("Decode = %+v, want %+v", got, want)
+	}
+}
+
+func TestDecodeCorrupt(t *testing.T) {
+	for name, d := range map[string]bson.D{
+		"token as string":    {{Key: FToken, Value: "x"}},
+		"version as string":  {{Key: FVersion, Value: "1"}},
+		"clusterTime as int": {{Key: FClusterTime, Value: int32(1)}},
+		"updatedAt as int":   {{Key: FUpdatedAt, Value: int64(1)}},
+	} {
+		raw, _ := bson.Marshal(d)
+		if _, err := Decode(raw); err == nil || !strings.Contains(err.Error(), "corrupt") {
+			t.Errorf("%s: err = %v, want a corrupt-record error", name, err)
+		}
+	}
+	if _, err := Decode(bson.Raw{1, 2, 3}); err == nil {
+		t.Error("Decode of garbage succeeded")
+	}
+}

@@ -1,0 +1,74 @@
+// Package ferry consumes a MongoDB change stream reliably: every change's
+// side effect happens at least once, in order per document, and the stream's
+// position (the resume token) advances only after the effect succeeded.
+//
+//	c, err := ferry.NewConsumer(client, handle,
+//		ferry.Stream("orders"),
+//		ferry.WatchCollection("shop", "orders"),
+//		ferry.Checkpoints(store),          // checkpoint/mongostore or checkpoint/boltstore
+//		ferry.DeadLetters(dlq),
+//	)
+//	err = c.Run(ctx) // blocks; cancel ctx to drain and stop
+//
+// # Data path
+//
+//	MongoDB ─watch─► reader ─bounded window─► lanes (one per key hash) ─► handler
+//	                   │                                                   │
+//	                   └──────────── tracker (read → finished) ◄───────────┘
+//	                                        │ contiguous finished prefix
+//	                                        ▼
+//	                              checkpoint store (compare-and-set)
+//
+// # Guarantees
+//
+//   - The checkpoint never passes an event that is neither applied nor
+//     dead-lettered: it advances to the end of the contiguous prefix of
+//     finished events, batched by count and time (CommitEvery). A crash
+//     replays at most the events after the last checkpoint.
+//   - Events of one document (namespace + documentKey) are applied in stream
+//     order; different documents in parallel (Concurrency lanes).
+//   - Reading pauses when the events read but not finished reach QueueLimit
+//     (count or bytes): memory stays bounded under a slow handler.
+//   - A quiet stream's checkpoint still advances, with the server's
+//     postBatchResumeToken, so its token does not fall off the oplog.
+//   - Nothing is skipped silently: a resume token no longer in the oplog
+//     stops with ErrHistoryLost (or backfills, by policy); an invalidated
+//     stream stops with ErrInvalidated (or restarts after the invalidate, by
+//     policy); a changed stream definition stops with ErrIdentityChanged; a
+//     checkpoint written by a newer lease epoch stops with ErrFenced.
+//   - Handler errors are retried with exponential backoff and jitter; a
+//     panic counts as an error; each call has a timeout. After MaxAttempts
+//     the event is dead-lettered or, with PoisonStall, the partition stops.
+//   - Run returns only after every goroutine it started has ended. Cancelling
+//     its context stops reading, lets in-flight events finish within
+//     DrainTimeout, writes the final checkpoint and closes the cursor.
+//
+// # Stream identity
+//
+// A stream is identified by its name and a digest of its definition: scope,
+// pipeline, options and partition count (canonical BSON, sha256). A
+// checkpoint written under one definition is never used by another: change
+// the pipeline and Run refuses, saying what changed and how to proceed (a
+// new stream name, a backfill, or an explicit reset).
+//
+// # Partitions and control events
+//
+// Partition p of n appends DESIGN.md's filter
+// {$expr: {$eq: [{$abs: {$mod: [{$toHashedIndexKey: "$documentKey._id"},
+// n]}}, p]}} to the pipeline, so each document's events land in one
+// partition. Events without a documentKey (drop, rename, dropDatabase,
+// invalidate) would evaluate $documentKey._id as missing, which hashes like
+// null, and reach only the one partition null hashes to; the server would
+// close every other partition's cursor on invalidation without telling it
+// why. Ferry therefore widens the filter with
+// {documentKey: {$exists: false}}: every partition sees the control events
+// and applies the invalidate policy itself, and only partition 0 hands them
+// to the handler, so they take effect once.
+//
+// # Errors
+//
+// MongoDB errors are classified by package mongoerr: resumable ones reopen
+// the stream from the last token read (after the driver's own resume
+// attempt), counted through HookResume; fatal ones stop Run with the
+// server's message.
+package ferry

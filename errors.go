@@ -1,0 +1,62 @@
+package ferry
+
+import (
+	"errors"
+	"strings"
+
+	"github.com/ferry-io/ferry/checkpoint"
+)
+
+// Errors returned by Run, to check with errors.Is.
+var (
+	// ErrFenced: another owner (a higher lease epoch) wrote the checkpoint;
+	// this consumer stopped without further effects.
+	ErrFenced = checkpoint.ErrFenced
+	// ErrHistoryLost: the checkpoint's resume token is no longer in the
+	// oplog and the policy is HistoryLostFail. The checkpoint is marked
+	// needs-backfill.
+	ErrHistoryLost = errors.New("ferry: resume point no longer in the oplog")
+	// ErrInvalidated: the stream was invalidated (drop, rename,
+	// dropDatabase) and the policy is InvalidateStop.
+	ErrInvalidated = errors.New("ferry: stream invalidated")
+	// ErrIdentityChanged: the stream's definition (scope, pipeline,
+	// options, partition count) differs from the one that wrote the
+	// checkpoint.
+	ErrIdentityChanged = errors.New("ferry: stream definition changed")
+	// ErrStalled: a poison event stopped the partition (PoisonStall).
+	ErrStalled = errors.New("ferry: partition stalled on a poison event")
+	// ErrPermanent marks a handler error that retrying cannot fix: the
+	// event goes straight to the poison policy. Wrap it with Permanent.
+	ErrPermanent = errors.New("ferry: permanent failure")
+)
+
+// Permanent wraps err so that Ferry does not retry it.
+func Permanent(err error) error { return &permanentError{err} }
+
+type permanentError struct{ err error }
+
+func (e *permanentError) Error() string        { return e.err.Error() }
+func (e *permanentError) Unwrap() []error      { return []error{e.err, ErrPermanent} }
+func (e *permanentError) Is(target error) bool { return target == ErrPermanent }
+
+// ConfigError lists every problem found in a consumer's options.
+type ConfigError struct{ Problems []string }
+
+func (e *ConfigError) Error() string {
+	return "ferry: invalid configuration:\n  " + strings.Join(e.Problems, "\n  ")
+}
+
+// stopError carries a reason Run stopped, with a message for operators.
+type stopError struct {
+	kind error
+	msg  string
+	err  error
+}
+
+func (e *stopError) Error() string { return e.msg }
+func (e *stopError) Unwrap() []error {
+	if e.err != nil {
+		return []error{e.kind, e.err}
+	}
+	return []error{e.kind}
+}

@@ -1,0 +1,200 @@
+package ferry_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/ferry-io/ferry"
+	"github.com/ferry-io/ferry/checkpoint/boltstore"
+	"github.com/ferry-io/ferry/deadletter"
+)
+
+// The crash tests run the consumer in a child process (this test binary,
+// re-executed) and kill it with SIGKILL at a chosen point of the data path.
+
+const childEnv = "FERRY_FAULT_CHILD"
+
+// maybeChild runs the child consumer when this binary was started as one,
+// and reports whether it did.
+func maybeChild() bool {
+	spec := os.Getenv(childEnv)
+	if spec == "" {
+		return false
+	}
+	// spec: uri|bolt path|db|mode|target _id|start T|start I
+	parts := strings.Split(spec, "|")
+	var start bson.Timestamp
+	fmt.Sscan(parts[5], &start.T)
+	fmt.Sscan(parts[6], &start.I)
+	if err := runChild(parts[0], parts[1], parts[2], parts[3], parts[4], start); err != nil {
+		fmt.Fprintln(os.Stderr, "child:", err)
+		os.Exit(1)
+	}
+	os.Exit(0)
+	return true
+}
+
+func runChild(uri, boltPath, dbName, mode, target string, start bson.Timestamp) error {
+	client, err := mongo.Connect(options.Client().ApplyURI(uri))
+	if err != nil {
+		return err
+	}
+	store, err := boltstore.Open(boltPath)
+	if err != nil {
+		return err
+	}
+	db := client.Database(dbName)
+	effects := db.Collection("effects")
+	handler := func(ctx context.Context, ev *ferry.Event) error {
+		id := fmt.Sprint(ev.DocumentKey.Lookup("_id").Int32())
+		if id == target && mode == "before-effect" {
+			fmt.Println("READY")
+			select {} // killed here, before the effect
+		}
+		if _, err := effects.InsertOne(ctx, bson.D{{Key: "event", Value: ev.ID}, {Key: "doc", Value: id}}); err != nil {
+			return err
+		}
+		if id == target && mode == "after-effect" {
+			fmt.Println("READY")
+			select {} // killed here, after the effect, before the checkpoint
+		}
+		return nil
+	}
+	c, err := ferry.NewConsumer(client, handler,
+		ferry.Stream("s"), ferry.WatchCollection(dbName, "c"), ferry.Checkpoints(store),
+		ferry.DeadLetters(deadletter.NewMongo(db, "dlq")), ferry.CommitEvery(1, 10*time.Millisecond),
+		ferry.MaxAwaitTime(50*time.Millisecond), ferry.Concurrency(1), ferry.StartAt(ferry.StartAtTime(start)))
+	if err != nil {
+		return err
+	}
+	fmt.Println("STARTED")
+	return c.Run(context.Background())
+}
+
+// child starts a consumer process and returns it with a reader of its
+// stdout lines.
+func child(t *testing.T, uri, boltPath, db, mode, target string, start bson.Timestamp) (*exec.Cmd, *bufio.Scanner) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), childEnv+"="+strings.Join([]string{uri, boltPath, db, mode, target,
+		fmt.Sprint(start.T), fmt.Sprint(start.I)}, "|"))
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	return cmd, bufio.NewScanner(out)
+}
+
+func waitLine(t *testing.T, sc *bufio.Scanner, want string) {
+	t.Helper()
+	got := make(chan bool, 1)
+	go func() {
+		for sc.Scan() {
+			if sc.Text() == want {
+				got <- true
+				return
+			}
+		}
+		got <- false
+	}()
+	select {
+	case ok := <-got:
+		if !ok {
+			t.Fatalf("child exited before printing %s", want)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("child did not print %s", want)
+	}
+}
+
+// countEffects waits until the last event (_id 5) has its effect, then
+// returns how many effects concern doc.
+func countEffects(t *testing.T, db *mongo.Database, doc string) int {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		n, err := db.Collection("effects").CountDocuments(context.Background(), bson.D{{Key: "doc", Value: "5"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n >= 1 {
+			m, err := db.Collection("effects").CountDocuments(context.Background(), bson.D{{Key: "doc", Value: doc}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return int(m)
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the last event was never applied after the restart")
+		}
+		runtime_Gosched()
+	}
+}
+
+func crashTest(t *testing.T, mode string, wantTarget int) {
+	e := newEnv(t)
+	boltPath := filepath.Join(t.TempDir(), "child.db")
+	c := e.db.Collection("c")
+	// The children start at the cluster time before the writes.
+	sess, err := e.client.StartSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.EndSession(context.Background())
+	if err := e.db.RunCommand(mongo.NewSessionContext(context.Background(), sess), bson.D{{Key: "ping", Value: 1}}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	startAt := *sess.OperationTime()
+	for i := 1; i <= 5; i++ {
+		insert(t, c, bson.D{{Key: "_id", Value: i}})
+	}
+	const targetID = "3"
+	srvURI := os.Getenv("FERRY_TEST_MONGODB_URI")
+	if e.srv != nil {
+		srvURI = e.srv.URI()
+	}
+	first, sc := child(t, srvURI, boltPath, e.db.Name(), mode, targetID, startAt)
+	waitLine(t, sc, "READY")
+	if err := first.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = first.Wait()
+	_, sc2 := child(t, srvURI, boltPath, e.db.Name(), "normal", targetID, startAt)
+	waitLine(t, sc2, "STARTED")
+	// The second process applies events in order (one lane): once event 5
+	// has its effect, event 3 has been dealt with.
+	if got := countEffects(t, e.db, targetID); got != wantTarget {
+		t.Fatalf("effects for the event in flight at the crash: %d, want %d", got, wantTarget)
+	}
+	for i := 4; i <= 5; i++ {
+		if n, _ := e.db.Collection("effects").CountDocuments(context.Background(), bson.D{{Key: "doc", Value: fmt.Sprint(i)}}); n < 1 {
+			t.Fatalf("event %d was lost across the crash", i)
+		}
+	}
+}
+
+// TestCrashAfterEffectBeforeCheckpoint: the process dies after the handler's
+// effect and before the checkpoint: the event is applied again on restart
+// (at-least-once; idempotent and transactional modes absorb the replay).
+func TestCrashAfterEffectBeforeCheckpoint(t *testing.T) { crashTest(t, "after-effect", 2) }
+
+// TestCrashBeforeEffect: the process dies before the effect: the event is
+// applied, once, on restart.
+func TestCrashBeforeEffect(t *testing.T) { crashTest(t, "before-effect", 1) }

@@ -1,0 +1,140 @@
+package ferry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"runtime/debug"
+	"time"
+
+	"github.com/ferry-io/ferry/deadletter"
+)
+
+// process applies one event: the handler with retries and backoff, then the
+// poison policy. It finishes the event (done) unless the partition stalls
+// or the drain deadline cancels it.
+func (r *runner) process(it *item) {
+	cfg := &r.c.cfg
+	ev := it.ev
+	ctx := r.handlerCtx
+	if ctx.Err() != nil {
+		return // drain deadline passed: leave it for the next owner
+	}
+	if ev.DocumentKey == nil && cfg.partitions > 1 && cfg.partition != 0 {
+		// A control event seen by every partition: partition 0 handles it.
+		it.done()
+		return
+	}
+	first := time.Now()
+	backoff := cfg.backoffMin
+	var lastErr error
+	for attempt := 1; ; attempt++ {
+		ev.Attempt = attempt
+		start := time.Now()
+		err := r.invoke(ctx, ev)
+		info := EventInfo{Stream: cfg.name, Partition: cfg.partition, Operation: ev.OperationType, Namespace: ev.Namespace,
+			EventID: ev.ID, Attempt: attempt, Duration: time.Since(start), Err: err,
+			ClusterTime: time.Unix(int64(ev.ClusterTime.T), 0)}
+		if err == nil {
+			info.Result = ResultApplied
+			r.c.hooks.event(info)
+			r.c.log.Debug("event applied", "event", shortID(ev.ID), "op", ev.OperationType, "ns", ev.Namespace.String(),
+				"attempt", attempt, "duration", info.Duration)
+			it.done()
+			r.kickCommit()
+			return
+		}
+		if ctx.Err() != nil {
+			return // cancelled while draining: not finished, will be replayed
+		}
+		lastErr = err
+		if attempt >= cfg.maxAttempts || errors.Is(err, ErrPermanent) {
+			break
+		}
+		info.Result = ResultRetried
+		r.c.hooks.event(info)
+		r.c.log.Warn("handler failed; retrying", "event", shortID(ev.ID), "op", ev.OperationType, "ns", ev.Namespace.String(),
+			"attempt", attempt, "err", err)
+		if !sleep(ctx, jitter(backoff)) {
+			return
+		}
+		backoff = min(backoff*2, cfg.backoffMax)
+	}
+	// Poison event.
+	if cfg.onPoison == PoisonStall {
+		r.c.hooks.event(EventInfo{Stream: cfg.name, Partition: cfg.partition, Operation: ev.OperationType, Namespace: ev.Namespace,
+			EventID: ev.ID, Attempt: ev.Attempt, Result: ResultStalled, Err: lastErr})
+		r.fail(&stopError{kind: ErrStalled, err: lastErr, msg: fmt.Sprintf(
+			"ferry: stream %q partition %d stalled on event %s (%s on %s) after %d attempts: %v",
+			cfg.name, cfg.partition, shortID(ev.ID), ev.OperationType, ev.Namespace, ev.Attempt, lastErr)})
+		return
+	}
+	entry := deadletter.Entry{Stream: cfg.name, Partition: cfg.partition, EventID: ev.ID, Operation: ev.OperationType,
+		Namespace: ev.Namespace.String(), Event: ev.Raw, Error: lastErr.Error(), Attempts: ev.Attempt,
+		FirstAt: first.UTC(), LastAt: time.Now().UTC(), Epoch: ev.Epoch}
+	backoff = cfg.backoffMin
+	for {
+		err := cfg.dlq.Put(ctx, entry)
+		if err == nil {
+			break
+		}
+		r.c.log.Error("dead-letter write failed; retrying", "event", shortID(ev.ID), "err", err)
+		if !sleep(ctx, jitter(backoff)) {
+			return
+		}
+		backoff = min(backoff*2, cfg.backoffMax)
+	}
+	r.c.hooks.event(EventInfo{Stream: cfg.name, Partition: cfg.partition, Operation: ev.OperationType, Namespace: ev.Namespace,
+		EventID: ev.ID, Attempt: ev.Attempt, Result: ResultDeadLettered, Err: lastErr})
+	r.c.log.Error("event dead-lettered", "event", shortID(ev.ID), "op", ev.OperationType, "ns", ev.Namespace.String(),
+		"attempts", ev.Attempt, "err", lastErr)
+	it.done()
+	r.kickCommit()
+}
+
+// invoke calls the handler once with the per-event timeout, turning a panic
+// into an error.
+func (r *runner) invoke(ctx context.Context, ev *Event) (err error) {
+	ctx, cancel := context.WithTimeout(ctx, r.c.cfg.handlerTimeout)
+	defer cancel()
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("ferry: handler panicked: %v\n%s", p, debug.Stack())
+		}
+	}()
+	err = r.c.handler(ctx, ev)
+	if err == nil && ctx.Err() == context.DeadlineExceeded {
+		return fmt.Errorf("ferry: handler exceeded its timeout of %v", r.c.cfg.handlerTimeout)
+	}
+	return err
+}
+
+func (r *runner) kickCommit() {
+	if r.track.pendingFinished() >= r.c.cfg.commitBatch {
+		select {
+		case r.kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// jitter spreads a backoff over [d/2, d].
+func jitter(d time.Duration) time.Duration {
+	if d <= 1 {
+		return d
+	}
+	return d/2 + time.Duration(rand.Int64N(int64(d/2)+1))
+}
+
+// sleep waits d or until ctx ends; it reports whether d elapsed.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}

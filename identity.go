@@ -1,0 +1,83 @@
+package ferry
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"strings"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+)
+
+// identityVersion changes only if the canonical encoding below changes.
+const identityVersion = 1
+
+// definition is the canonical description of a stream: everything that
+// changes which events it sees or how they look. It is encoded as BSON
+// (deterministic for an ordered bson.D), so its digest is stable across runs
+// and Go versions.
+func (c *config) definition() bson.D {
+	pipeline := bson.A{}
+	for _, st := range c.pipeline {
+		pipeline = append(pipeline, st)
+	}
+	return bson.D{
+		{Key: "v", Value: identityVersion},
+		{Key: "name", Value: c.name},
+		{Key: "scope", Value: bson.D{{Key: "db", Value: c.scope.DB}, {Key: "coll", Value: c.scope.Coll}}},
+		{Key: "pipeline", Value: pipeline},
+		{Key: "options", Value: bson.D{
+			{Key: "fullDocument", Value: normalizeMode(c.fullDocument, "default")},
+			{Key: "fullDocumentBeforeChange", Value: normalizeMode(c.fullDocBefore, "off")},
+			{Key: "showExpandedEvents", Value: c.showExpanded},
+		}},
+		{Key: "partitions", Value: c.partitions},
+	}
+}
+
+func normalizeMode(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+// identity returns the stream's identity digest and its canonical encoding.
+func (c *config) identity() (string, bson.Raw, error) {
+	raw, err := bson.Marshal(c.definition())
+	if err != nil {
+		return "", nil, fmt.Errorf("ferry: encode stream definition: %w", err)
+	}
+	sum := sha256.Sum256(raw)
+	return hex.EncodeToString(sum[:]), raw, nil
+}
+
+// describeChange says which parts of two definitions differ.
+func describeChange(old, cur bson.Raw) string {
+	if old == nil {
+		return "the stored checkpoint does not say what its definition was"
+	}
+	var parts []string
+	for _, key := range []string{"scope", "pipeline", "options", "partitions", "name", "v"} {
+		a, errA := old.LookupErr(key)
+		b, errB := cur.LookupErr(key)
+		if errA != nil || errB != nil || !a.Equal(b) {
+			parts = append(parts, fmt.Sprintf("%s was %s, is now %s", key, shortValue(a, errA), shortValue(b, errB)))
+		}
+	}
+	if len(parts) == 0 {
+		return "the definition encoding differs"
+	}
+	return strings.Join(parts, "; ")
+}
+
+func shortValue(v bson.RawValue, err error) string {
+	if err != nil {
+		return "(absent)"
+	}
+	s := v.String()
+	if len(s) > 200 {
+		s = s[:200] + "…"
+	}
+	return s
+}

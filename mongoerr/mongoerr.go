@@ -1,0 +1,144 @@
+// Package mongoerr classifies MongoDB errors the way a change-stream
+// consumer must act on them: resume, recover from lost history, stop on an
+// invalidated stream, retry a transaction, or give up.
+//
+// One table (codes below) decides; labels attached by the server
+// (ResumableChangeStreamError, NonResumableChangeStreamError,
+// TransientTransactionError) take precedence over codes, as in MongoDB's
+// own drivers. Every classifier accepts wrapped errors.
+package mongoerr
+
+import (
+	"context"
+	"errors"
+	"net"
+
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/x/mongo/driver/topology"
+)
+
+// Class is what a consumer should do about an error.
+type Class string
+
+const (
+	// None: no error.
+	None Class = ""
+	// Resumable: reopen the stream from the last token (network errors,
+	// step-downs, CursorNotFound, ResumableChangeStreamError).
+	Resumable Class = "resumable"
+	// HistoryLost: the resume point is no longer in the oplog
+	// (ChangeStreamHistoryLost, 286); resuming is impossible without a
+	// backfill.
+	HistoryLost Class = "history-lost"
+	// Invalidated: the stream's namespace was dropped or renamed.
+	Invalidated Class = "invalidated"
+	// Canceled: the caller's context ended.
+	Canceled Class = "canceled"
+	// Fatal: retrying cannot help (authentication, a bad pipeline, an
+	// unknown resume token): stop and report the server's message.
+	Fatal Class = "fatal"
+)
+
+// Codes of the table.
+const (
+	CodeHostUnreachable         = 6
+	CodeHostNotFound            = 7
+	CodeUnauthorized            = 13
+	CodeAuthenticationFailed    = 18
+	CodeCursorNotFound          = 43
+	CodeNetworkTimeout          = 89
+	CodeShutdownInProgress      = 91
+	CodeWriteConflict           = 112
+	CodePrimarySteppedDown      = 189
+	CodeRetryChangeStream       = 234
+	CodeNoSuchTransaction       = 251
+	CodeInvalidResumeToken      = 260
+	CodeExceededTimeLimit       = 262
+	CodeChangeStreamFatalError  = 280
+	CodeChangeStreamHistoryLost = 286
+	CodeSocketException         = 9001
+	CodeNotWritablePrimary      = 10107
+	CodeDuplicateKey            = 11000
+	CodeInterruptedAtShutdown   = 11600
+	CodeInterruptedReplChange   = 11602
+	CodeNotPrimaryNoSecondaryOk = 13435
+	CodeNotPrimaryOrSecondary   = 13436
+)
+
+// resumableCodes are retried by reopening the stream (the code list MongoDB
+// drivers used before error labels, plus CursorNotFound).
+var resumableCodes = map[int32]bool{
+	CodeHostUnreachable: true, CodeHostNotFound: true, CodeCursorNotFound: true, CodeNetworkTimeout: true,
+	CodeShutdownInProgress: true, CodePrimarySteppedDown: true, CodeRetryChangeStream: true,
+	CodeExceededTimeLimit: true, CodeSocketException: true, CodeNotWritablePrimary: true,
+	CodeInterruptedAtShutdown: true, CodeInterruptedReplChange: true, CodeNotPrimaryNoSecondaryOk: true,
+	CodeNotPrimaryOrSecondary: true, 63: true, 150: true, 13388: true, 133: true,
+}
+
+// Classify returns what to do about err.
+func Classify(err error) Class {
+	switch {
+	case err == nil:
+		return None
+	case errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
+		return Canceled
+	}
+	var se mongo.ServerError
+	if errors.As(err, &se) {
+		switch {
+		case se.HasErrorCode(CodeChangeStreamHistoryLost):
+			return HistoryLost
+		case se.HasErrorLabel("NonResumableChangeStreamError"):
+			return Fatal
+		case se.HasErrorLabel("ResumableChangeStreamError"):
+			return Resumable
+		}
+		for code := range resumableCodes {
+			if se.HasErrorCode(int(code)) {
+				return Resumable
+			}
+		}
+		if mongo.IsNetworkError(err) || mongo.IsTimeout(err) {
+			return Resumable
+		}
+		return Fatal
+	}
+	if mongo.IsNetworkError(err) || mongo.IsTimeout(err) {
+		return Resumable
+	}
+	var ne net.Error
+	if errors.As(err, &ne) {
+		return Resumable
+	}
+	if errors.Is(err, mongo.ErrClientDisconnected) {
+		return Fatal
+	}
+	// Server selection timeouts: the cluster may come back, so reopening
+	// is the right move.
+	var sel topology.ServerSelectionError
+	if errors.As(err, &sel) || errors.As(err, new(*topology.ServerSelectionError)) {
+		return Resumable
+	}
+	return Fatal
+}
+
+// IsResumable reports whether reopening the stream from its last token may
+// succeed.
+func IsResumable(err error) bool { return Classify(err) == Resumable }
+
+// IsHistoryLost reports whether the resume point fell off the oplog.
+func IsHistoryLost(err error) bool { return Classify(err) == HistoryLost }
+
+// IsTransientTransactionError reports whether a transaction may succeed if
+// retried from the start (WriteConflict, NoSuchTransaction after an abort,
+// or the TransientTransactionError label).
+func IsTransientTransactionError(err error) bool {
+	var se mongo.ServerError
+	if !errors.As(err, &se) {
+		return false
+	}
+	return se.HasErrorLabel("TransientTransactionError") || se.HasErrorCode(CodeWriteConflict)
+}
+
+// IsDuplicateKey reports whether err is a duplicate-key error (11000).
+func IsDuplicateKey(err error) bool { return mongo.IsDuplicateKeyError(err) }

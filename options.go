@@ -1,0 +1,352 @@
+package ferry
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/ferry-io/ferry/checkpoint"
+	"github.com/ferry-io/ferry/deadletter"
+)
+
+// An Option configures a Consumer. NewConsumer applies them in order and
+// validates the result once.
+type Option interface{ apply(*config) }
+
+type optionFunc func(*config)
+
+func (f optionFunc) apply(c *config) { f(c) }
+
+// Scope is what a stream watches: a collection, a database (Coll empty) or
+// the whole cluster (both empty).
+type Scope struct{ DB, Coll string }
+
+func (s Scope) String() string {
+	switch {
+	case s.DB == "":
+		return "cluster"
+	case s.Coll == "":
+		return "database " + s.DB
+	}
+	return "collection " + s.DB + "." + s.Coll
+}
+
+// StartPosition says where a stream with no checkpoint begins.
+type StartPosition struct {
+	kind string // "now", "time", "backfill"
+	at   bson.Timestamp
+}
+
+// StartNow starts at the current end of the oplog.
+func StartNow() StartPosition { return StartPosition{kind: "now"} }
+
+// StartAtTime starts at a cluster time (startAtOperationTime): events with
+// clusterTime >= t.
+func StartAtTime(t bson.Timestamp) StartPosition { return StartPosition{kind: "time", at: t} }
+
+// StartWithBackfill scans the watched collections first, handing every
+// document to the handler as a backfill event, then streams from the point
+// the scan began.
+func StartWithBackfill() StartPosition { return StartPosition{kind: "backfill"} }
+
+// PoisonPolicy says what happens to an event that failed MaxAttempts times.
+type PoisonPolicy string
+
+const (
+	// PoisonDeadLetter records the event in the dead-letter store and moves on.
+	PoisonDeadLetter PoisonPolicy = "dead-letter"
+	// PoisonStall stops the partition at the event, for sinks where order
+	// matters more than progress.
+	PoisonStall PoisonPolicy = "stall"
+)
+
+// HistoryLostPolicy says what happens when the checkpoint's resume token is
+// no longer in the oplog (ChangeStreamHistoryLost).
+type HistoryLostPolicy string
+
+const (
+	// HistoryLostFail stops with ErrHistoryLost and marks the checkpoint
+	// needs-backfill. It never silently starts from now.
+	HistoryLostFail HistoryLostPolicy = "fail"
+	// HistoryLostBackfill rescans the source and resumes from the scan's
+	// start.
+	HistoryLostBackfill HistoryLostPolicy = "backfill"
+)
+
+// InvalidatePolicy says what happens when the stream is invalidated (its
+// collection dropped or renamed, its database dropped).
+type InvalidatePolicy string
+
+const (
+	// InvalidateStop records the invalidate token and stops with
+	// ErrInvalidated.
+	InvalidateStop InvalidatePolicy = "stop"
+	// InvalidateRestart continues after the invalidate event (startAfter),
+	// e.g. following a collection that is dropped and re-created.
+	InvalidateRestart InvalidatePolicy = "restart"
+)
+
+type config struct {
+	name           string
+	scope          Scope
+	scopeSet       bool
+	pipeline       []bson.D
+	fullDocument   string
+	fullDocBefore  string
+	showExpanded   bool
+	store          checkpoint.Store
+	dlq            deadletter.Store
+	start          StartPosition
+	partition      int
+	partitions     int
+	epoch          int64
+	concurrency    int
+	maxEvents      int
+	maxBytes       int64
+	commitInterval time.Duration
+	commitBatch    int
+	maxAttempts    int
+	backoffMin     time.Duration
+	backoffMax     time.Duration
+	onPoison       PoisonPolicy
+	handlerTimeout time.Duration
+	onHistoryLost  HistoryLostPolicy
+	onInvalidate   InvalidatePolicy
+	drainTimeout   time.Duration
+	maxAwait       time.Duration
+	logger         *slog.Logger
+	hooks          []Hook
+	sweeper        Sweeper
+	backfillBatch  int32
+}
+
+func defaultConfig() config {
+	return config{
+		start:          StartNow(),
+		partitions:     1,
+		concurrency:    8,
+		maxEvents:      10_000,
+		maxBytes:       64 << 20,
+		commitInterval: time.Second,
+		commitBatch:    1000,
+		maxAttempts:    5,
+		backoffMin:     100 * time.Millisecond,
+		backoffMax:     30 * time.Second,
+		onPoison:       PoisonDeadLetter,
+		handlerTimeout: 30 * time.Second,
+		onHistoryLost:  HistoryLostFail,
+		onInvalidate:   InvalidateStop,
+		drainTimeout:   8 * time.Second,
+		maxAwait:       time.Second,
+		backfillBatch:  1000,
+	}
+}
+
+// Stream names the stream (required). The name keys the checkpoints: two
+// consumers with the same name share them.
+func Stream(name string) Option { return optionFunc(func(c *config) { c.name = name }) }
+
+// WatchCollection watches one collection.
+func WatchCollection(db, coll string) Option {
+	return optionFunc(func(c *config) { c.scope, c.scopeSet = Scope{DB: db, Coll: coll}, true })
+}
+
+// WatchDatabase watches every collection of a database.
+func WatchDatabase(db string) Option {
+	return optionFunc(func(c *config) { c.scope, c.scopeSet = Scope{DB: db}, true })
+}
+
+// WatchCluster watches every database of the cluster.
+func WatchCluster() Option {
+	return optionFunc(func(c *config) { c.scope, c.scopeSet = Scope{}, true })
+}
+
+// Pipeline sets the stages that follow $changeStream (e.g. a $match). They
+// are part of the stream's identity: changing them later is refused.
+func Pipeline(stages ...bson.D) Option {
+	return optionFunc(func(c *config) { c.pipeline = append([]bson.D(nil), stages...) })
+}
+
+// FullDocument sets the fullDocument option for update events:
+// "updateLookup", "whenAvailable" or "required" ("" = default, absent).
+func FullDocument(mode string) Option { return optionFunc(func(c *config) { c.fullDocument = mode }) }
+
+// FullDocumentBeforeChange sets the pre-image option: "whenAvailable" or
+// "required" ("" or "off" = none).
+func FullDocumentBeforeChange(mode string) Option {
+	return optionFunc(func(c *config) { c.fullDocBefore = mode })
+}
+
+// ShowExpandedEvents asks for DDL events (create, createIndexes, ...).
+func ShowExpandedEvents(on bool) Option { return optionFunc(func(c *config) { c.showExpanded = on }) }
+
+// Checkpoints sets the checkpoint store (required).
+func Checkpoints(s checkpoint.Store) Option { return optionFunc(func(c *config) { c.store = s }) }
+
+// DeadLetters sets where poison events go (required with PoisonDeadLetter).
+func DeadLetters(s deadletter.Store) Option { return optionFunc(func(c *config) { c.dlq = s }) }
+
+// StartAt sets where a stream without a checkpoint starts (default
+// StartNow). It is ignored once a checkpoint exists.
+func StartAt(p StartPosition) Option { return optionFunc(func(c *config) { c.start = p }) }
+
+// Partition makes the consumer read partition p of n (default 0 of 1): the
+// server filters events by the hash of documentKey._id, so one document's
+// events always land in one partition.
+func Partition(p, n int) Option {
+	return optionFunc(func(c *config) { c.partition, c.partitions = p, n })
+}
+
+// Epoch sets the lease epoch the consumer writes checkpoints with (fencing
+// token; default 0). A checkpoint written with a higher epoch fences this
+// consumer off.
+func Epoch(e int64) Option { return optionFunc(func(c *config) { c.epoch = e }) }
+
+// Concurrency sets the number of lanes (default 8). Events of one document
+// are applied in order in one lane; different documents in parallel.
+func Concurrency(n int) Option { return optionFunc(func(c *config) { c.concurrency = n }) }
+
+// QueueLimit bounds the events read but not yet finished, by count and by
+// bytes (default 10,000 events, 64 MiB). When full, reading pauses.
+func QueueLimit(events int, bytes int64) Option {
+	return optionFunc(func(c *config) { c.maxEvents, c.maxBytes = events, bytes })
+}
+
+// CommitEvery sets how often the checkpoint is written: after n finished
+// events or after d, whichever comes first (default 1000, 1s).
+func CommitEvery(n int, d time.Duration) Option {
+	return optionFunc(func(c *config) { c.commitBatch, c.commitInterval = n, d })
+}
+
+// Retry sets the handler retry policy: up to maxAttempts attempts with
+// exponential backoff from min to max, with jitter (default 5, 100ms, 30s).
+func Retry(maxAttempts int, min, max time.Duration) Option {
+	return optionFunc(func(c *config) { c.maxAttempts, c.backoffMin, c.backoffMax = maxAttempts, min, max })
+}
+
+// OnPoison sets the poison-event policy (default PoisonDeadLetter).
+func OnPoison(p PoisonPolicy) Option { return optionFunc(func(c *config) { c.onPoison = p }) }
+
+// HandlerTimeout bounds one handler call (default 30s).
+func HandlerTimeout(d time.Duration) Option {
+	return optionFunc(func(c *config) { c.handlerTimeout = d })
+}
+
+// OnHistoryLost sets the lost-history policy (default HistoryLostFail).
+func OnHistoryLost(p HistoryLostPolicy) Option {
+	return optionFunc(func(c *config) { c.onHistoryLost = p })
+}
+
+// OnInvalidate sets the invalidate policy (default InvalidateStop).
+func OnInvalidate(p InvalidatePolicy) Option {
+	return optionFunc(func(c *config) { c.onInvalidate = p })
+}
+
+// DrainTimeout bounds how long Run lets in-flight events finish after its
+// context is cancelled (default 8s, within Cloud Run's 10s).
+func DrainTimeout(d time.Duration) Option { return optionFunc(func(c *config) { c.drainTimeout = d }) }
+
+// MaxAwaitTime sets how long one getMore waits for events (default 1s); it
+// is also how often a quiet stream's checkpoint may advance.
+func MaxAwaitTime(d time.Duration) Option { return optionFunc(func(c *config) { c.maxAwait = d }) }
+
+// Logger sets the logger (default: discard). Ferry logs event ids, never
+// documents or tokens in full.
+func Logger(l *slog.Logger) Option { return optionFunc(func(c *config) { c.logger = l }) }
+
+// WithHooks adds observers (see Hook).
+func WithHooks(h ...Hook) Option {
+	return optionFunc(func(c *config) { c.hooks = append(c.hooks, h...) })
+}
+
+// WithSweeper sets the function a backfill calls after its scan, to remove
+// from the sink what the scan did not touch (deletes missed while the
+// history was lost).
+func WithSweeper(s Sweeper) Option { return optionFunc(func(c *config) { c.sweeper = s }) }
+
+func (c *config) validate() error {
+	var errs []string
+	add := func(format string, args ...any) { errs = append(errs, fmt.Sprintf(format, args...)) }
+	if c.name == "" {
+		add("Stream: a stream name is required (ferry.Stream(\"orders\"))")
+	}
+	if !c.scopeSet {
+		add("scope: choose what to watch with WatchCollection, WatchDatabase or WatchCluster")
+	} else if c.scope.DB == "" && c.scope.Coll != "" {
+		add("WatchCollection: the database name is empty")
+	}
+	if c.store == nil {
+		add("Checkpoints: a checkpoint store is required")
+	}
+	if c.onPoison == PoisonDeadLetter && c.dlq == nil {
+		add("DeadLetters: a dead-letter store is required with OnPoison(PoisonDeadLetter); set DeadLetters(...) or OnPoison(PoisonStall)")
+	}
+	switch c.onPoison {
+	case PoisonDeadLetter, PoisonStall:
+	default:
+		add("OnPoison: %q is not a policy (use PoisonDeadLetter or PoisonStall)", c.onPoison)
+	}
+	switch c.onHistoryLost {
+	case HistoryLostFail, HistoryLostBackfill:
+	default:
+		add("OnHistoryLost: %q is not a policy (use HistoryLostFail or HistoryLostBackfill)", c.onHistoryLost)
+	}
+	switch c.onInvalidate {
+	case InvalidateStop, InvalidateRestart:
+	default:
+		add("OnInvalidate: %q is not a policy (use InvalidateStop or InvalidateRestart)", c.onInvalidate)
+	}
+	switch c.fullDocument {
+	case "", "default", "updateLookup", "whenAvailable", "required":
+	default:
+		add("FullDocument: %q is not a mode (use updateLookup, whenAvailable or required)", c.fullDocument)
+	}
+	switch c.fullDocBefore {
+	case "", "off", "whenAvailable", "required":
+	default:
+		add("FullDocumentBeforeChange: %q is not a mode (use whenAvailable or required)", c.fullDocBefore)
+	}
+	switch c.start.kind {
+	case "now", "time", "backfill":
+	default:
+		add("StartAt: use StartNow(), StartAtTime(t) or StartWithBackfill()")
+	}
+	if c.partitions < 1 {
+		add("Partition: the partition count must be at least 1, got %d", c.partitions)
+	} else if c.partition < 0 || c.partition >= c.partitions {
+		add("Partition: partition %d is out of range [0, %d)", c.partition, c.partitions)
+	}
+	if c.epoch < 0 {
+		add("Epoch: must not be negative, got %d", c.epoch)
+	}
+	if c.concurrency < 1 {
+		add("Concurrency: must be at least 1, got %d", c.concurrency)
+	}
+	if c.maxEvents < 1 || c.maxBytes < 1 {
+		add("QueueLimit: both limits must be positive, got %d events and %d bytes", c.maxEvents, c.maxBytes)
+	}
+	if c.commitBatch < 1 || c.commitInterval <= 0 {
+		add("CommitEvery: both the count and the interval must be positive")
+	}
+	if c.maxAttempts < 1 {
+		add("Retry: maxAttempts must be at least 1, got %d", c.maxAttempts)
+	}
+	if c.backoffMin <= 0 || c.backoffMax < c.backoffMin {
+		add("Retry: need 0 < min <= max backoff, got %v and %v", c.backoffMin, c.backoffMax)
+	}
+	if c.handlerTimeout <= 0 {
+		add("HandlerTimeout: must be positive, got %v", c.handlerTimeout)
+	}
+	if c.drainTimeout < 0 {
+		add("DrainTimeout: must not be negative, got %v", c.drainTimeout)
+	}
+	if c.maxAwait <= 0 {
+		add("MaxAwaitTime: must be positive, got %v", c.maxAwait)
+	}
+	if len(errs) == 0 {
+		return nil
+	}
+	return &ConfigError{Problems: errs}
+}

@@ -19,6 +19,7 @@ import (
 	"github.com/ferry-io/ferry"
 	"github.com/ferry-io/ferry/checkpoint"
 	"github.com/ferry-io/ferry/checkpoint/boltstore"
+	"github.com/ferry-io/ferry/checkpoint/mongostore"
 	"github.com/ferry-io/ferry/deadletter"
 	"github.com/ferry-io/ferry/mongotest"
 )
@@ -54,6 +55,26 @@ func newEnv(t *testing.T, opts ...mongotest.Option) *env {
 	}
 	t.Cleanup(func() { _ = store.Close() })
 	return &env{t: t, srv: srv, client: client, db: db, store: store, dlq: deadletter.NewMongo(client.Database(name+"_state"), "dlq")}
+}
+
+// useMongoStore switches the env's checkpoint store to MongoDB (the state
+// database beside the source).
+func (e *env) useMongoStore() {
+	s, err := mongostore.New(e.client.Database(e.db.Name() + "_state"))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.store = s
+}
+
+// eachStore runs f once per checkpoint store implementation.
+func eachStore(t *testing.T, f func(t *testing.T, e *env)) {
+	t.Run("bolt", func(t *testing.T) { f(t, newEnv(t)) })
+	t.Run("mongo", func(t *testing.T) {
+		e := newEnv(t)
+		e.useMongoStore()
+		f(t, e)
+	})
 }
 
 func (e *env) opts(extra ...ferry.Option) []ferry.Option {
@@ -191,15 +212,12 @@ func waitStarted(t *testing.T, store checkpoint.Store) checkpoint.Checkpoint {
 }
 
 func TestMain(m *testing.M) {
-	if maybeChild() {
+	if maybeChild() || maybeEmulatorChild() {
 		return
 	}
-	goleak.VerifyTestMain(m,
-		goleak.IgnoreTopFunction("go.mongodb.org/mongo-driver/v2/x/mongo/driver/topology.(*rttMonitor).runHellos"),
-		goleak.IgnoreAnyFunction("go.mongodb.org/mongo-driver/v2/x/mongo/driver/topology.(*pool).maintain"),
-		goleak.IgnoreAnyFunction("go.mongodb.org/mongo-driver/v2/x/mongo/driver/topology.(*Server).update"),
-		goleak.IgnoreAnyFunction("internal/poll.runtime_pollWait"),
-	)
+	// No goroutine may outlive the tests: not the consumer's (Run waits
+	// for all of them), not the emulator's, not the driver's.
+	goleak.VerifyTestMain(m)
 }
 
 func TestDeliversEachChangeOnce(t *testing.T) {
@@ -284,8 +302,9 @@ func TestPipelineChangingIDIsRefused(t *testing.T) {
 	}
 }
 
-func TestResumesFromCheckpoint(t *testing.T) {
-	e := newEnv(t)
+func TestResumesFromCheckpoint(t *testing.T) { eachStore(t, testResumesFromCheckpoint) }
+
+func testResumesFromCheckpoint(t *testing.T, e *env) {
 	c := e.db.Collection("c")
 	rec := newRecorder()
 	r := start(t, e.client, rec.handle, e.opts()...)
@@ -396,8 +415,9 @@ func TestPoisonStall(t *testing.T) {
 	}
 }
 
-func TestNetworkDropNoLossNoGap(t *testing.T) {
-	e := newEnv(t)
+func TestNetworkDropNoLossNoGap(t *testing.T) { eachStore(t, testNetworkDropNoLossNoGap) }
+
+func testNetworkDropNoLossNoGap(t *testing.T, e *env) {
 	rec := newRecorder()
 	start(t, e.client, rec.handle, e.opts()...)
 	waitStarted(t, e.store)

@@ -62,12 +62,16 @@ func (m *Mongo) Put(ctx context.Context, e Entry) error {
 	if e.Stream == "" || e.EventID == "" {
 		return fmt.Errorf("deadletter: entry needs Stream and EventID")
 	}
+	var event any = e.Event
+	if len(e.Event) == 0 {
+		event = nil
+	}
 	_, err := m.coll.UpdateOne(ctx, bson.D{{Key: "_id", Value: entryID(e.Stream, e.EventID)}},
 		bson.D{
 			{Key: "$set", Value: bson.D{
 				{Key: "stream", Value: e.Stream}, {Key: "partition", Value: e.Partition},
 				{Key: "eventId", Value: e.EventID}, {Key: "operationType", Value: e.Operation},
-				{Key: "ns", Value: e.Namespace}, {Key: "event", Value: e.Event}, {Key: "error", Value: e.Error},
+				{Key: "ns", Value: e.Namespace}, {Key: "event", Value: event}, {Key: "error", Value: e.Error},
 				{Key: "attempts", Value: e.Attempts}, {Key: "lastAttemptAt", Value: e.LastAt}, {Key: "epoch", Value: e.Epoch},
 			}},
 			{Key: "$setOnInsert", Value: bson.D{{Key: "firstAttemptAt", Value: e.FirstAt}}},

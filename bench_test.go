@@ -1,0 +1,249 @@
+package ferry_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/ferry-io/ferry"
+	"github.com/ferry-io/ferry/checkpoint/boltstore"
+	"github.com/ferry-io/ferry/deadletter"
+	"github.com/ferry-io/ferry/mongotest"
+)
+
+const emulatorChildEnv = "FERRY_EMULATOR_CHILD"
+
+// maybeEmulatorChild serves an emulator when this binary was started as
+// one (benchmarks measure the consumer's memory without the server's).
+func maybeEmulatorChild() bool {
+	if os.Getenv(emulatorChildEnv) == "" {
+		return false
+	}
+	srv := mongotest.NewServer()
+	fmt.Println(srv.URI())
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, os.Interrupt)
+	_, _ = bufio.NewReader(os.Stdin).ReadString('\n') // until the parent closes stdin
+	srv.Close()
+	return true
+}
+
+// externalEmulator starts an emulator in a child process.
+func externalEmulator(b *testing.B) string {
+	if uri := os.Getenv(mongotest.EnvURI); uri != "" {
+		return uri
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^$", "-test.bench=^$")
+	cmd.Env = append(os.Environ(), emulatorChildEnv+"=1")
+	stdin, _ := cmd.StdinPipe()
+	out, _ := cmd.StdoutPipe()
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { stdin.Close(); _ = cmd.Wait() })
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil {
+		b.Fatal(err)
+	}
+	return strings.TrimSpace(line)
+}
+
+func kib(i int) bson.D {
+	return bson.D{{Key: "_id", Value: i}, {Key: "payload", Value: strings.Repeat("p", 1000)}}
+}
+
+func backlog(b *testing.B, c *mongo.Collection, n int) {
+	for i := 0; i < n; i += 1000 {
+		docs := make([]any, 0, 1000)
+		for j := i; j < i+1000 && j < n; j++ {
+			docs = append(docs, kib(j))
+		}
+		if _, err := c.InsertMany(context.Background(), docs); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func startOp(b *testing.B, client *mongo.Client) bson.Timestamp {
+	sess, err := client.StartSession()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer sess.EndSession(context.Background())
+	if err := client.Database("admin").RunCommand(mongo.NewSessionContext(context.Background(), sess), bson.D{{Key: "ping", Value: 1}}).Err(); err != nil {
+		b.Fatal(err)
+	}
+	return *sess.OperationTime()
+}
+
+// BenchmarkConsumerVsRawStream reads the same backlog of b.N 1 KiB change
+// events twice in one run: with a plain `for stream.Next()` loop, and
+// through a Ferry consumer with a no-op handler and batched checkpoints. It
+// reports both rates and their ratio (ferry/raw).
+func BenchmarkConsumerVsRawStream(b *testing.B) {
+	uri := externalEmulator(b)
+	client, err := mongo.Connect(options.Client().ApplyURI(uri))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer client.Disconnect(context.Background())
+	db := client.Database(fmt.Sprintf("bench_%d", time.Now().UnixNano()))
+	c := db.Collection("c")
+	at := startOp(b, client)
+	backlog(b, c, b.N)
+	// One untimed pass first, so both timed passes find the server's
+	// per-entry encodings warm.
+	warm, err := c.Watch(context.Background(), mongo.Pipeline{}, options.ChangeStream().SetStartAtOperationTime(&at))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for i := 0; i < b.N; i++ {
+		if !warm.Next(context.Background()) {
+			b.Fatal(warm.Err())
+		}
+	}
+	warm.Close(context.Background())
+	b.ResetTimer()
+
+	// Raw loop.
+	startRaw := time.Now()
+	cs, err := c.Watch(context.Background(), mongo.Pipeline{}, options.ChangeStream().SetStartAtOperationTime(&at))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for i := 0; i < b.N; i++ {
+		if !cs.Next(context.Background()) {
+			b.Fatal(cs.Err())
+		}
+	}
+	raw := time.Since(startRaw)
+	cs.Close(context.Background())
+
+	// Ferry.
+	store, err := boltstore.Open(filepath.Join(b.TempDir(), "cp.db"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer store.Close()
+	var n atomic.Int64
+	done := make(chan struct{})
+	handler := func(context.Context, *ferry.Event) error {
+		if n.Add(1) == int64(b.N) {
+			close(done)
+		}
+		return nil
+	}
+	cons, err := ferry.NewConsumer(client, handler, ferry.Stream("bench"), ferry.WatchCollection(db.Name(), "c"),
+		ferry.Checkpoints(store), ferry.DeadLetters(deadletter.NewMongo(db, "dlq")), ferry.StartAt(ferry.StartAtTime(at)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	startFerry := time.Now()
+	runDone := make(chan error, 1)
+	go func() { runDone <- cons.Run(ctx) }()
+	<-done
+	fer := time.Since(startFerry)
+	cancel()
+	if err := <-runDone; err != nil {
+		b.Fatal(err)
+	}
+	b.StopTimer()
+	rawRate := float64(b.N) / raw.Seconds()
+	ferryRate := float64(b.N) / fer.Seconds()
+	b.ReportMetric(rawRate, "raw-events/s")
+	b.ReportMetric(ferryRate, "ferry-events/s")
+	b.ReportMetric(ferryRate/rawRate, "ratio")
+}
+
+// BenchmarkBacklogMemory runs a consumer with a slow handler over backlogs
+// of 25,000 and 100,000 1 KiB events (the emulator in another process) and
+// reports the consumer process's peak heap: it must not grow with the
+// backlog, because reading pauses when the bounded queue is full.
+func BenchmarkBacklogMemory(b *testing.B) {
+	for _, size := range []int{25_000, 100_000} {
+		b.Run(fmt.Sprint(size), func(b *testing.B) {
+			uri := externalEmulator(b)
+			client, err := mongo.Connect(options.Client().ApplyURI(uri))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer client.Disconnect(context.Background())
+			db := client.Database(fmt.Sprintf("mem_%d", time.Now().UnixNano()))
+			at := startOp(b, client)
+			backlog(b, db.Collection("c"), size)
+			runtime.GC()
+			store, err := boltstore.Open(filepath.Join(b.TempDir(), "cp.db"))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer store.Close()
+			var peak atomic.Uint64
+			stop := make(chan struct{})
+			var wg sync.WaitGroup
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				t := time.NewTicker(20 * time.Millisecond)
+				defer t.Stop()
+				var ms runtime.MemStats
+				for {
+					select {
+					case <-stop:
+						return
+					case <-t.C:
+						runtime.ReadMemStats(&ms)
+						if ms.HeapInuse > peak.Load() {
+							peak.Store(ms.HeapInuse)
+						}
+					}
+				}
+			}()
+			b.ResetTimer()
+			for range b.N {
+				var n atomic.Int64
+				done := make(chan struct{})
+				handler := func(ctx context.Context, _ *ferry.Event) error {
+					time.Sleep(50 * time.Microsecond) // a slow sink
+					if n.Add(1) == int64(size) {
+						close(done)
+					}
+					return nil
+				}
+				cons, err := ferry.NewConsumer(client, handler, ferry.Stream(fmt.Sprint("mem", time.Now().UnixNano())),
+					ferry.WatchCollection(db.Name(), "c"), ferry.Checkpoints(store), ferry.DeadLetters(deadletter.NewMongo(db, "dlq")),
+					ferry.StartAt(ferry.StartAtTime(at)), ferry.QueueLimit(1000, 8<<20))
+				if err != nil {
+					b.Fatal(err)
+				}
+				ctx, cancel := context.WithCancel(context.Background())
+				runDone := make(chan error, 1)
+				go func() { runDone <- cons.Run(ctx) }()
+				<-done
+				cancel()
+				if err := <-runDone; err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.StopTimer()
+			close(stop)
+			wg.Wait()
+			b.ReportMetric(float64(peak.Load())/(1<<20), "peak-heap-MiB")
+		})
+	}
+}

@@ -1,0 +1,59 @@
+package deadletter_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/ferry-io/ferry/deadletter"
+	"github.com/ferry-io/ferry/mongotest"
+)
+
+func TestMongoStore(t *testing.T) {
+	uri, _ := mongotest.URI(t)
+	client, err := mongo.Connect(options.Client().ApplyURI(uri))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Disconnect(context.Background())
+	db := client.Database("dlq_test")
+	_ = db.Drop(context.Background())
+	s := deadletter.NewMongo(db, "")
+	ctx := context.Background()
+	raw, _ := bson.Marshal(bson.D{{Key: "operationType", Value: "insert"}})
+	t0 := time.Now().UTC().Truncate(time.Millisecond)
+	e := deadletter.Entry{Stream: "s", EventID: "e1", Operation: "insert", Namespace: "d.c", Event: raw,
+		Error: "boom", Attempts: 3, FirstAt: t0, LastAt: t0}
+	if err := s.Put(ctx, e); err != nil {
+		t.Fatal(err)
+	}
+	// Putting the same event again keeps one entry with the latest error.
+	e.Error, e.Attempts, e.LastAt = "boom again", 5, t0.Add(time.Second)
+	if err := s.Put(ctx, e); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Put(ctx, deadletter.Entry{Stream: "other", EventID: "e2", FirstAt: t0}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.List(ctx, "s", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0].Error != "boom again" || got[0].Attempts != 5 || !got[0].FirstAt.Equal(t0) || string(got[0].Event) != string(raw) {
+		t.Fatalf("List = %+v", got)
+	}
+	if err := s.Put(ctx, deadletter.Entry{Stream: "s"}); err == nil {
+		t.Fatal("Put without an event id succeeded")
+	}
+	if err := s.Delete(ctx, "s", "e1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Delete(ctx, "s", "e1"); !errors.Is(err, deadletter.ErrNotFound) {
+		t.Fatalf("second Delete = %v, want ErrNotFound", err)
+	}
+}

@@ -1,0 +1,56 @@
+package mongoerr_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+
+	"go.mongodb.org/mongo-driver/v2/mongo"
+
+	"github.com/ferry-io/ferry/mongoerr"
+)
+
+func TestClassify(t *testing.T) {
+	cmd := func(code int32, labels ...string) error {
+		return mongo.CommandError{Code: code, Message: "x", Labels: labels}
+	}
+	cases := []struct {
+		name string
+		err  error
+		want mongoerr.Class
+	}{
+		{"nil", nil, mongoerr.None},
+		{"cancelled", context.Canceled, mongoerr.Canceled},
+		{"wrapped deadline", fmt.Errorf("op: %w", context.DeadlineExceeded), mongoerr.Canceled},
+		{"history lost", cmd(286, "NonResumableChangeStreamError"), mongoerr.HistoryLost},
+		{"fatal change stream error", cmd(280, "NonResumableChangeStreamError"), mongoerr.Fatal},
+		{"labelled resumable", cmd(11601, "ResumableChangeStreamError"), mongoerr.Resumable},
+		{"cursor not found", cmd(43), mongoerr.Resumable},
+		{"primary stepped down", cmd(189), mongoerr.Resumable},
+		{"not writable primary", cmd(10107), mongoerr.Resumable},
+		{"auth failure", cmd(18), mongoerr.Fatal},
+		{"bad pipeline", cmd(40324), mongoerr.Fatal},
+		{"invalid resume token", cmd(260), mongoerr.Fatal},
+		{"election in progress is not resumable", cmd(216), mongoerr.Fatal},
+		{"wrapped resumable", fmt.Errorf("read: %w", cmd(91)), mongoerr.Resumable},
+		{"plain error", errors.New("boom"), mongoerr.Fatal},
+	}
+	for _, c := range cases {
+		if got := mongoerr.Classify(c.err); got != c.want {
+			t.Errorf("%s: Classify = %q, want %q", c.name, got, c.want)
+		}
+	}
+	if !mongoerr.IsResumable(cmd(43)) || mongoerr.IsResumable(cmd(18)) {
+		t.Error("IsResumable disagrees with Classify")
+	}
+	if !mongoerr.IsHistoryLost(cmd(286)) {
+		t.Error("IsHistoryLost(286) = false")
+	}
+	if !mongoerr.IsTransientTransactionError(cmd(112)) || !mongoerr.IsTransientTransactionError(cmd(251, "TransientTransactionError")) {
+		t.Error("write conflicts and labelled errors are transient transaction errors")
+	}
+	if mongoerr.IsTransientTransactionError(cmd(11000)) {
+		t.Error("a duplicate key is not a transient transaction error")
+	}
+}

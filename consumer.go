@@ -36,6 +36,7 @@ type Consumer struct {
 	hooks    hooks
 	identity string
 	def      bson.Raw
+	debug    bool // the logger has debug enabled
 
 	mu    sync.Mutex
 	state Status
@@ -81,6 +82,7 @@ func NewConsumer(client *mongo.Client, handler Handler, opts ...Option) (*Consum
 	}
 	log = log.With("stream", cfg.name, "partition", cfg.partition)
 	return &Consumer{cfg: cfg, client: client, handler: handler, log: log, hooks: hooks(cfg.hooks), identity: id, def: def,
+		debug: log.Enabled(context.Background(), slog.LevelDebug),
 		state: Status{Stream: cfg.name, Partition: cfg.partition, Epoch: cfg.epoch}}, nil
 }
 

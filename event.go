@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 )
 
 // Namespace is a database and collection.
@@ -56,44 +57,60 @@ func EventID(token bson.Raw) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// decodeEvent builds an Event from a raw change event.
+// decodeEvent builds an Event from a raw change event. The reader calls it
+// for every event, so it walks the top-level elements once without
+// allocating; nested values alias raw.
 func decodeEvent(raw bson.Raw, partition int, epoch int64) (*Event, error) {
 	ev := &Event{Raw: raw, Partition: partition, Epoch: epoch}
-	elems, err := raw.Elements()
-	if err != nil {
-		return nil, fmt.Errorf("ferry: malformed change event: %w", err)
+	doc := bsoncore.Document(raw)
+	length, rem, ok := bsoncore.ReadLength(doc)
+	if !ok || int(length) != len(doc) || length < 5 {
+		return nil, fmt.Errorf("ferry: malformed change event (%d bytes)", len(raw))
 	}
-	for _, el := range elems {
+	rem = rem[:len(rem)-1] // the document's final NUL
+	for len(rem) > 0 {
+		el, rest, ok := bsoncore.ReadElement(rem)
+		if !ok {
+			return nil, fmt.Errorf("ferry: malformed change event element")
+		}
+		rem = rest
 		v := el.Value()
 		switch el.Key() {
 		case "_id":
-			doc, ok := v.DocumentOK()
+			d, ok := v.DocumentOK()
 			if !ok {
 				return nil, fmt.Errorf("ferry: change event _id is a %s, not a resume token document", v.Type)
 			}
-			ev.Token = doc
+			ev.Token = bson.Raw(d)
 		case "operationType":
 			ev.OperationType, _ = v.StringValueOK()
 		case "ns":
-			if doc, ok := v.DocumentOK(); ok {
-				if db, err := doc.LookupErr("db"); err == nil {
+			if d, ok := v.DocumentOK(); ok {
+				if db, err := d.LookupErr("db"); err == nil {
 					ev.Namespace.DB, _ = db.StringValueOK()
 				}
-				if coll, err := doc.LookupErr("coll"); err == nil {
+				if coll, err := d.LookupErr("coll"); err == nil {
 					ev.Namespace.Coll, _ = coll.StringValueOK()
 				}
 			}
 		case "documentKey":
-			ev.DocumentKey, _ = v.DocumentOK()
+			if d, ok := v.DocumentOK(); ok {
+				ev.DocumentKey = bson.Raw(d)
+			}
 		case "fullDocument":
-			ev.FullDocument, _ = v.DocumentOK()
+			if d, ok := v.DocumentOK(); ok {
+				ev.FullDocument = bson.Raw(d)
+			}
 		case "fullDocumentBeforeChange":
-			ev.FullDocumentBeforeChange, _ = v.DocumentOK()
+			if d, ok := v.DocumentOK(); ok {
+				ev.FullDocumentBeforeChange = bson.Raw(d)
+			}
 		case "updateDescription":
-			ev.UpdateDescription, _ = v.DocumentOK()
+			if d, ok := v.DocumentOK(); ok {
+				ev.UpdateDescription = bson.Raw(d)
+			}
 		case "clusterTime":
-			t, i, ok := v.TimestampOK()
-			if ok {
+			if t, i, ok := v.TimestampOK(); ok {
 				ev.ClusterTime = bson.Timestamp{T: t, I: i}
 			}
 		case "wallTime":
@@ -105,7 +122,6 @@ func decodeEvent(raw bson.Raw, partition int, epoch int64) (*Event, error) {
 	if ev.Token == nil {
 		return nil, fmt.Errorf("ferry: change event has no _id (resume token)")
 	}
-	ev.ID = EventID(ev.Token)
 	return ev, nil
 }
 

@@ -17,6 +17,9 @@ import (
 func (r *runner) process(it *item) {
 	cfg := &r.c.cfg
 	ev := it.ev
+	if ev.ID == "" {
+		ev.ID = EventID(ev.Token)
+	}
 	ctx := r.handlerCtx
 	if ctx.Err() != nil {
 		return // drain deadline passed: leave it for the next owner
@@ -38,9 +41,13 @@ func (r *runner) process(it *item) {
 			ClusterTime: time.Unix(int64(ev.ClusterTime.T), 0)}
 		if err == nil {
 			info.Result = ResultApplied
-			r.c.hooks.event(info)
-			r.c.log.Debug("event applied", "event", shortID(ev.ID), "op", ev.OperationType, "ns", ev.Namespace.String(),
-				"attempt", attempt, "duration", info.Duration)
+			if len(r.c.hooks) > 0 {
+				r.c.hooks.event(info)
+			}
+			if r.c.debug {
+				r.c.log.Debug("event applied", "event", shortID(ev.ID), "op", ev.OperationType, "ns", ev.Namespace.String(),
+					"attempt", attempt, "duration", info.Duration)
+			}
 			it.done()
 			r.kickCommit()
 			return

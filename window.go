@@ -15,7 +15,8 @@ type window struct {
 	bytes     int64
 	maxEvents int
 	maxBytes  int64
-	changed   chan struct{} // closed and replaced on every release
+	changed   chan struct{} // closed and replaced on a release someone waits for
+	waiting   int
 }
 
 func newWindow(maxEvents int, maxBytes int64) *window {
@@ -32,12 +33,19 @@ func (w *window) acquire(ctx context.Context, n int64) error {
 			return nil
 		}
 		ch := w.changed
+		w.waiting++
 		w.mu.Unlock()
 		select {
 		case <-ch:
 		case <-ctx.Done():
+			w.mu.Lock()
+			w.waiting--
+			w.mu.Unlock()
 			return ctx.Err()
 		}
+		w.mu.Lock()
+		w.waiting--
+		w.mu.Unlock()
 	}
 }
 
@@ -45,8 +53,10 @@ func (w *window) release(n int64) {
 	w.mu.Lock()
 	w.events--
 	w.bytes -= n
-	close(w.changed)
-	w.changed = make(chan struct{})
+	if w.waiting > 0 || w.events == 0 {
+		close(w.changed)
+		w.changed = make(chan struct{})
+	}
 	w.mu.Unlock()
 }
 

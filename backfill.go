@@ -159,7 +159,7 @@ func (r *runner) scanNamespace(ctx context.Context, ns Namespace, marker bson.Ra
 		ev := &Event{
 			OperationType: "backfill", Namespace: ns, DocumentKey: key, FullDocument: doc, Raw: doc,
 			Partition: cfg.partition, Epoch: cfg.epoch, Backfill: true,
-			ID: EventID(append(append(append([]byte(nil), marker...), ns.String()+"\x00"...), key...)),
+			id: EventID(append(append(append([]byte(nil), marker...), ns.String()+"\x00"...), key...)),
 		}
 		size := int64(len(doc))
 		if err := r.win.acquire(ctx, size); err != nil {

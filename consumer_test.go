@@ -251,8 +251,8 @@ func TestDeliversEachChangeOnce(t *testing.T) {
 		if ev.OperationType != want[i] {
 			t.Fatalf("event %d is %s, want %s", i, ev.OperationType, want[i])
 		}
-		if ev.ID != ferry.EventID(ev.Token) || len(ev.ID) != 64 {
-			t.Fatalf("event id %q is not the sha256 of the token", ev.ID)
+		if ev.ID() != ferry.EventID(ev.Token) || len(ev.ID()) != 64 {
+			t.Fatalf("event id %q is not the sha256 of the token", ev.ID())
 		}
 		if ev.Namespace.Coll != "c" || ev.DocumentKey == nil || ev.ClusterTime.T == 0 || ev.WallTime.IsZero() {
 			t.Fatalf("event %d lacks fields: %+v", i, ev)
@@ -284,7 +284,7 @@ func TestSameIDInTwoCollections(t *testing.T) {
 	insert(t, e.db.Collection("a"), bson.D{{Key: "_id", Value: 1}})
 	insert(t, e.db.Collection("b"), bson.D{{Key: "_id", Value: 1}})
 	evs := rec.waitFor(t, 2)
-	if evs[0].ID == evs[1].ID || evs[0].Namespace == evs[1].Namespace {
+	if evs[0].ID() == evs[1].ID() || evs[0].Namespace == evs[1].Namespace {
 		t.Fatalf("events for _id 1 in two collections collided: %v / %v", evs[0].Namespace, evs[1].Namespace)
 	}
 }

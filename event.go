@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"sync"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -23,10 +24,6 @@ func (n Namespace) String() string {
 // Event is one change handed to the handler. Its fields are decoded from
 // Raw; the handler must not modify the byte slices.
 type Event struct {
-	// ID is the event id: the hex sha256 of the resume token's bytes. The
-	// same change has the same id whoever reads it and however often, so
-	// it serves as an idempotency key.
-	ID string
 	// Token is the event's resume token (its _id), opaque.
 	Token bson.Raw
 	// OperationType is insert, update, replace, delete, drop, rename,
@@ -49,6 +46,22 @@ type Event struct {
 	Backfill bool
 	// Attempt counts handler calls for this event, from 1.
 	Attempt int
+
+	idOnce sync.Once
+	id     string
+}
+
+// ID returns the event id: the hex sha256 of the resume token's bytes
+// (for a backfill event, of the backfill's start marker, namespace and
+// documentKey). The same change has the same id whoever reads it and however
+// often, so it serves as an idempotency key. It is computed on first use.
+func (e *Event) ID() string {
+	e.idOnce.Do(func() {
+		if e.id == "" {
+			e.id = EventID(e.Token)
+		}
+	})
+	return e.id
 }
 
 // EventID returns the event id of a resume token: hex sha256 of its bytes.

@@ -63,7 +63,7 @@ func runChild(uri, boltPath, dbName, mode, target string, start bson.Timestamp) 
 			fmt.Println("READY")
 			select {} // killed here, before the effect
 		}
-		if _, err := effects.InsertOne(ctx, bson.D{{Key: "event", Value: ev.ID}, {Key: "doc", Value: id}}); err != nil {
+		if _, err := effects.InsertOne(ctx, bson.D{{Key: "event", Value: ev.ID()}, {Key: "doc", Value: id}}); err != nil {
 			return err
 		}
 		if id == target && mode == "after-effect" {

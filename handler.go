@@ -17,9 +17,6 @@ import (
 func (r *runner) process(it *item) {
 	cfg := &r.c.cfg
 	ev := it.ev
-	if ev.ID == "" {
-		ev.ID = EventID(ev.Token)
-	}
 	ctx := r.handlerCtx
 	if ctx.Err() != nil {
 		return // drain deadline passed: leave it for the next owner
@@ -36,17 +33,20 @@ func (r *runner) process(it *item) {
 		ev.Attempt = attempt
 		start := time.Now()
 		err := r.invoke(ctx, ev)
-		info := EventInfo{Stream: cfg.name, Partition: cfg.partition, Operation: ev.OperationType, Namespace: ev.Namespace,
-			EventID: ev.ID, Attempt: attempt, Duration: time.Since(start), Err: err,
-			ClusterTime: time.Unix(int64(ev.ClusterTime.T), 0)}
+		var info EventInfo
+		if len(r.c.hooks) > 0 {
+			info = EventInfo{Stream: cfg.name, Partition: cfg.partition, Operation: ev.OperationType, Namespace: ev.Namespace,
+				EventID: ev.ID(), Attempt: attempt, Duration: time.Since(start), Err: err,
+				ClusterTime: time.Unix(int64(ev.ClusterTime.T), 0)}
+		}
 		if err == nil {
 			info.Result = ResultApplied
 			if len(r.c.hooks) > 0 {
 				r.c.hooks.event(info)
 			}
 			if r.c.debug {
-				r.c.log.Debug("event applied", "event", shortID(ev.ID), "op", ev.OperationType, "ns", ev.Namespace.String(),
-					"attempt", attempt, "duration", info.Duration)
+				r.c.log.Debug("event applied", "event", shortID(ev.ID()), "op", ev.OperationType, "ns", ev.Namespace.String(),
+					"attempt", attempt)
 			}
 			it.done()
 			r.kickCommit()
@@ -60,8 +60,10 @@ func (r *runner) process(it *item) {
 			break
 		}
 		info.Result = ResultRetried
-		r.c.hooks.event(info)
-		r.c.log.Warn("handler failed; retrying", "event", shortID(ev.ID), "op", ev.OperationType, "ns", ev.Namespace.String(),
+		if len(r.c.hooks) > 0 {
+			r.c.hooks.event(info)
+		}
+		r.c.log.Warn("handler failed; retrying", "event", shortID(ev.ID()), "op", ev.OperationType, "ns", ev.Namespace.String(),
 			"attempt", attempt, "err", err)
 		if !sleep(ctx, jitter(backoff)) {
 			return
@@ -71,13 +73,13 @@ func (r *runner) process(it *item) {
 	// Poison event.
 	if cfg.onPoison == PoisonStall {
 		r.c.hooks.event(EventInfo{Stream: cfg.name, Partition: cfg.partition, Operation: ev.OperationType, Namespace: ev.Namespace,
-			EventID: ev.ID, Attempt: ev.Attempt, Result: ResultStalled, Err: lastErr})
+			EventID: ev.ID(), Attempt: ev.Attempt, Result: ResultStalled, Err: lastErr})
 		r.fail(&stopError{kind: ErrStalled, err: lastErr, msg: fmt.Sprintf(
 			"ferry: stream %q partition %d stalled on event %s (%s on %s) after %d attempts: %v",
-			cfg.name, cfg.partition, shortID(ev.ID), ev.OperationType, ev.Namespace, ev.Attempt, lastErr)})
+			cfg.name, cfg.partition, shortID(ev.ID()), ev.OperationType, ev.Namespace, ev.Attempt, lastErr)})
 		return
 	}
-	entry := deadletter.Entry{Stream: cfg.name, Partition: cfg.partition, EventID: ev.ID, Operation: ev.OperationType,
+	entry := deadletter.Entry{Stream: cfg.name, Partition: cfg.partition, EventID: ev.ID(), Operation: ev.OperationType,
 		Namespace: ev.Namespace.String(), Event: ev.Raw, Error: lastErr.Error(), Attempts: ev.Attempt,
 		FirstAt: first.UTC(), LastAt: time.Now().UTC(), Epoch: ev.Epoch}
 	backoff = cfg.backoffMin
@@ -86,15 +88,15 @@ func (r *runner) process(it *item) {
 		if err == nil {
 			break
 		}
-		r.c.log.Error("dead-letter write failed; retrying", "event", shortID(ev.ID), "err", err)
+		r.c.log.Error("dead-letter write failed; retrying", "event", shortID(ev.ID()), "err", err)
 		if !sleep(ctx, jitter(backoff)) {
 			return
 		}
 		backoff = min(backoff*2, cfg.backoffMax)
 	}
 	r.c.hooks.event(EventInfo{Stream: cfg.name, Partition: cfg.partition, Operation: ev.OperationType, Namespace: ev.Namespace,
-		EventID: ev.ID, Attempt: ev.Attempt, Result: ResultDeadLettered, Err: lastErr})
-	r.c.log.Error("event dead-lettered", "event", shortID(ev.ID), "op", ev.OperationType, "ns", ev.Namespace.String(),
+		EventID: ev.ID(), Attempt: ev.Attempt, Result: ResultDeadLettered, Err: lastErr})
+	r.c.log.Error("event dead-lettered", "event", shortID(ev.ID()), "op", ev.OperationType, "ns", ev.Namespace.String(),
 		"attempts", ev.Attempt, "err", lastErr)
 	it.done()
 	r.kickCommit()

@@ -290,17 +290,12 @@ func cmdOK(*engine, *request) (bson.D, error) { return bson.D{}, nil }
 
 func cmdPing(*engine, *request) (bson.D, error) { return bson.D{}, nil }
 
-// The emulator reports MongoDB 8.0 (wire version 25).
-const (
-	serverVersion = "8.0.4"
-	maxWireVer    = 25
-)
-
-func cmdBuildInfo(*engine, *request) (bson.D, error) {
+func cmdBuildInfo(e *engine, _ *request) (bson.D, error) {
+	v := e.cfg.release
 	return bson.D{
-		{Key: "version", Value: serverVersion},
+		{Key: "version", Value: v.String()},
 		{Key: "gitVersion", Value: "mongotest"},
-		{Key: "versionArray", Value: bson.A{int32(8), int32(0), int32(4), int32(0)}},
+		{Key: "versionArray", Value: bson.A{int32(v.major), int32(v.minor), int32(v.patch), int32(0)}},
 		{Key: "bits", Value: int32(64)},
 		{Key: "debug", Value: false},
 		{Key: "maxBsonObjectSize", Value: int32(16 * 1024 * 1024)},
@@ -392,7 +387,7 @@ func cmdServerStatus(e *engine, r *request) (bson.D, error) {
 	now := e.nowLocked()
 	return bson.D{
 		{Key: "host", Value: r.conn.srv.Addr()},
-		{Key: "version", Value: serverVersion},
+		{Key: "version", Value: e.cfg.release.String()},
 		{Key: "process", Value: "mongod"},
 		{Key: "pid", Value: int64(1)},
 		{Key: "uptime", Value: now.Sub(e.startedAt).Seconds()},

@@ -98,7 +98,7 @@ func (e *engine) eventsFor(cs *changeStream, ent *oplogEntry) ([]streamEvent, er
 		}
 	case opCreate:
 		ev = append(ev, bson.E{Key: "ns", Value: ns}, bson.E{Key: "operationDescription", Value: ent.opDesc})
-		if ent.nsType != "" {
+		if ent.nsType != "" && e.cfg.release.atLeast(8, 1) { // nsType is new in 8.1
 			ev = append(ev, bson.E{Key: "nsType", Value: ent.nsType})
 		}
 	case opCreateIndexes, opDropIndexes:

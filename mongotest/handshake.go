@@ -67,7 +67,7 @@ func (e *engine) hello(c *conn, cmd bson.D, legacy bool) bson.D {
 		{Key: "logicalSessionTimeoutMinutes", Value: int32(30)},
 		{Key: "connectionId", Value: c.id},
 		{Key: "minWireVersion", Value: int32(0)},
-		{Key: "maxWireVersion", Value: int32(maxWireVer)},
+		{Key: "maxWireVersion", Value: e.cfg.release.wire()},
 		{Key: "readOnly", Value: false},
 		{Key: "ok", Value: 1.0},
 	}

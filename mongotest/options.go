@@ -1,6 +1,7 @@
 package mongotest
 
 import (
+	"fmt"
 	"log/slog"
 	"time"
 )
@@ -24,6 +25,28 @@ type config struct {
 	now             func() time.Time
 	logger          *slog.Logger
 	maxMessageSize  int
+	release         release
+	err             error // from an option
+}
+
+// release is the MongoDB release the server reports.
+type release struct{ major, minor, patch int }
+
+func (v release) String() string { return fmt.Sprintf("%d.%d.%d", v.major, v.minor, v.patch) }
+
+func (v release) atLeast(major, minor int) bool {
+	return v.major > major || v.major == major && v.minor >= minor
+}
+
+// wire is the release's maxWireVersion (8.0 → 25, 8.1 → 26, 8.2 → 27).
+func (v release) wire() int32 {
+	switch {
+	case v.atLeast(8, 2):
+		return 27
+	case v.atLeast(8, 1):
+		return 26
+	}
+	return 25
 }
 
 func defaultConfig() config {
@@ -36,7 +59,27 @@ func defaultConfig() config {
 		ttlInterval:     60 * time.Second,
 		now:             time.Now,
 		maxMessageSize:  48_000_000,
+		release:         release{8, 0, 4},
 	}
+}
+
+// ServerVersion sets the MongoDB release the server reports in buildInfo
+// and hello: "8.0.4" (the default), or a later 8.x. Behaviour new in a
+// release follows it (for example nsType on create events from 8.1).
+// Releases before 8.0 are not emulated.
+func ServerVersion(v string) Option {
+	return optionFunc(func(c *config) {
+		var x release
+		if n, err := fmt.Sscanf(v, "%d.%d.%d", &x.major, &x.minor, &x.patch); err != nil || n != 3 {
+			c.err = fmt.Errorf("mongotest: ServerVersion %q: want MAJOR.MINOR.PATCH, e.g. \"8.2.1\"", v)
+			return
+		}
+		if !x.atLeast(8, 0) || x.major > 8 {
+			c.err = fmt.Errorf("mongotest: ServerVersion %q: only 8.x releases are emulated", v)
+			return
+		}
+		c.release = x
+	})
 }
 
 // Addr sets the TCP address to listen on (default "127.0.0.1:0", a random

@@ -36,6 +36,9 @@ func Start(opts ...Option) (*Server, error) {
 	for _, o := range opts {
 		o.apply(&cfg)
 	}
+	if cfg.err != nil {
+		return nil, cfg.err
+	}
 	if cfg.replSetName == "" {
 		return nil, fmt.Errorf("mongotest: ReplicaSetName must not be empty")
 	}

@@ -84,7 +84,11 @@ func (e *engine) eventsFor(cs *changeStream, ent *oplogEntry) ([]streamEvent, er
 			ev = append(ev, bson.E{Key: "fullDocument", Value: full})
 		}
 		ev = append(ev, bson.E{Key: "ns", Value: ns}, bson.E{Key: "documentKey", Value: ent.docKey})
-		ev = append(ev, bson.E{Key: "updateDescription", Value: updateDescriptionDoc(ent.upd, cs.showExpanded)})
+		upd := ent.upd
+		if upd == nil {
+			upd = &mql.UpdateDescription{}
+		}
+		ev = append(ev, bson.E{Key: "updateDescription", Value: upd.Document(cs.showExpanded)})
 	case opDelete:
 		ev = append(ev, bson.E{Key: "ns", Value: ns}, bson.E{Key: "documentKey", Value: ent.docKey})
 	case opDrop:
@@ -188,35 +192,4 @@ func (e *engine) postImage(cs *changeStream, ent *oplogEntry) (any, error) {
 		return nil, nil
 	}
 	return nil, nil
-}
-
-func updateDescriptionDoc(d *mql.UpdateDescription, expanded bool) bson.D {
-	if d == nil {
-		d = &mql.UpdateDescription{}
-	}
-	updated := d.UpdatedFields
-	if updated == nil {
-		updated = bson.D{}
-	}
-	removed := bson.A{}
-	for _, f := range d.RemovedFields {
-		removed = append(removed, f)
-	}
-	truncated := bson.A{}
-	for _, t := range d.TruncatedArrays {
-		truncated = append(truncated, bson.D{{Key: "field", Value: t.Field}, {Key: "newSize", Value: t.NewSize}})
-	}
-	out := bson.D{
-		{Key: "updatedFields", Value: updated},
-		{Key: "removedFields", Value: removed},
-		{Key: "truncatedArrays", Value: truncated},
-	}
-	if expanded {
-		dp := d.DisambiguatedPaths
-		if dp == nil {
-			dp = bson.D{}
-		}
-		out = append(out, bson.E{Key: "disambiguatedPaths", Value: dp})
-	}
-	return out
 }

@@ -166,10 +166,7 @@ func (r *runner) scanNamespace(ctx context.Context, ns Namespace, marker bson.Ra
 			return n, err
 		}
 		wg.Add(1)
-		r.dispatch(&item{ev: ev, size: size, done: func() {
-			r.win.release(size)
-			wg.Done()
-		}})
+		r.dispatch(&item{ev: ev, size: size, wg: wg})
 		n++
 	}
 	if err := cur.Err(); err != nil {

@@ -23,7 +23,7 @@ func (r *runner) process(it *item) {
 	}
 	if ev.DocumentKey == nil && cfg.partitions > 1 && cfg.partition != 0 {
 		// A control event seen by every partition: partition 0 handles it.
-		it.done()
+		r.done(it)
 		return
 	}
 	first := time.Now()
@@ -48,7 +48,7 @@ func (r *runner) process(it *item) {
 				r.c.log.Debug("event applied", "event", shortID(ev.ID()), "op", ev.OperationType, "ns", ev.Namespace.String(),
 					"attempt", attempt)
 			}
-			it.done()
+			r.done(it)
 			r.kickCommit()
 			return
 		}
@@ -98,7 +98,7 @@ func (r *runner) process(it *item) {
 		EventID: ev.ID(), Attempt: ev.Attempt, Result: ResultDeadLettered, Err: lastErr})
 	r.c.log.Error("event dead-lettered", "event", shortID(ev.ID()), "op", ev.OperationType, "ns", ev.Namespace.String(),
 		"attempts", ev.Attempt, "err", lastErr)
-	it.done()
+	r.done(it)
 	r.kickCommit()
 }
 

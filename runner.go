@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"sync"
 	"time"
 
@@ -45,7 +44,20 @@ type runner struct {
 type item struct {
 	ev   *Event
 	size int64
-	done func() // called once the event is finished (applied or dead-lettered)
+	seq  int64           // the tracker's sequence number (stream events)
+	wg   *sync.WaitGroup // backfill events: done when finished
+}
+
+// done finishes an event (applied or dead-lettered): it frees its place in
+// the window and lets the checkpoint move past it.
+func (r *runner) done(it *item) {
+	if it.wg != nil {
+		r.win.release(it.size)
+		it.wg.Done()
+		return
+	}
+	r.track.finish(it.seq)
+	r.win.release(it.size)
 }
 
 func (r *runner) fail(err error) {
@@ -221,13 +233,21 @@ func (r *runner) mark(ctx context.Context, state checkpoint.State, note string, 
 // dispatch sends an event to its lane: events of one document (namespace +
 // documentKey) always go to the same lane, so they apply in order.
 func (r *runner) dispatch(it *item) {
-	h := fnv.New64a()
-	h.Write([]byte(it.ev.Namespace.DB))
-	h.Write([]byte{0})
-	h.Write([]byte(it.ev.Namespace.Coll))
-	h.Write([]byte{0})
-	h.Write(it.ev.DocumentKey)
-	r.lanes[h.Sum64()%uint64(len(r.lanes))] <- it
+	// FNV-1a over db, coll and documentKey, inline to stay allocation-free.
+	const prime = 1099511628211
+	h := uint64(14695981039346656037)
+	for i := 0; i < len(it.ev.Namespace.DB); i++ {
+		h = (h ^ uint64(it.ev.Namespace.DB[i])) * prime
+	}
+	h *= prime // separator
+	for i := 0; i < len(it.ev.Namespace.Coll); i++ {
+		h = (h ^ uint64(it.ev.Namespace.Coll[i])) * prime
+	}
+	h *= prime
+	for _, b := range it.ev.DocumentKey {
+		h = (h ^ uint64(b)) * prime
+	}
+	r.lanes[h%uint64(len(r.lanes))] <- it
 }
 
 // startPosition decides where the stream opens from the checkpoint and
@@ -441,11 +461,7 @@ func (r *runner) consume(ctx context.Context, cs *mongo.ChangeStream) (*position
 			if err := r.win.acquire(ctx, size); err != nil {
 				return nil, err
 			}
-			seq := r.track.add(ev.Token, ev.ClusterTime)
-			r.dispatch(&item{ev: ev, size: size, done: func() {
-				r.track.finish(seq)
-				r.win.release(size)
-			}})
+			r.dispatch(&item{ev: ev, size: size, seq: r.track.add(ev.Token, ev.ClusterTime)})
 			continue
 		}
 		if err := cs.Err(); err != nil {

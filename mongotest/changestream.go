@@ -48,6 +48,32 @@ type streamEvent struct {
 
 func (cs *changeStream) kill() { cs.killOnce.Do(func() { close(cs.killed) }) }
 
+// shape identifies how the stream's options shape an event, for the
+// per-entry encoding cache; false when events cannot be shared (a reshaping
+// pipeline, or updateLookup, which reads the current document).
+func (cs *changeStream) shape() (uint8, bool) {
+	if cs.pipeline != nil && !cs.matchOnly || cs.fullDocument == "updateLookup" {
+		return 0, false
+	}
+	var s uint8
+	if cs.showExpanded {
+		s |= 1
+	}
+	switch cs.fullDocument {
+	case "whenAvailable":
+		s |= 2
+	case "required":
+		s |= 4
+	}
+	switch cs.fullDocBefore {
+	case "whenAvailable":
+		s |= 8
+	case "required":
+		s |= 16
+	}
+	return s, true
+}
+
 // Stages MongoDB allows after $changeStream.
 var changeStreamStages = map[string]bool{
 	"$match": true, "$project": true, "$addFields": true, "$set": true, "$unset": true,
@@ -395,12 +421,22 @@ func (e *engine) scan(cs *changeStream, want int) error {
 					continue
 				}
 			}
-			if cs.pipeline == nil || cs.matchOnly {
-				out = withRawImages(out, ent)
+			var raw bson.Raw
+			shape, cacheable := cs.shape()
+			cacheable = cacheable && !isInvalidate(ev.doc)
+			if cacheable {
+				raw = ent.cachedEvent(shape)
 			}
-			raw, err := bson.Marshal(out)
-			if err != nil {
-				return errorf(1, "cannot encode change event: %v", err)
+			if raw == nil {
+				if cs.pipeline == nil || cs.matchOnly {
+					out = withRawImages(out, ent)
+				}
+				if raw, err = bson.Marshal(out); err != nil {
+					return errorf(1, "cannot encode change event: %v", err)
+				}
+				if cacheable {
+					ent.events = append(ent.events, cachedEvent{shape: shape, raw: raw})
+				}
 			}
 			if len(raw) > maxBSONObjectSize {
 				// A real server never returns an event over 16 MiB; without

@@ -46,22 +46,12 @@ func (e *engine) eventsFor(cs *changeStream, ent *oplogEntry) ([]streamEvent, er
 	if expandedOnly[ent.op] && !cs.showExpanded {
 		return nil, nil
 	}
-	tok := resumetoken.Token{ClusterTime: ent.ts, Version: 2, TokenType: resumetoken.TypeEvent, TxnOpIndex: ent.txnOpIndex}
-	if ent.uuid != nil {
-		tok.UUID = append([]byte(nil), ent.uuid[:]...)
-	}
 	op := ent.op
-	switch op {
-	case opInsert, opUpdate, opReplace, opDelete:
-		tok.EventIdentifier = bson.D{{Key: "operationType", Value: op}, {Key: "documentKey", Value: ent.docKey}}
-	default:
-		desc := ent.opDesc
-		if desc == nil {
-			desc = bson.D{}
-		}
-		tok.EventIdentifier = bson.D{{Key: "operationType", Value: op}, {Key: "operationDescription", Value: desc}}
+	tok := entryToken(ent)
+	if ent.tokData == "" {
+		ent.tokData, ent.tokBits = tok.Encode()
 	}
-	data, typeBits := tok.Encode()
+	data, typeBits := ent.tokData, ent.tokBits
 	id := bson.D{{Key: "_data", Value: data}}
 	if typeBits != nil {
 		id = append(id, bson.E{Key: "_typeBits", Value: bson.Binary{Subtype: 0, Data: typeBits}})
@@ -147,6 +137,25 @@ func (e *engine) eventsFor(cs *changeStream, ent *oplogEntry) ([]streamEvent, er
 		}})
 	}
 	return out, nil
+}
+
+// entryToken is the resume token of the event an oplog entry produces.
+func entryToken(ent *oplogEntry) resumetoken.Token {
+	tok := resumetoken.Token{ClusterTime: ent.ts, Version: 2, TokenType: resumetoken.TypeEvent, TxnOpIndex: ent.txnOpIndex}
+	if ent.uuid != nil {
+		tok.UUID = append([]byte(nil), ent.uuid[:]...)
+	}
+	switch ent.op {
+	case opInsert, opUpdate, opReplace, opDelete:
+		tok.EventIdentifier = bson.D{{Key: "operationType", Value: ent.op}, {Key: "documentKey", Value: ent.docKey}}
+	default:
+		desc := ent.opDesc
+		if desc == nil {
+			desc = bson.D{}
+		}
+		tok.EventIdentifier = bson.D{{Key: "operationType", Value: ent.op}, {Key: "operationDescription", Value: desc}}
+	}
+	return tok
 }
 
 // invalidates reports whether the entry ends the stream: a collection

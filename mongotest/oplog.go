@@ -57,6 +57,27 @@ type oplogEntry struct {
 	// Encoded documents, cached on first use: every change stream that
 	// returns this entry shares one encoding instead of re-encoding it.
 	docRaw, preRaw bson.Raw
+	// The event's resume token (the same for every stream), and encoded
+	// events by the stream options that shape them (partitioned consumers
+	// read every entry once per partition).
+	tokData string
+	tokBits []byte
+	events  []cachedEvent
+}
+
+type cachedEvent struct {
+	shape uint8
+	raw   bson.Raw
+}
+
+// cachedEvent returns the encoded event for a stream shape, if cached.
+func (ent *oplogEntry) cachedEvent(shape uint8) bson.Raw {
+	for _, c := range ent.events {
+		if c.shape == shape {
+			return c.raw
+		}
+	}
+	return nil
 }
 
 // rawDoc returns the entry's document encoded. Callers hold e.mu.

@@ -626,3 +626,31 @@ func seq(from, to int) []int {
 	}
 	return out
 }
+
+// TestNewEpochFencesOldOwner: a consumer started with a higher lease epoch
+// claims the checkpoint at once, so the old owner's next checkpoint write is
+// rejected (ErrFenced) and it stops.
+func TestNewEpochFencesOldOwner(t *testing.T) {
+	e := newEnv(t)
+	e.useMongoStore()
+	old := start(t, e.client, func(context.Context, *ferry.Event) error { return nil }, e.opts(ferry.Epoch(1))...)
+	waitStarted(t, e.store)
+	rec := newRecorder()
+	start(t, e.client, rec.handle, e.opts(ferry.Epoch(2))...)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		cp, err := e.store.Load(context.Background(), "s", 0)
+		if err == nil && cp.Epoch == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the new owner did not claim the checkpoint")
+		}
+		runtime_Gosched()
+	}
+	insert(t, e.db.Collection("c"), bson.D{{Key: "_id", Value: 1}})
+	if err := old.wait(t); !errors.Is(err, ferry.ErrFenced) {
+		t.Fatalf("old owner: %v, want ErrFenced", err)
+	}
+	rec.waitFor(t, 1)
+}

@@ -363,6 +363,17 @@ func partitionStage(p, n int) bson.D {
 // stop condition. It returns nil when ctx was cancelled.
 func (r *runner) read(ctx context.Context) error {
 	cfg := &r.c.cfg
+	if r.exists && r.cp.Epoch < cfg.epoch {
+		// A new owner: claim the checkpoint under our epoch before doing
+		// anything, so the previous owner's next checkpoint write is
+		// fenced off at once.
+		r.saveMu.Lock()
+		err := r.save(ctx, r.cp, false)
+		r.saveMu.Unlock()
+		if err != nil {
+			return err
+		}
+	}
 	pos, fresh, err := r.startPosition(ctx)
 	if err != nil {
 		if ctx.Err() != nil && errors.Is(err, context.Canceled) {

@@ -1,0 +1,380 @@
+package ledger_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/ferry-io/ferry/ledger"
+	"github.com/ferry-io/ferry/mongotest"
+)
+
+func TestSeenRecordRoundTrip(t *testing.T) {
+	client, srv := connect(t)
+	s := newStore(t, freshDB(t, client))
+	ctx := t.Context()
+	id := eventID("e1")
+
+	if seen, err := s.Seen(ctx, "orders", id); err != nil || seen {
+		t.Fatalf("Seen before Record = %v, %v; want false", seen, err)
+	}
+	if err := s.Record(ctx, "orders", id, 3, 7); err != nil {
+		t.Fatal(err)
+	}
+	if seen, err := s.Seen(ctx, "orders", id); err != nil || !seen {
+		t.Fatalf("Seen after Record = %v, %v; want true", seen, err)
+	}
+	// The ledger is per stream.
+	if seen, err := s.Seen(ctx, "payments", id); err != nil || seen {
+		t.Fatalf("Seen in another stream = %v, %v; want false", seen, err)
+	}
+	e, err := s.Get(ctx, "orders", id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.Stream != "orders" || e.EventID != id || e.Partition != 3 || e.Epoch != 7 || e.AppliedAt.IsZero() {
+		t.Fatalf("Get = %+v", e)
+	}
+	if srv != nil {
+		if d := srv.Now().Sub(e.AppliedAt); d < 0 || d > time.Minute {
+			t.Fatalf("AppliedAt %v is not the server's clock (%v)", e.AppliedAt, srv.Now())
+		}
+	}
+	if _, err := s.Get(ctx, "orders", eventID("other")); !errors.Is(err, ledger.ErrNotFound) {
+		t.Fatalf("Get of an absent entry: err = %v, want ErrNotFound", err)
+	}
+	if n, err := s.Count(ctx, "orders"); err != nil || n != 1 {
+		t.Fatalf("Count = %d, %v; want 1", n, err)
+	}
+}
+
+func TestRecordTwiceKeepsFirstEntry(t *testing.T) {
+	client, srv := connect(t)
+	s := newStore(t, freshDB(t, client))
+	ctx := t.Context()
+	id := eventID("e1")
+	if err := s.Record(ctx, "orders", id, 1, 4); err != nil {
+		t.Fatal(err)
+	}
+	first, err := s.Get(ctx, "orders", id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if srv != nil {
+		srv.AdvanceClock(time.Hour)
+	}
+	// A replay under a later lease records again: not an error.
+	if err := s.Record(ctx, "orders", id, 2, 5); err != nil {
+		t.Fatalf("second Record: %v", err)
+	}
+	second, err := s.Get(ctx, "orders", id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if second != first {
+		t.Fatalf("second Record changed the entry: %+v, was %+v", second, first)
+	}
+	if n, _ := s.Count(ctx, "orders"); n != 1 {
+		t.Fatalf("Count = %d after recording one event twice", n)
+	}
+}
+
+func TestRecordNewReportsDuplicate(t *testing.T) {
+	client, _ := connect(t)
+	s := newStore(t, freshDB(t, client))
+	ctx := t.Context()
+	id := eventID("e1")
+	inserted, err := s.RecordNew(ctx, "orders", id, 0, 1)
+	if err != nil || !inserted {
+		t.Fatalf("first RecordNew = %v, %v; want true", inserted, err)
+	}
+	inserted, err = s.RecordNew(ctx, "orders", id, 0, 1)
+	if err != nil || inserted {
+		t.Fatalf("second RecordNew = %v, %v; want false, nil", inserted, err)
+	}
+	// Record after RecordNew, and RecordNew after Record, agree.
+	id2 := eventID("e2")
+	if err := s.Record(ctx, "orders", id2, 0, 1); err != nil {
+		t.Fatal(err)
+	}
+	if inserted, err := s.RecordNew(ctx, "orders", id2, 0, 1); err != nil || inserted {
+		t.Fatalf("RecordNew after Record = %v, %v; want false, nil", inserted, err)
+	}
+}
+
+// TestRecordNewConcurrent: many callers recording one event outside
+// transactions; exactly one is told it inserted.
+func TestRecordNewConcurrent(t *testing.T) {
+	client, _ := connect(t)
+	s := newStore(t, freshDB(t, client))
+	id := eventID("race")
+	const n = 8
+	var wg sync.WaitGroup
+	results := make(chan bool, n)
+	errs := make(chan error, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			inserted, err := s.RecordNew(t.Context(), "orders", id, 0, int64(i))
+			if err != nil {
+				errs <- err
+				return
+			}
+			results <- inserted
+		}()
+	}
+	wg.Wait()
+	close(results)
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	winners := 0
+	for inserted := range results {
+		if inserted {
+			winners++
+		}
+	}
+	if winners != 1 {
+		t.Fatalf("%d callers were told they inserted, want 1", winners)
+	}
+}
+
+// TestDocumentLayout pins the stored layout operators read: no token, no
+// document, the server's date.
+func TestDocumentLayout(t *testing.T) {
+	client, _ := connect(t)
+	db := freshDB(t, client)
+	s := newStore(t, db, ledger.Collection("applied"))
+	id := eventID("e1")
+	if err := s.Record(t.Context(), "shop.orders", id, 5, 9); err != nil {
+		t.Fatal(err)
+	}
+	if ledger.ID("shop.orders", id) != "shop.orders/"+id {
+		t.Fatalf("ID = %q", ledger.ID("shop.orders", id))
+	}
+	var doc bson.D
+	if err := db.Collection("applied").FindOne(t.Context(), bson.D{{Key: "_id", Value: "shop.orders/" + id}}).Decode(&doc); err != nil {
+		t.Fatalf("entry not found under _id stream/event in collection applied: %v", err)
+	}
+	raw, _ := bson.Marshal(doc)
+	want := map[string]bson.Type{
+		"_id": bson.TypeString, "stream": bson.TypeString, "event": bson.TypeString,
+		"partition": bson.TypeInt64, "epoch": bson.TypeInt64, "appliedAt": bson.TypeDateTime,
+	}
+	if len(doc) != len(want) {
+		t.Errorf("entry has fields %v, want exactly %v", doc, want)
+	}
+	for field, typ := range want {
+		if got := bson.Raw(raw).Lookup(field).Type; got != typ {
+			t.Errorf("field %s has type %v, want %v", field, got, typ)
+		}
+	}
+	if got, _ := bson.Raw(raw).Lookup("event").StringValueOK(); got != id {
+		t.Errorf("event = %q, want %q", got, id)
+	}
+}
+
+func TestCountAndForget(t *testing.T) {
+	client, _ := connect(t)
+	s := newStore(t, freshDB(t, client))
+	ctx := t.Context()
+	// "a/b" shares the _id prefix "a/" with stream "a"; "a0" lies just past
+	// the range.
+	for stream, n := range map[string]int{"a": 3, "a/b": 2, "a0": 1, "b": 1} {
+		for i := range n {
+			if err := s.Record(ctx, stream, eventID(stream+string(rune('0'+i))), 0, 1); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for stream, want := range map[string]int64{"a": 3, "a/b": 2, "a0": 1, "b": 1, "c": 0} {
+		if n, err := s.Count(ctx, stream); err != nil || n != want {
+			t.Errorf("Count(%q) = %d, %v; want %d", stream, n, err, want)
+		}
+	}
+	id := eventID("a0")
+	if err := s.Forget(ctx, "a", id); err != nil {
+		t.Fatal(err)
+	}
+	if seen, _ := s.Seen(ctx, "a", id); seen {
+		t.Fatal("Seen after Forget")
+	}
+	if n, _ := s.Count(ctx, "a"); n != 2 {
+		t.Fatalf("Count after Forget = %d, want 2", n)
+	}
+	if err := s.Forget(ctx, "a", id); err != nil {
+		t.Fatalf("Forget of an absent entry: %v", err)
+	}
+	// A forgotten event is new again.
+	if inserted, err := s.RecordNew(ctx, "a", id, 0, 2); err != nil || !inserted {
+		t.Fatalf("RecordNew after Forget = %v, %v; want true", inserted, err)
+	}
+}
+
+// ttlIndex returns the expireAfterSeconds of the ledger's TTL index, -1 if
+// there is none.
+func ttlIndex(t *testing.T, coll *mongo.Collection) int64 {
+	t.Helper()
+	specs, err := coll.Indexes().ListSpecifications(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sp := range specs {
+		if sp.Name == ledger.IndexName {
+			var keys bson.D
+			if err := bson.Unmarshal(sp.KeysDocument, &keys); err != nil {
+				t.Fatal(err)
+			}
+			if len(keys) != 1 || keys[0].Key != "appliedAt" {
+				t.Fatalf("index %s has keys %v", sp.Name, keys)
+			}
+			if sp.ExpireAfterSeconds == nil {
+				return -1
+			}
+			return int64(*sp.ExpireAfterSeconds)
+		}
+	}
+	return -1
+}
+
+func TestTTLIndex(t *testing.T) {
+	client, _ := connect(t)
+	db := freshDB(t, client)
+	s := newStore(t, db)
+	if got, want := ttlIndex(t, s.Collection()), int64(7*24*3600); got != want {
+		t.Fatalf("default TTL index expireAfterSeconds = %d, want %d", got, want)
+	}
+	if s.Retention() != ledger.DefaultRetention || s.Collection().Name() != ledger.DefaultCollection {
+		t.Fatalf("defaults: retention %v, collection %q", s.Retention(), s.Collection().Name())
+	}
+	// Another retention changes the index (collMod); the same one is a no-op.
+	for _, r := range []time.Duration{90 * time.Minute, 90 * time.Minute, 1500 * time.Millisecond} {
+		s = newStore(t, db, ledger.Retention(r))
+		want := int64((r + time.Second - 1) / time.Second)
+		if got := ttlIndex(t, s.Collection()); got != want {
+			t.Fatalf("after New with Retention(%v): expireAfterSeconds = %d, want %d", r, got, want)
+		}
+	}
+}
+
+// TestTTLPruning: entries expire by age through the server's TTL monitor.
+func TestTTLPruning(t *testing.T) {
+	uri, srv := mongotest.URI(t, mongotest.TTLMonitorInterval(10*time.Millisecond))
+	if srv == nil {
+		t.Skip("needs the emulator's clock: a real server's TTL monitor runs every 60 s on its own clock")
+	}
+	client := connectURI(t, uri)
+	s := newStore(t, freshDB(t, client), ledger.Retention(time.Hour))
+	ctx := t.Context()
+	old, young := eventID("old"), eventID("young")
+	if err := s.Record(ctx, "orders", old, 0, 1); err != nil {
+		t.Fatal(err)
+	}
+	srv.AdvanceClock(50 * time.Minute)
+	if err := s.Record(ctx, "orders", young, 0, 1); err != nil {
+		t.Fatal(err)
+	}
+	// The old entry is now 70 minutes old, the young one 20.
+	srv.AdvanceClock(20 * time.Minute)
+	eventually(t, "the TTL monitor to delete the expired entry", func() bool {
+		seen, err := s.Seen(ctx, "orders", old)
+		return err == nil && !seen
+	})
+	// The pass that deleted the old entry left the young one.
+	if seen, err := s.Seen(ctx, "orders", young); err != nil || !seen {
+		t.Fatalf("entry younger than the retention was pruned: Seen = %v, %v", seen, err)
+	}
+	srv.AdvanceClock(41 * time.Minute)
+	eventually(t, "the TTL monitor to delete the second entry", func() bool {
+		n, err := s.Count(ctx, "orders")
+		return err == nil && n == 0
+	})
+}
+
+func TestInvalidArguments(t *testing.T) {
+	if _, err := ledger.New(t.Context(), nil); !errors.Is(err, ledger.ErrInvalid) {
+		t.Errorf("New(nil): err = %v, want ErrInvalid", err)
+	}
+	// Bad options fail before anything is sent: an unconnected client will do.
+	client, err := mongo.Connect(options.Client().ApplyURI("mongodb://127.0.0.1:1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Disconnect(context.Background())
+	db := client.Database("x")
+	for name, opt := range map[string]ledger.Option{
+		"empty collection":  ledger.Collection(""),
+		"dollar collection": ledger.Collection("a$b"),
+		"system collection": ledger.Collection("system.views"),
+		"zero retention":    ledger.Retention(0),
+		"sub-second":        ledger.Retention(time.Millisecond),
+		"huge retention":    ledger.Retention(1 << 62),
+	} {
+		if _, err := ledger.New(t.Context(), db, opt); !errors.Is(err, ledger.ErrInvalid) {
+			t.Errorf("%s: err = %v, want ErrInvalid", name, err)
+		}
+	}
+
+	mc, _ := connect(t)
+	s := newStore(t, freshDB(t, mc))
+	ctx := t.Context()
+	id := eventID("e")
+	bad := []struct {
+		name          string
+		stream, event string
+		partition     int
+		epoch         int64
+	}{
+		{"empty stream", "", id, 0, 0},
+		{"NUL stream", "a\x00b", id, 0, 0},
+		{"bad UTF-8 stream", "a\xff", id, 0, 0},
+		{"empty event", "s", "", 0, 0},
+		{"slash event", "s", "a/b", 0, 0},
+		{"negative partition", "s", id, -1, 0},
+		{"negative epoch", "s", id, 0, -1},
+	}
+	for _, b := range bad {
+		if _, err := s.RecordNew(ctx, b.stream, b.event, b.partition, b.epoch); !errors.Is(err, ledger.ErrInvalid) {
+			t.Errorf("RecordNew %s: err = %v, want ErrInvalid", b.name, err)
+		}
+		if b.partition < 0 || b.epoch < 0 {
+			continue
+		}
+		if _, err := s.Seen(ctx, b.stream, b.event); !errors.Is(err, ledger.ErrInvalid) {
+			t.Errorf("Seen %s: err = %v, want ErrInvalid", b.name, err)
+		}
+		if err := s.Forget(ctx, b.stream, b.event); !errors.Is(err, ledger.ErrInvalid) {
+			t.Errorf("Forget %s: err = %v, want ErrInvalid", b.name, err)
+		}
+		if _, err := s.Get(ctx, b.stream, b.event); !errors.Is(err, ledger.ErrInvalid) {
+			t.Errorf("Get %s: err = %v, want ErrInvalid", b.name, err)
+		}
+	}
+	if _, err := s.Count(ctx, ""); !errors.Is(err, ledger.ErrInvalid) {
+		t.Errorf("Count(\"\"): err = %v, want ErrInvalid", err)
+	}
+	if n, _ := s.Count(ctx, "s"); n != 0 {
+		t.Errorf("invalid calls wrote %d entries", n)
+	}
+}
+
+// TestErrorsNameTheEntry: a server error says which stream and event.
+func TestErrorsNameTheEntry(t *testing.T) {
+	client, _ := connect(t)
+	s := newStore(t, freshDB(t, client))
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	_, err := s.RecordNew(ctx, "orders", eventID("e"), 0, 0)
+	if err == nil || !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), `"orders"`) {
+		t.Fatalf("RecordNew with a cancelled context: err = %v", err)
+	}
+}

@@ -1,0 +1,328 @@
+package group_test
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/ferry-io/ferry"
+	"github.com/ferry-io/ferry/group"
+	"github.com/ferry-io/ferry/lease"
+	"github.com/ferry-io/ferry/mongotest"
+)
+
+// cluster is one test's MongoDB and the members started on it.
+type cluster struct {
+	t       *testing.T
+	uri     string
+	source  *mongo.Database
+	state   *mongo.Database
+	client  *mongo.Client
+	mu      sync.Mutex
+	applied map[string]int // event id → effects
+	members map[string]*member
+}
+
+type member struct {
+	g      *group.Group
+	cancel context.CancelFunc
+	done   chan error
+}
+
+func newCluster(t *testing.T) *cluster {
+	uri, _ := mongotest.URI(t)
+	client, err := mongo.Connect(options.Client().ApplyURI(uri))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = client.Disconnect(context.Background()) })
+	name := fmt.Sprintf("grp_%d", time.Now().UnixNano())
+	return &cluster{t: t, uri: uri, client: client, source: client.Database(name), state: client.Database(name + "_state"),
+		applied: map[string]int{}, members: map[string]*member{}}
+}
+
+func (c *cluster) handler(_ context.Context, ev *ferry.Event) error {
+	c.mu.Lock()
+	c.applied[ev.ID()]++
+	c.mu.Unlock()
+	return nil
+}
+
+func (c *cluster) join(id string, partitions int) {
+	c.t.Helper()
+	client, err := mongo.Connect(options.Client().ApplyURI(c.uri))
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	g, err := group.New(client, c.handler,
+		group.Name("orders"), group.Partitions(partitions), group.MemberID(id), group.StateDatabase(client.Database(c.state.Name())),
+		group.LeaseTTL(2*time.Second), group.RebalanceInterval(50*time.Millisecond),
+		group.LeaseOptions(lease.MemberTimeout(2*time.Second), lease.HeartbeatInterval(200*time.Millisecond)),
+		group.Consumer(ferry.WatchCollection(c.source.Name(), "c"), ferry.MaxAwaitTime(50*time.Millisecond),
+			ferry.CommitEvery(10, 20*time.Millisecond)))
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	m := &member{g: g, cancel: cancel, done: make(chan error, 1)}
+	go func() { m.done <- g.Run(ctx); _ = client.Disconnect(context.Background()) }()
+	c.mu.Lock()
+	c.members[id] = m
+	c.mu.Unlock()
+	c.t.Cleanup(func() { c.leave(id) })
+}
+
+func (c *cluster) leave(id string) {
+	c.mu.Lock()
+	m := c.members[id]
+	delete(c.members, id)
+	c.mu.Unlock()
+	if m == nil {
+		return
+	}
+	m.cancel()
+	if err := <-m.done; err != nil {
+		c.t.Errorf("member %s: %v", id, err)
+	}
+}
+
+// owners returns partition → members running it, sampled now.
+func (c *cluster) owners() map[int][]string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := map[int][]string{}
+	for id, m := range c.members {
+		for p := range m.g.Owned() {
+			out[p] = append(out[p], id)
+		}
+	}
+	return out
+}
+
+// settle waits until every partition runs on exactly one member and loads
+// are balanced within one, checking at every sample that no partition runs
+// twice.
+func (c *cluster) settle(partitions int) map[int]string {
+	c.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		own := c.owners()
+		for p, ms := range own {
+			if len(ms) > 1 {
+				c.t.Fatalf("partition %d runs on %v at once", p, ms)
+			}
+		}
+		if len(own) == partitions {
+			loads := map[string]int{}
+			for _, ms := range own {
+				loads[ms[0]]++
+			}
+			c.mu.Lock()
+			n := len(c.members)
+			c.mu.Unlock()
+			lo, hi := partitions, 0
+			for id := range c.members {
+				lo, hi = min(lo, loads[id]), max(hi, loads[id])
+			}
+			if len(loads) == min(n, partitions) && hi-lo <= 1 {
+				out := map[int]string{}
+				for p, ms := range own {
+					out[p] = ms[0]
+				}
+				return out
+			}
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("no stable balanced assignment: %v", own)
+		}
+		time.Sleep(10 * time.Millisecond) // polling interval for sampling ownership
+	}
+}
+
+func TestGroupSharesPartitions(t *testing.T) {
+	c := newCluster(t)
+	const partitions = 8
+	for i := range 3 {
+		c.join(fmt.Sprintf("m%d", i), partitions)
+	}
+	before := c.settle(partitions)
+	// Writes spread over the partitions: each effect happens once.
+	ctx := context.Background()
+	for i := range 200 {
+		if _, err := c.source.Collection("c").InsertOne(ctx, bson.D{{Key: "_id", Value: i}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		c.mu.Lock()
+		n := len(c.applied)
+		c.mu.Unlock()
+		if n == 200 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of 200 events applied", n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	c.mu.Lock()
+	for id, k := range c.applied {
+		if k != 1 {
+			t.Fatalf("event %s applied %d times", id[:12], k)
+		}
+	}
+	c.mu.Unlock()
+	// A fourth member takes only its share.
+	c.join("m3", partitions)
+	after := c.settle(partitions)
+	moved := movedTo(before, after)
+	if moved["m3"] != 2 || len(moved) != 1 {
+		t.Fatalf("after a join, moves by new owner = %v; want exactly 2 partitions, all to m3", moved)
+	}
+	// It leaves again: only its partitions move, and quickly (released,
+	// not expired).
+	start := time.Now()
+	c.leave("m3")
+	back := c.settle(partitions)
+	took := time.Since(start)
+	for p, owner := range back {
+		if after[p] != owner && after[p] != "m3" {
+			t.Fatalf("partition %d of a staying member moved on a leave", p)
+		}
+	}
+	t.Logf("takeover after a graceful leave: %v", took)
+	if took > 2*time.Second {
+		t.Fatalf("takeover after a graceful leave took %v, longer than the lease TTL: leases were not released", took)
+	}
+}
+
+func movedTo(before, after map[int]string) map[string]int {
+	out := map[string]int{}
+	var ps []int
+	for p := range after {
+		ps = append(ps, p)
+	}
+	sort.Ints(ps)
+	for _, p := range ps {
+		if before[p] != after[p] {
+			out[after[p]]++
+		}
+	}
+	return out
+}
+
+// TestDeliveryModesAbsorbReplays replays a whole stream (its checkpoints
+// deleted) through idempotent and transactional members: the ledger keeps
+// every effect single.
+func TestDeliveryModesAbsorbReplays(t *testing.T) {
+	for _, mode := range []group.Mode{group.Idempotent, group.Transactional} {
+		t.Run(string(mode), func(t *testing.T) {
+			c := newCluster(t)
+			ctx := context.Background()
+			sess, err := c.client.StartSession()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := c.client.Database("admin").RunCommand(mongo.NewSessionContext(ctx, sess), bson.D{{Key: "ping", Value: 1}}).Err(); err != nil {
+				t.Fatal(err)
+			}
+			at := *sess.OperationTime()
+			sess.EndSession(ctx)
+			effects := c.state.Collection("effects")
+			// Collections used inside transactions exist beforehand.
+			_ = c.state.CreateCollection(ctx, "effects")
+			for i := range 40 {
+				if _, err := c.source.Collection("c").InsertOne(ctx, bson.D{{Key: "_id", Value: i}}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// The token of the last event: a run is done when every
+			// partition's checkpoint is at or past it.
+			cs, err := c.source.Collection("c").Watch(ctx, mongo.Pipeline{}, options.ChangeStream().SetStartAtOperationTime(&at))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var last string
+			for range 40 {
+				if !cs.Next(ctx) {
+					t.Fatal(cs.Err())
+				}
+				last = cs.Current.Lookup("_id", "_data").StringValue()
+			}
+			cs.Close(ctx)
+			runOnce := func() {
+				client, err := mongo.Connect(options.Client().ApplyURI(c.uri))
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer client.Disconnect(ctx)
+				// In transactional mode the handler writes through the
+				// context it is given, with the group's own client.
+				mine := client.Database(c.state.Name()).Collection("effects")
+				effect := func(ctx context.Context, ev *ferry.Event) error {
+					_, err := mine.InsertOne(ctx, bson.D{{Key: "event", Value: ev.ID()}, {Key: "epoch", Value: ev.Epoch}})
+					return err
+				}
+				g, err := group.New(client, effect, group.Name("orders"), group.Partitions(2), group.MemberID("solo"),
+					group.StateDatabase(client.Database(c.state.Name())), group.DeliveryMode(mode),
+					group.LeaseTTL(2*time.Second), group.RebalanceInterval(50*time.Millisecond),
+					group.Consumer(ferry.WatchCollection(c.source.Name(), "c"), ferry.StartAt(ferry.StartAtTime(at)),
+						ferry.MaxAwaitTime(50*time.Millisecond)))
+				if err != nil {
+					t.Fatal(err)
+				}
+				rctx, cancel := context.WithCancel(ctx)
+				done := make(chan error, 1)
+				go func() { done <- g.Run(rctx) }()
+				deadline := time.Now().Add(30 * time.Second)
+				for {
+					past := 0
+					cur, err := c.state.Collection("checkpoints").Find(ctx, bson.D{})
+					if err != nil {
+						t.Fatal(err)
+					}
+					for cur.Next(ctx) {
+						var cp struct {
+							Token []byte `bson:"token"`
+						}
+						if cur.Decode(&cp) == nil && len(cp.Token) > 0 && bson.Raw(cp.Token).Lookup("_data").StringValue() >= last {
+							past++
+						}
+					}
+					if past == 2 {
+						break
+					}
+					if time.Now().After(deadline) {
+						t.Fatalf("%d of 2 partitions checkpointed past the last event", past)
+					}
+					time.Sleep(10 * time.Millisecond)
+				}
+				cancel()
+				if err := <-done; err != nil {
+					t.Fatal(err)
+				}
+			}
+			runOnce()
+			// Forget every position: the next run replays all 40 events.
+			if _, err := c.state.Collection("checkpoints").DeleteMany(ctx, bson.D{}); err != nil {
+				t.Fatal(err)
+			}
+			runOnce()
+			n, err := effects.CountDocuments(ctx, bson.D{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n != 40 {
+				t.Fatalf("%s mode: %d effects for 40 events after a full replay, want 40", mode, n)
+			}
+		})
+	}
+}

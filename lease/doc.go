@@ -1,0 +1,70 @@
+// Package lease keeps the membership of a consumer group and the ownership
+// of its partitions in MongoDB, with every expiry judged by the database
+// server's clock.
+//
+//	store, _ := lease.New(client.Database("ferry"))
+//	me, _ := store.Join(ctx, "orders", lease.DefaultMemberID(), nil)
+//	defer me.Leave(context.Background())
+//
+//	h, err := store.Hold(ctx, "orders", 3, me.ID(), 10*time.Second)
+//	if errors.Is(err, lease.ErrHeld) { ... someone else owns partition 3 ... }
+//	defer h.Release(context.Background())
+//	// work on partition 3 with fencing token h.Epoch(), while h.Valid();
+//	// stop at once when <-h.Done().
+//
+// # Guarantees
+//
+//   - Only the server's clock decides expiry. Acquire, Renew and Release
+//     are single atomic findAndModify/update operations whose conditions
+//     and new expiry are computed on the server from $$NOW (one value per
+//     command). No instance's wall clock is ever sent or compared, so
+//     instances whose clocks differ by minutes cannot both own a partition:
+//     at any server instant at most one owner holds an unexpired lease.
+//   - Every tenure has a new epoch. The epoch grows by one whenever the
+//     lease is acquired by someone who did not hold it live: another owner,
+//     or the same owner after a release or an expiry. Renewing, or
+//     re-acquiring one's own live lease, keeps it. The epoch is the fencing
+//     token: a write made under the lease carries it, and the checkpoint
+//     store rejects a write with an epoch lower than the highest it has
+//     seen, so a paused "zombie" owner that wakes up after losing the
+//     lease cannot overwrite its successor's work.
+//   - A Held stops trusting its lease before the server can hand it to
+//     anyone else (self-fencing). It records its local monotonic clock just
+//     before sending each renewal; the server's expiry is $$NOW + ttl with
+//     $$NOW read after the request arrived, so it is later. Valid turns
+//     false, and Done closes, when ttl minus SafetyMargin has passed since
+//     the last successful renewal was sent. The margin covers differences
+//     in clock rate between this process and the server, and the clock
+//     offset between replica-set members when a failover moves the primary.
+//     Checking Valid before a side effect narrows the window in which a
+//     paused process acts on a lost lease; the epoch closes it.
+//   - A membership is a lease too: a member is live while its last
+//     heartbeat ($$NOW) plus its timeout is not before the server's $$NOW.
+//     Members lists the live ones by a server-side $expr.
+//   - Every background goroutine (a Held's renewals, a Member's heartbeats)
+//     ends before Release or Leave returns, or by itself when the lease or
+//     membership is lost, closing Done.
+//
+// # Layout
+//
+// Leases: one document per (group, partition) in collection "leases",
+// {_id: "<group>/<partition>", group, partition, owner, epoch, expiresAt,
+// acquiredAt}. Members: one per (group, member) in "members", {_id: {group,
+// member}, incarnation, meta, joinedAt, heartbeatAt, expiresAt}. New
+// creates no index.
+//
+// # Assumptions and limits
+//
+//   - The server's clock runs at about the rate of each instance's
+//     monotonic clock (NTP-disciplined clocks drift by parts per million;
+//     the default SafetyMargin, ttl/5, allows for far more).
+//   - After a primary failover, $$NOW is the new primary's clock. Leases
+//     are shortened or lengthened by the offset between the two primaries'
+//     clocks; keep SafetyMargin above the offset your replica set's NTP
+//     allows, and keep writes with majority write concern so that a
+//     failover does not roll back an acquire.
+//   - The owner string should be unique per process incarnation
+//     (DefaultMemberID is): two processes acquiring under one owner share a
+//     tenure and an epoch.
+//   - Requires MongoDB 4.2+ (pipeline updates, $$NOW); Ferry targets 6.0+.
+package lease

@@ -1,0 +1,231 @@
+package lease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+)
+
+// Member documents, one per (group, member id):
+//
+//	{_id: {group, member}, group, member, incarnation, meta,
+//	 joinedAt: date, heartbeatAt: date, expiresAt: date}
+//
+// expiresAt = heartbeatAt + the member's timeout, both from $$NOW, so a
+// member is live while expiresAt >= $$NOW by the server's clock, whatever
+// timeout the reader is configured with.
+const (
+	fMember      = "member"
+	fIncarnation = "incarnation"
+	fMeta        = "meta"
+	fJoinedAt    = "joinedAt"
+	fHeartbeatAt = "heartbeatAt"
+)
+
+// MemberInfo is a live member as stored. Times are the server's clock.
+type MemberInfo struct {
+	Group       string
+	ID          string
+	Meta        bson.D // as given to Join (nil when none)
+	JoinedAt    time.Time
+	HeartbeatAt time.Time
+	ExpiresAt   time.Time // HeartbeatAt + the member's timeout
+}
+
+type memberDoc struct {
+	Group       string        `bson:"group"`
+	Member      string        `bson:"member"`
+	Incarnation string        `bson:"incarnation"`
+	Meta        bson.D        `bson:"meta"`
+	JoinedAt    bson.DateTime `bson:"joinedAt"`
+	HeartbeatAt bson.DateTime `bson:"heartbeatAt"`
+	ExpiresAt   bson.DateTime `bson:"expiresAt"`
+}
+
+func memberKey(group, id string) bson.D {
+	return bson.D{{Key: "_id", Value: bson.D{{Key: fGroup, Value: group}, {Key: fMember, Value: id}}}}
+}
+
+// Member is this process's membership of a group, kept alive by a
+// background heartbeat until Leave. It is lost (Done closed, Err matching
+// ErrLost) when the server no longer counts it live — it missed its
+// timeout, or another process joined with the same id (the newer
+// incarnation wins, like Kafka's static membership) — or when no heartbeat
+// succeeded for a whole timeout by the local monotonic clock. A lost member
+// stays lost: join again for a new membership.
+type Member struct {
+	s           *Store
+	group, id   string
+	incarnation string
+	k           keeper
+	leaveOnce   sync.Once
+	leaveErr    error
+}
+
+// Join registers memberID in group and heartbeats it in the background
+// every HeartbeatInterval. meta (optional) is stored with the member for
+// others to read; its field names must not be empty, start with '$' or
+// contain '.' or NUL. If the id is already registered, this incarnation
+// replaces the other, whose next heartbeat finds it lost. Join also deletes
+// the group's members that are no longer live. Leave must be called to end
+// the goroutine.
+func (s *Store) Join(ctx context.Context, group, memberID string, meta bson.D) (*Member, error) {
+	if err := validName("group", group); err != nil {
+		return nil, err
+	}
+	if err := validName("memberID", memberID); err != nil {
+		return nil, err
+	}
+	if err := validMeta("meta", meta); err != nil {
+		return nil, err
+	}
+	m := &Member{s: s, group: group, id: memberID, incarnation: randomHex(8)}
+	timeout := s.cfg.memberTimeout
+	update := mongo.Pipeline{{{Key: "$set", Value: bson.D{
+		{Key: fGroup, Value: lit(group)},
+		{Key: fMember, Value: lit(memberID)},
+		{Key: fIncarnation, Value: m.incarnation},
+		{Key: fMeta, Value: lit(meta)},
+		{Key: fJoinedAt, Value: "$$NOW"},
+		{Key: fHeartbeatAt, Value: "$$NOW"},
+		{Key: fExpiresAt, Value: nowPlus(timeout)},
+	}}}}
+	sent := s.cfg.clock.Now()
+	var err error
+	for attempt := 0; attempt < 3; attempt++ {
+		_, err = s.members.UpdateOne(ctx, memberKey(group, memberID), update, options.UpdateOne().SetUpsert(true))
+		if !mongo.IsDuplicateKeyError(err) {
+			break
+		}
+	}
+	if err != nil {
+		return nil, wrapf(err, "join group %q as %q", group, memberID)
+	}
+	reap := bson.D{{Key: fGroup, Value: group}, {Key: "$expr", Value: op("$lt", "$expiresAt", "$$NOW")}}
+	if _, err := s.members.DeleteMany(ctx, reap); err != nil {
+		s.log().Warn("lease: deleting dead members failed", "group", group, "err", err)
+	}
+	m.k = keeper{
+		clock:    s.cfg.clock,
+		validity: timeout,
+		interval: s.cfg.heartbeatInterval,
+		retry:    max(s.cfg.heartbeatInterval/4, time.Millisecond),
+		renew:    m.heartbeat,
+		describe: fmt.Sprintf("member %q of group %q", memberID, group),
+		failed: func(err error) {
+			s.log().Warn("lease: heartbeat failed", "group", group, "member", memberID, "err", err)
+		},
+	}
+	m.k.start(ctx, sent)
+	return m, nil
+}
+
+func (m *Member) heartbeat(ctx context.Context) error {
+	filter := append(memberKey(m.group, m.id),
+		bson.E{Key: fIncarnation, Value: m.incarnation},
+		bson.E{Key: "$expr", Value: op("$gte", "$expiresAt", "$$NOW")})
+	update := mongo.Pipeline{{{Key: "$set", Value: bson.D{
+		{Key: fHeartbeatAt, Value: "$$NOW"},
+		{Key: fExpiresAt, Value: nowPlus(m.s.cfg.memberTimeout)},
+	}}}}
+	res, err := m.s.members.UpdateOne(ctx, filter, update)
+	if err != nil {
+		return wrapf(err, "heartbeat of member %q of group %q", m.id, m.group)
+	}
+	if res.MatchedCount == 1 {
+		return nil
+	}
+	what := "it was removed"
+	var d memberDoc
+	switch err := m.s.members.FindOne(ctx, memberKey(m.group, m.id)).Decode(&d); {
+	case err == nil && d.Incarnation != m.incarnation:
+		what = "another process joined with the same id"
+	case err == nil:
+		what = "it expired on the server at " + dateOf(d.ExpiresAt).Format(time.RFC3339Nano)
+	case !errors.Is(err, mongo.ErrNoDocuments):
+		what = "its current state could not be read: " + err.Error()
+	}
+	return fmt.Errorf("%w: member %q of group %q: %s", ErrLost, m.id, m.group, what)
+}
+
+// ID is the member's id.
+func (m *Member) ID() string { return m.id }
+
+// Group is the member's group.
+func (m *Member) Group() string { return m.group }
+
+// Done is closed when the membership is lost or left.
+func (m *Member) Done() <-chan struct{} { return m.k.done }
+
+// Err is nil while the member is live, then an error matching ErrLost, or
+// ErrReleased after Leave.
+func (m *Member) Err() error { return m.k.errValue() }
+
+// Leave stops the heartbeat, waits for its goroutine to end and deregisters
+// the member (if this incarnation is still registered). Later calls return
+// the first call's result.
+func (m *Member) Leave(ctx context.Context) error {
+	m.leaveOnce.Do(func() {
+		m.k.close(ErrReleased)
+		filter := append(memberKey(m.group, m.id), bson.E{Key: fIncarnation, Value: m.incarnation})
+		if _, err := m.s.members.DeleteOne(ctx, filter); err != nil {
+			m.leaveErr = wrapf(err, "leave group %q as %q", m.group, m.id)
+		}
+	})
+	return m.leaveErr
+}
+
+// Members returns the live members of a group, ordered by id: those whose
+// expiresAt (last heartbeat + timeout) is not before the server's $$NOW.
+func (s *Store) Members(ctx context.Context, group string) ([]MemberInfo, error) {
+	if err := validName("group", group); err != nil {
+		return nil, err
+	}
+	filter := bson.D{{Key: fGroup, Value: group}, {Key: "$expr", Value: op("$gte", "$expiresAt", "$$NOW")}}
+	cur, err := s.members.Find(ctx, filter, options.Find().SetSort(bson.D{{Key: fMember, Value: 1}}))
+	if err != nil {
+		return nil, wrapf(err, "members of group %q", group)
+	}
+	var docs []memberDoc
+	if err := cur.All(ctx, &docs); err != nil {
+		return nil, wrapf(err, "members of group %q", group)
+	}
+	out := make([]MemberInfo, len(docs))
+	for i, d := range docs {
+		out[i] = MemberInfo{
+			Group: d.Group, ID: d.Member, Meta: d.Meta,
+			JoinedAt: dateOf(d.JoinedAt), HeartbeatAt: dateOf(d.HeartbeatAt), ExpiresAt: dateOf(d.ExpiresAt),
+		}
+	}
+	return out, nil
+}
+
+// validMeta checks the field names of a member's metadata, recursively
+// through documents and arrays, so that every server stores it as given.
+func validMeta(path string, v any) error {
+	switch v := v.(type) {
+	case bson.D:
+		for _, e := range v {
+			if e.Key == "" || strings.HasPrefix(e.Key, "$") || strings.ContainsAny(e.Key, ".\x00") {
+				return invalid("%s: field name %q must not be empty, start with '$' or contain '.' or NUL", path, e.Key)
+			}
+			if err := validMeta(path+"."+e.Key, e.Value); err != nil {
+				return err
+			}
+		}
+	case bson.A:
+		for i, x := range v {
+			if err := validMeta(fmt.Sprintf("%s.%d", path, i), x); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}

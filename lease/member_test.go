@@ -1,0 +1,210 @@
+package lease_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/ferry-io/ferry/lease"
+	"github.com/ferry-io/ferry/mongotest"
+)
+
+const (
+	mTimeout   = 10 * time.Second
+	mHeartbeat = 3 * time.Second
+)
+
+func join(t *testing.T, s *lease.Store, id string, meta bson.D) *lease.Member {
+	t.Helper()
+	m, err := s.Join(ctx(t), "g", id, meta)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Leave(context.Background()) })
+	return m
+}
+
+func memberIDs(t *testing.T, s *lease.Store) []string {
+	t.Helper()
+	ms, err := s.Members(ctx(t), "g")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, m := range ms {
+		ids = append(ids, m.ID)
+	}
+	return ids
+}
+
+func TestJoinMembersLeave(t *testing.T) {
+	e := newEnv(t)
+	s := e.store(t, "")
+	a := join(t, s, "a", bson.D{{Key: "zone", Value: "eu"}, {Key: "path", Value: "$x"}})
+	join(t, s, "b", nil)
+	ms, err := s.Members(ctx(t), "g")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ms) != 2 || ms[0].ID != "a" || ms[1].ID != "b" || ms[0].Group != "g" {
+		t.Fatalf("Members = %+v, want a and b", ms)
+	}
+	if got := ms[0].Meta; len(got) != 2 || got[0].Value != "eu" || got[1].Key != "path" || got[1].Value != "$x" {
+		t.Fatalf("a's meta = %v, want it stored literally", got)
+	}
+	if ms[1].Meta != nil {
+		t.Fatalf("b's meta = %v, want nil", ms[1].Meta)
+	}
+	if d := ms[0].ExpiresAt.Sub(ms[0].HeartbeatAt); d != lease.DefaultMemberTimeout || ms[0].JoinedAt.IsZero() {
+		t.Fatalf("a: heartbeat %v, expires %v: want expiry = heartbeat + %v", ms[0].HeartbeatAt, ms[0].ExpiresAt, lease.DefaultMemberTimeout)
+	}
+	if a.ID() != "a" || a.Group() != "g" || a.Err() != nil || isClosed(a.Done()) {
+		t.Fatalf("member a: id %q group %q err %v", a.ID(), a.Group(), a.Err())
+	}
+	if err := a.Leave(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	if !isClosed(a.Done()) || !errors.Is(a.Err(), lease.ErrReleased) {
+		t.Fatalf("after Leave: done %v err %v", isClosed(a.Done()), a.Err())
+	}
+	if ids := memberIDs(t, s); !slices.Equal(ids, []string{"b"}) {
+		t.Fatalf("Members after a left = %v, want [b]", ids)
+	}
+	if err := a.Leave(ctx(t)); err != nil {
+		t.Fatalf("second Leave: %v", err)
+	}
+}
+
+// TestMemberLivenessByServerClock: a member is live while its last
+// heartbeat, by the server's clock, is younger than its timeout.
+func TestMemberLivenessByServerClock(t *testing.T) {
+	e := newEnv(t)
+	e.needEmulator(t, "clock control (AdvanceClock)")
+	clkA := newFakeClock(time.Date(2035, 1, 1, 0, 0, 0, 0, time.UTC))
+	clkB := newFakeClock(time.Date(1999, 1, 1, 0, 0, 0, 0, time.UTC))
+	opts := []lease.Option{lease.MemberTimeout(mTimeout), lease.HeartbeatInterval(mHeartbeat)}
+	sa := e.store(t, "", append(opts, lease.WithClock(clkA))...)
+	sb := e.store(t, "", append(opts, lease.WithClock(clkB))...)
+	a := join(t, sa, "a", nil)
+	b := join(t, sb, "b", nil)
+	if ids := memberIDs(t, sa); !slices.Equal(ids, []string{"a", "b"}) {
+		t.Fatalf("Members = %v, want [a b]", ids)
+	}
+	// a heartbeats 6s after joining; b does not.
+	e.srv.AdvanceClock(6 * time.Second)
+	clkA.settle(t, a.Done())
+	clkA.Advance(mHeartbeat)
+	clkA.settle(t, a.Done())
+	e.srv.AdvanceClock(4 * time.Second) // b: 10s since its heartbeat, live to the millisecond
+	if ids := memberIDs(t, sb); !slices.Equal(ids, []string{"a", "b"}) {
+		t.Fatalf("Members at b's timeout = %v, want [a b]", ids)
+	}
+	e.srv.AdvanceClock(time.Second)
+	if ids := memberIDs(t, sb); !slices.Equal(ids, []string{"a"}) {
+		t.Fatalf("Members after b's timeout = %v, want [a]", ids)
+	}
+	// b's next heartbeat finds its membership expired: lost, for good.
+	clkB.settle(t, b.Done())
+	clkB.Advance(mHeartbeat)
+	select {
+	case <-b.Done():
+	case <-time.After(20 * time.Second):
+		t.Fatal("b's Done not closed after its heartbeat found it expired")
+	}
+	if err := b.Err(); !errors.Is(err, lease.ErrLost) || !strings.Contains(err.Error(), "expired") {
+		t.Fatalf("b's Err = %v, want ErrLost (expired)", err)
+	}
+	if a.Err() != nil {
+		t.Fatalf("a lost its membership: %v", a.Err())
+	}
+	// A new member's Join deletes b's dead document.
+	join(t, sa, "c", nil)
+	if n, err := sa.MembersCollection().CountDocuments(ctx(t), bson.D{}); err != nil || n != 2 {
+		t.Fatalf("member documents after c joined = %d, %v; want 2 (b's deleted)", n, err)
+	}
+}
+
+// TestJoinSameIDReplacesIncarnation: the newer process with an id wins; the
+// older one learns at its next heartbeat.
+func TestJoinSameIDReplacesIncarnation(t *testing.T) {
+	e := newEnv(t)
+	clk := newFakeClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	old := join(t, e.store(t, "", lease.WithClock(clk)), "x", bson.D{{Key: "v", Value: 1}})
+	s := e.store(t, "")
+	join(t, s, "x", bson.D{{Key: "v", Value: 2}})
+	clk.settle(t, old.Done())
+	clk.Advance(lease.DefaultMemberTimeout / 3)
+	select {
+	case <-old.Done():
+	case <-time.After(20 * time.Second):
+		t.Fatal("the replaced member's Done not closed")
+	}
+	if err := old.Err(); !errors.Is(err, lease.ErrLost) || !strings.Contains(err.Error(), "same id") {
+		t.Fatalf("replaced member's Err = %v", err)
+	}
+	if err := old.Leave(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	ms, err := s.Members(ctx(t), "g")
+	if err != nil || len(ms) != 1 || ms[0].ID != "x" || ms[0].Meta[0].Value != int32(2) {
+		t.Fatalf("Members = %+v, %v; want the newer x only (the old one's Leave must not remove it)", ms, err)
+	}
+}
+
+// TestMemberLostWhenHeartbeatsFail: without a successful heartbeat for a
+// whole timeout by the local clock, the member counts itself lost.
+func TestMemberLostWhenHeartbeatsFail(t *testing.T) {
+	e := newEnv(t)
+	e.needEmulator(t, "Go fail-point API")
+	clk := newFakeClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	s := e.store(t, "m", lease.WithClock(clk), lease.MemberTimeout(mTimeout), lease.HeartbeatInterval(mHeartbeat))
+	m := join(t, s, "m", nil)
+	e.srv.FailCommand(mongotest.FailPoint{Commands: []string{"update"}, ErrorCode: 6, ErrorLabels: []string{}, AppName: "m"})
+	defer e.srv.ClearFailPoints()
+	for range 3 {
+		clk.settle(t, m.Done())
+		clk.Advance(mHeartbeat)
+	}
+	clk.settle(t, m.Done())
+	if isClosed(m.Done()) {
+		t.Fatalf("lost after %v without heartbeats, before the %v timeout: %v", 3*mHeartbeat, mTimeout, m.Err())
+	}
+	clk.Advance(mTimeout - 3*mHeartbeat)
+	select {
+	case <-m.Done():
+	case <-time.After(20 * time.Second):
+		t.Fatal("Done not closed a timeout after the last heartbeat")
+	}
+	if err := m.Err(); !errors.Is(err, lease.ErrLost) || !strings.Contains(err.Error(), "HostUnreachable") {
+		t.Fatalf("Err = %v, want ErrLost with the last heartbeat error", err)
+	}
+}
+
+func TestDefaultMemberID(t *testing.T) {
+	hexSuffix := `[0-9a-f]{12}`
+	t.Setenv("K_SERVICE", "orders")
+	t.Setenv("K_REVISION", "orders-00012-abc")
+	id := lease.DefaultMemberID()
+	if !regexp.MustCompile(`^orders:orders-00012-abc:` + hexSuffix + `$`).MatchString(id) {
+		t.Fatalf("on Cloud Run: %q", id)
+	}
+	if other := lease.DefaultMemberID(); other == id {
+		t.Fatalf("two ids are equal: %q", id)
+	}
+	t.Setenv("K_SERVICE", "")
+	t.Setenv("K_REVISION", "")
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "ferry"
+	}
+	if id := lease.DefaultMemberID(); !regexp.MustCompile(`^` + regexp.QuoteMeta(host) + `:` + hexSuffix + `$`).MatchString(id) {
+		t.Fatalf("off Cloud Run: %q, want %s:<suffix>", id, host)
+	}
+}

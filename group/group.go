@@ -93,7 +93,9 @@ func DeliveryMode(m Mode) Option { return func(c *config) { c.mode = m } }
 
 // OnAssigned, OnRevoked and OnLost are called when this member starts a
 // partition, hands one off cooperatively, or loses one; never concurrently.
-func OnAssigned(f func(partition int, epoch int64)) Option { return func(c *config) { c.onAssigned = f } }
+func OnAssigned(f func(partition int, epoch int64)) Option {
+	return func(c *config) { c.onAssigned = f }
+}
 
 // OnRevoked: see OnAssigned.
 func OnRevoked(f func(partition int)) Option { return func(c *config) { c.onRevoked = f } }

@@ -326,3 +326,83 @@ func TestDeliveryModesAbsorbReplays(t *testing.T) {
 		})
 	}
 }
+
+// TestRepartition goes from 2 to 3 partitions with the group stopped: no
+// event is skipped, replays are absorbed by the ledger.
+func TestRepartition(t *testing.T) {
+	c := newCluster(t)
+	ctx := context.Background()
+	run := func(partitions int, want int) {
+		client, err := mongo.Connect(options.Client().ApplyURI(c.uri))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer client.Disconnect(ctx)
+		effects := client.Database(c.state.Name()).Collection("effects")
+		g, err := group.New(client, func(ctx context.Context, ev *ferry.Event) error {
+			_, err := effects.InsertOne(ctx, bson.D{{Key: "event", Value: ev.ID()}})
+			return err
+		}, group.Name("orders"), group.Partitions(partitions), group.MemberID("solo"),
+			group.StateDatabase(client.Database(c.state.Name())), group.DeliveryMode(group.Idempotent),
+			group.LeaseTTL(2*time.Second), group.RebalanceInterval(50*time.Millisecond),
+			group.Consumer(ferry.WatchCollection(c.source.Name(), "c"), ferry.MaxAwaitTime(50*time.Millisecond)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		rctx, cancel := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() { done <- g.Run(rctx) }()
+		deadline := time.Now().Add(30 * time.Second)
+		for len(g.Owned()) < partitions {
+			if time.Now().After(deadline) {
+				t.Fatalf("partitions not started: %v", g.Owned())
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		// Partition consumers have checkpointed their start.
+		for {
+			n, _ := c.state.Collection("checkpoints").CountDocuments(ctx, bson.D{{Key: "token", Value: bson.D{{Key: "$ne", Value: nil}}}})
+			if int(n) >= partitions {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("no checkpoints")
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		for i := want - 20; i < want; i++ {
+			if _, err := c.source.Collection("c").InsertOne(ctx, bson.D{{Key: "_id", Value: i}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for {
+			n, err := effects.CountDocuments(ctx, bson.D{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if int(n) == want {
+				break
+			}
+			if int(n) > want {
+				t.Fatalf("%d effects, want %d: a replay was not absorbed", n, want)
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%d effects, want %d", n, want)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	run(2, 20)
+	if err := group.Repartition(ctx, c.state, "orders", 3); err != nil {
+		t.Fatal(err)
+	}
+	run(3, 40)
+	n, _ := c.state.Collection("effects").CountDocuments(ctx, bson.D{})
+	if n != 40 {
+		t.Fatalf("%d effects after repartitioning, want 40", n)
+	}
+}

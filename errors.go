@@ -28,7 +28,23 @@ var (
 	// ErrPermanent marks a handler error that retrying cannot fix: the
 	// event goes straight to the poison policy. Wrap it with Permanent.
 	ErrPermanent = errors.New("ferry: permanent failure")
+	// ErrStopPartition, wrapped in a handler's error (see StopPartition),
+	// stops the partition at once: the event is neither retried, nor
+	// dead-lettered, nor finished, so the checkpoint stays before it and
+	// the next owner applies it. Consumer groups use it when the lease can
+	// no longer be proven valid.
+	ErrStopPartition = errors.New("ferry: partition stopped by the handler")
 )
+
+// StopPartition wraps err so that Ferry stops the partition (see
+// ErrStopPartition).
+func StopPartition(err error) error { return &stopPartitionError{err} }
+
+type stopPartitionError struct{ err error }
+
+func (e *stopPartitionError) Error() string        { return e.err.Error() }
+func (e *stopPartitionError) Unwrap() []error      { return []error{e.err, ErrStopPartition} }
+func (e *stopPartitionError) Is(target error) bool { return target == ErrStopPartition }
 
 // Permanent wraps err so that Ferry does not retry it.
 func Permanent(err error) error { return &permanentError{err} }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ferry-io/ferry/deadletter"
+	"github.com/ferry-io/ferry/mongoerr"
 )
 
 // process applies one event: the handler with retries and backoff, then the
@@ -55,8 +56,18 @@ func (r *runner) process(it *item) {
 		if ctx.Err() != nil {
 			return // cancelled while draining: not finished, will be replayed
 		}
+		if errors.Is(err, ErrStopPartition) {
+			r.fail(&stopError{kind: ErrStopPartition, err: err, msg: fmt.Sprintf(
+				"ferry: stream %q partition %d stopped at event %s: %v", cfg.name, cfg.partition, shortID(ev.ID()), err)})
+			return // not finished: the checkpoint stays before it
+		}
 		lastErr = err
-		if attempt >= cfg.maxAttempts || errors.Is(err, ErrPermanent) {
+		// A transient database error (a write conflict, for instance with
+		// a transaction a dead owner left open until the server reaps it;
+		// a network error) says nothing about the event: it is retried
+		// for as long as it lasts and never makes the event poison.
+		transient := mongoerr.IsTransientTransactionError(err) || mongoerr.IsResumable(err)
+		if !transient && (attempt >= cfg.maxAttempts || errors.Is(err, ErrPermanent)) {
 			break
 		}
 		info.Result = ResultRetried

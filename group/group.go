@@ -216,27 +216,57 @@ func (g *Group) Run(ctx context.Context) error {
 		}
 		cfg.ledgerStore = l
 	}
-	member, err := g.leases.Join(ctx, cfg.name, cfg.memberID, nil)
-	if err != nil {
-		return fmt.Errorf("group: join %s: %w", cfg.name, err)
+	for {
+		member, err := g.leases.Join(ctx, cfg.name, cfg.memberID, nil)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("group: join %s: %w", cfg.name, err)
+		}
+		err = g.session(ctx, member)
+		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		_ = member.Leave(lctx)
+		cancel()
+		if ctx.Err() != nil || err == nil {
+			return nil
+		}
+		// The membership expired (the process was paused, the server
+		// unreachable): every partition was given up; join again.
+		g.log.Warn("membership lost; rejoining", "err", err)
 	}
+}
+
+// session runs one membership: it returns nil when ctx ends (after a
+// graceful hand-off of every partition) and an error when the membership is
+// lost (after giving every partition up as lost).
+func (g *Group) session(ctx context.Context, member *lease.Member) error {
+	cfg := &g.cfg
 	runs := map[int]*running{}
 	ended := make(chan int, cfg.partitions)
-	defer func() {
-		g.stopAll(runs)
-		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		_ = member.Leave(lctx)
-	}()
 	tick := time.NewTicker(cfg.interval)
 	defer tick.Stop()
 	for {
 		g.reconcile(ctx, runs, ended)
 		select {
 		case <-ctx.Done():
+			g.stopAll(runs)
 			return nil
 		case <-member.Done():
-			return fmt.Errorf("group: membership lost: %w", member.Err())
+			err := fmt.Errorf("group: membership lost: %w", member.Err())
+			for p, run := range runs {
+				run.cancel()
+				<-run.done
+				delete(runs, p)
+				g.mu.Lock()
+				delete(g.owned, p)
+				g.mu.Unlock()
+				_ = run.held.Release(context.Background())
+				if cfg.onLost != nil {
+					cfg.onLost(p, err)
+				}
+			}
+			return err
 		case p := <-ended:
 			g.finish(runs, p)
 		case <-tick.C:
@@ -332,17 +362,29 @@ func (g *Group) start(ctx context.Context, runs map[int]*running, p int, ended c
 }
 
 // revoke hands a partition off: stop reading, drain, final checkpoint,
-// release the lease.
+// release the lease. A partition whose lease turns out lost meanwhile is
+// reported as lost, not revoked.
 func (g *Group) revoke(runs map[int]*running, p int, run *running) {
+	valid := run.held.Valid()
 	run.cancel()
 	err := <-run.done
-	run.done <- err // for finish, which may also read it
-	_ = run.held.Release(context.Background())
 	delete(runs, p)
 	g.mu.Lock()
 	delete(g.owned, p)
 	g.mu.Unlock()
-	g.log.Info("partition revoked", "partition", p)
+	if lost := run.held.Err(); lost != nil || !valid {
+		if lost == nil {
+			lost = fmt.Errorf("%w: lease could no longer be proven valid", lease.ErrLost)
+		}
+		_ = run.held.Release(context.Background())
+		g.log.Warn("partition lost", "partition", p, "err", lost)
+		if g.cfg.onLost != nil {
+			g.cfg.onLost(p, lost)
+		}
+		return
+	}
+	_ = run.held.Release(context.Background())
+	g.log.Info("partition revoked", "partition", p, "err", err)
 	if g.cfg.onRevoked != nil {
 		g.cfg.onRevoked(p)
 	}
@@ -399,7 +441,7 @@ func (g *Group) wrap(held *lease.Held, p int) ferry.Handler {
 	case Idempotent:
 		return func(ctx context.Context, ev *ferry.Event) error {
 			if !held.Valid() {
-				return ErrLeaseLost
+				return ferry.StopPartition(ErrLeaseLost)
 			}
 			seen, err := cfg.ledgerStore.Seen(ctx, cfg.name, ev.ID())
 			if err != nil {
@@ -417,7 +459,7 @@ func (g *Group) wrap(held *lease.Held, p int) ferry.Handler {
 		leases := g.leases.LeasesCollection()
 		return func(ctx context.Context, ev *ferry.Event) error {
 			if !held.Valid() {
-				return ErrLeaseLost
+				return ferry.StopPartition(ErrLeaseLost)
 			}
 			return ledger.RunTransaction(ctx, g.client, func(sctx context.Context) error {
 				inserted, err := cfg.ledgerStore.RecordNew(sctx, cfg.name, ev.ID(), p, ev.Epoch)
@@ -435,7 +477,7 @@ func (g *Group) wrap(held *lease.Held, p int) ferry.Handler {
 					return err
 				}
 				if l.Owner != cfg.memberID || l.Epoch != ev.Epoch {
-					return ferry.Permanent(fmt.Errorf("%w: partition %d is now epoch %d of %q, not %d", ErrEpochChanged, p, l.Epoch, l.Owner, ev.Epoch))
+					return ferry.StopPartition(fmt.Errorf("%w: partition %d is now epoch %d of %q, not %d", ErrEpochChanged, p, l.Epoch, l.Owner, ev.Epoch))
 				}
 				return h(sctx, ev)
 			})
@@ -443,7 +485,7 @@ func (g *Group) wrap(held *lease.Held, p int) ferry.Handler {
 	}
 	return func(ctx context.Context, ev *ferry.Event) error {
 		if !held.Valid() {
-			return ErrLeaseLost
+			return ferry.StopPartition(ErrLeaseLost)
 		}
 		return h(ctx, ev)
 	}

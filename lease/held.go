@@ -33,7 +33,14 @@ type Held struct {
 // Hold acquires the lease as Acquire does (ErrHeld when someone else holds
 // it) and keeps renewing it until Release or until it is lost. ctx bounds
 // the acquire only; the renewals run until Release (they keep ctx's values,
-// not its cancellation). Release must be called to end the goroutine.
+// not its cancellation). Call Release when done with the lease, also after
+// it was lost: the goroutine ends by itself on a loss, but a lease given up
+// for want of renewals may still be ours on the server, and Release frees
+// it for the next owner without waiting for its expiry.
+//
+// Each renewal is sent with a context whose deadline is the end of the
+// lease's provable validity, so the driver retries a renewal that failed
+// with a retryable error (a step-down, a network blip) until then.
 func (s *Store) Hold(ctx context.Context, group string, partition int, owner string, ttl time.Duration, opts ...HoldOption) (*Held, error) {
 	if err := validTTL("ttl", ttl); err != nil {
 		return nil, err

@@ -176,7 +176,7 @@ func TestHeldLostToNewOwner(t *testing.T) {
 func TestValidityCountsFromBeforeTheSend(t *testing.T) {
 	e := newEnv(t)
 	clk := newFakeClock(time.Date(2031, 1, 1, 0, 0, 0, 0, time.UTC))
-	const inFlight = 5 * time.Second
+	const inFlight = 2 * time.Second // less than hRenew: no renewal is due yet
 	var once sync.Once
 	mon := &event.CommandMonitor{Started: func(_ context.Context, ev *event.CommandStartedEvent) {
 		if ev.CommandName == "findAndModify" {

@@ -111,7 +111,7 @@ func (k *keeper) run(ctx context.Context) {
 			k.mu.Lock()
 			last := k.last
 			k.mu.Unlock()
-			msg := fmt.Errorf("%w: %s: no renewal succeeded within %v of being sent; the lease can no longer be proven valid", ErrLost, k.describe, k.validity)
+			msg := fmt.Errorf("%w: %s: no renewal succeeded in the %v after the last successful one was sent, so it can no longer be proven valid", ErrLost, k.describe, k.validity)
 			if last != nil {
 				msg = fmt.Errorf("%w (last error: %w)", msg, last)
 			}

@@ -313,7 +313,7 @@ func cmdGetParameter(e *engine, r *request) (bson.D, error) {
 		{Key: "enableTestCommands", Value: int32(1)},
 		{Key: "authenticationMechanisms", Value: bson.A{}},
 		{Key: "requireApiVersion", Value: false},
-		{Key: "transactionLifetimeLimitSeconds", Value: int32(60)},
+		{Key: "transactionLifetimeLimitSeconds", Value: int32(e.params.txnLifetime / time.Second)},
 		{Key: "periodicNoopIntervalSecs", Value: int32(e.params.noopInterval / time.Second)},
 	}
 	if v, _ := r.arg("getParameter"); v == "*" {
@@ -359,6 +359,13 @@ func cmdSetParameter(e *engine, r *request) (bson.D, error) {
 			}
 			was = append(was, bson.E{Key: "was", Value: e.params.ttlEnabled})
 			e.params.ttlEnabled = b
+		case "transactionLifetimeLimitSeconds":
+			secs, ok := asInt64(el.Value)
+			if !ok || secs < 1 {
+				return nil, errorf(codeBadValue, "transactionLifetimeLimitSeconds must be a positive number of seconds")
+			}
+			was = append(was, bson.E{Key: "was", Value: int32(e.params.txnLifetime / time.Second)})
+			e.params.txnLifetime = time.Duration(secs) * time.Second
 		case "periodicNoopIntervalSecs":
 			secs, ok := asInt64(el.Value)
 			if !ok || secs < 1 {

@@ -41,6 +41,7 @@ type serverParams struct {
 	ttlMonitorSleep time.Duration
 	ttlEnabled      bool
 	noopInterval    time.Duration
+	txnLifetime     time.Duration
 }
 
 func newEngine(cfg *config) *engine {
@@ -56,6 +57,7 @@ func newEngine(cfg *config) *engine {
 			ttlMonitorSleep: cfg.ttlInterval,
 			ttlEnabled:      true,
 			noopInterval:    cfg.noopInterval,
+			txnLifetime:     defaultTransactionLifetime,
 		},
 	}
 	e.startedAt = e.now()

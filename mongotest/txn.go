@@ -29,8 +29,10 @@ const (
 	txnAborted
 )
 
-// transactionLifetime is MongoDB's transactionLifetimeLimitSeconds default.
-const transactionLifetime = 60 * time.Second
+// defaultTransactionLifetime is MongoDB's transactionLifetimeLimitSeconds
+// default. A transaction of a client that died stays open (and keeps its
+// documents from other writers) until then, as on a real server.
+const defaultTransactionLifetime = 60 * time.Second
 
 type session struct {
 	key       string
@@ -208,7 +210,7 @@ func blockingTxn(refs []docRef) *txn {
 func (e *engine) waitTxn(r *request, t *txn) error {
 	e.mu.Unlock()
 	defer e.mu.Lock()
-	timer := time.NewTimer(transactionLifetime + time.Second)
+	timer := time.NewTimer(e.params.txnLifetime + time.Second)
 	defer timer.Stop()
 	select {
 	case <-t.done:
@@ -220,13 +222,13 @@ func (e *engine) waitTxn(r *request, t *txn) error {
 	}
 }
 
-// reapTxns aborts transactions older than transactionLifetime.
+// reapTxns aborts transactions older than transactionLifetimeLimitSeconds.
 func (e *engine) reapTxns() {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	now := e.nowLocked()
 	for _, s := range e.sessions {
-		if t := s.txn; t != nil && t.state == txnActive && now.Sub(t.started) > transactionLifetime {
+		if t := s.txn; t != nil && t.state == txnActive && now.Sub(t.started) > e.params.txnLifetime {
 			e.abortTxn(t)
 		}
 	}

@@ -1,0 +1,398 @@
+package group_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+	"go.uber.org/goleak"
+
+	"github.com/ferry-io/ferry"
+	"github.com/ferry-io/ferry/group"
+	"github.com/ferry-io/ferry/lease"
+)
+
+// Tests where a member dies run members as child processes (this test
+// binary, re-executed) and signal them: SIGKILL, SIGTERM, SIGSTOP/SIGCONT.
+
+const childEnv = "FERRY_GROUP_CHILD"
+
+func TestMain(m *testing.M) {
+	if spec := os.Getenv(childEnv); spec != "" {
+		if err := runChild(spec); err != nil {
+			fmt.Fprintln(os.Stderr, "child:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	goleak.VerifyTestMain(m)
+}
+
+// childSpec: uri|source db|state db|member|mode|partitions|ttl ms
+func runChild(spec string) error {
+	f := strings.Split(spec, "|")
+	partitions, _ := strconv.Atoi(f[5])
+	ttlMS, _ := strconv.Atoi(f[6])
+	client, err := mongo.Connect(options.Client().ApplyURI(f[0]))
+	if err != nil {
+		return err
+	}
+	member := f[3]
+	effects := client.Database(f[2]).Collection("effects")
+	var out sync.Mutex
+	say := func(format string, args ...any) {
+		out.Lock()
+		fmt.Printf(format+"\n", args...)
+		out.Unlock()
+	}
+	g, err := group.New(client, func(ctx context.Context, ev *ferry.Event) error {
+		_, err := effects.InsertOne(ctx, bson.D{{Key: "event", Value: ev.ID()}, {Key: "member", Value: member}, {Key: "epoch", Value: ev.Epoch}, {Key: "partition", Value: ev.Partition}})
+		return err
+	},
+		group.Name("orders"), group.Partitions(partitions), group.MemberID(member), group.StateDatabase(client.Database(f[2])),
+		group.DeliveryMode(group.Mode(f[4])), group.LeaseTTL(time.Duration(ttlMS)*time.Millisecond),
+		group.RebalanceInterval(100*time.Millisecond),
+		group.LeaseOptions(lease.MemberTimeout(time.Duration(ttlMS)*time.Millisecond), lease.HeartbeatInterval(time.Duration(ttlMS/5)*time.Millisecond)),
+		group.OnAssigned(func(p int, epoch int64) { say("ASSIGNED %d %d", p, epoch) }),
+		group.OnLost(func(p int, err error) { say("LOST %d", p) }),
+		group.Consumer(ferry.WatchCollection(f[1], "c"), ferry.MaxAwaitTime(50*time.Millisecond), ferry.CommitEvery(10, 20*time.Millisecond),
+			ferry.StartAt(ferry.StartAtTime(bson.Timestamp{T: parseU32(f[7]), I: parseU32(f[8])}))))
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+	defer stop()
+	say("STARTED")
+	return g.Run(ctx)
+}
+
+func parseU32(s string) uint32 {
+	n, _ := strconv.ParseUint(s, 10, 32)
+	return uint32(n)
+}
+
+// proc is a member running in a child process.
+type proc struct {
+	cmd   *exec.Cmd
+	mu    sync.Mutex
+	lines []string
+	seen  chan struct{}
+}
+
+func (c *cluster) spawn(t *testing.T, member string, mode group.Mode, partitions int, ttl time.Duration, start bson.Timestamp) *proc {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	spec := strings.Join([]string{c.uri, c.source.Name(), c.state.Name(), member, string(mode), strconv.Itoa(partitions),
+		strconv.Itoa(int(ttl.Milliseconds())), fmt.Sprint(start.T), fmt.Sprint(start.I)}, "|")
+	cmd.Env = append(os.Environ(), childEnv+"="+spec)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &proc{cmd: cmd, seen: make(chan struct{}, 1)}
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			p.mu.Lock()
+			p.lines = append(p.lines, sc.Text())
+			p.mu.Unlock()
+			select {
+			case p.seen <- struct{}{}:
+			default:
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGCONT)
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	return p
+}
+
+// waitLine waits for a line with the prefix.
+func (p *proc) waitLine(t *testing.T, prefix string, within time.Duration) {
+	t.Helper()
+	deadline := time.NewTimer(within)
+	defer deadline.Stop()
+	for {
+		p.mu.Lock()
+		for _, l := range p.lines {
+			if strings.HasPrefix(l, prefix) {
+				p.mu.Unlock()
+				return
+			}
+		}
+		p.mu.Unlock()
+		select {
+		case <-p.seen:
+		case <-deadline.C:
+			p.mu.Lock()
+			lines := append([]string(nil), p.lines...)
+			p.mu.Unlock()
+			t.Fatalf("no %q line within %v; the member printed %q", prefix, within, lines)
+		}
+	}
+}
+
+// ownersNow returns partition → live owner from the leases (server clock).
+func (c *cluster) ownersNow(t *testing.T) map[int]lease.Lease {
+	ls, err := lease.New(c.state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	list, err := ls.List(context.Background(), "orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[int]lease.Lease{}
+	for _, l := range list {
+		if l.Owner != "" && !l.Expired {
+			out[l.Partition] = l
+		}
+	}
+	return out
+}
+
+func (c *cluster) opTime(t *testing.T) bson.Timestamp {
+	sess, err := c.client.StartSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.EndSession(context.Background())
+	if err := c.client.Database("admin").RunCommand(mongo.NewSessionContext(context.Background(), sess), bson.D{{Key: "ping", Value: 1}}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	return *sess.OperationTime()
+}
+
+// waitOwned waits until every partition has a live owner satisfying ok and
+// returns how long it took.
+func (c *cluster) waitOwned(t *testing.T, partitions int, within time.Duration, ok func(lease.Lease) bool) time.Duration {
+	t.Helper()
+	start := time.Now()
+	for {
+		own := c.ownersNow(t)
+		good := 0
+		for p := range partitions {
+			if l, has := own[p]; has && ok(l) {
+				good++
+			}
+		}
+		if good == partitions {
+			return time.Since(start)
+		}
+		if time.Since(start) > within {
+			t.Fatalf("partitions not all owned as wanted after %v: %v", within, own)
+		}
+		time.Sleep(10 * time.Millisecond) // polling the lease table
+	}
+}
+
+// writeLoad inserts n documents at a steady pace and returns their count.
+func (c *cluster) writeLoad(t *testing.T, n int, every time.Duration) <-chan int {
+	done := make(chan int, 1)
+	go func() {
+		tick := time.NewTicker(every)
+		defer tick.Stop()
+		for i := range n {
+			<-tick.C
+			if _, err := c.source.Collection("c").InsertOne(context.Background(), bson.D{{Key: "_id", Value: i}}); err != nil {
+				t.Error(err)
+				break
+			}
+		}
+		done <- n
+	}()
+	return done
+}
+
+// effectsPerEvent waits until n distinct events have effects and returns
+// the number of effects of each.
+func (c *cluster) effectsPerEvent(t *testing.T, n int) map[string]int {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		cur, err := c.state.Collection("effects").Find(context.Background(), bson.D{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		per := map[string]int{}
+		for cur.Next(context.Background()) {
+			per[cur.Current.Lookup("event").StringValue()]++
+		}
+		if len(per) >= n {
+			return per
+		}
+		if time.Now().After(deadline) {
+			dl, _ := c.state.Collection("dlq").Find(context.Background(), bson.D{})
+			for dl.Next(context.Background()) {
+				t.Logf("dead letter: partition %v: %v", dl.Current.Lookup("partition"), dl.Current.Lookup("error"))
+			}
+			cps, _ := c.state.Collection("checkpoints").Find(context.Background(), bson.D{})
+			for cps.Next(context.Background()) {
+				t.Logf("checkpoint: partition %v epoch %v state %v note %v", cps.Current.Lookup("partition"), cps.Current.Lookup("epoch"), cps.Current.Lookup("state"), cps.Current.Lookup("note"))
+			}
+			t.Fatalf("effects for %d of %d events", len(per), n)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func killTest(t *testing.T, mode group.Mode) {
+	c := newCluster(t)
+	const partitions, ttl = 6, 2 * time.Second
+	// The killed member's open transaction keeps its documents from the
+	// new owner until the server reaps it (transactionLifetimeLimitSeconds,
+	// 60s by default, on a real server too); a short limit keeps the test
+	// short.
+	if err := c.client.Database("admin").RunCommand(context.Background(), bson.D{{Key: "setParameter", Value: 1}, {Key: "transactionLifetimeLimitSeconds", Value: 3}}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.state.CreateCollection(context.Background(), "effects")
+	start := c.opTime(t)
+	procs := map[string]*proc{}
+	for _, m := range []string{"m0", "m1", "m2"} {
+		procs[m] = c.spawn(t, m, mode, partitions, ttl, start)
+	}
+	c.waitOwned(t, partitions, 30*time.Second, func(l lease.Lease) bool { return true })
+	load := c.writeLoad(t, 300, 5*time.Millisecond)
+	c.effectsPerEvent(t, 30) // the kill lands in the middle of the load
+	victim := c.ownersNow(t)
+	if err := procs["m1"].cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	took := c.waitOwned(t, partitions, 30*time.Second, func(l lease.Lease) bool { return l.Owner != "m1" })
+	had := 0
+	for _, l := range victim {
+		if l.Owner == "m1" {
+			had++
+		}
+	}
+	t.Logf("%s: m1 owned %d partitions; takeover after SIGKILL took %v (lease TTL %v)", mode, had, took, ttl)
+	fmt.Printf("group: takeover after SIGKILL: %d ms (lease TTL %d ms, mode %s)\n", took.Milliseconds(), ttl.Milliseconds(), mode)
+	if took > ttl+time.Second {
+		t.Fatalf("takeover took %v, more than the lease TTL + 1s", took)
+	}
+	n := <-load
+	per := c.effectsPerEvent(t, n)
+	dups := 0
+	for _, k := range per {
+		dups += k - 1
+	}
+	fmt.Printf("group: %s mode after SIGKILL: %d writes, %d events with effects, %d duplicate effects\n", mode, n, len(per), dups)
+	if len(per) != n {
+		t.Fatalf("%d events have effects, want %d (lost)", len(per), n)
+	}
+	if mode == group.Transactional && dups != 0 {
+		t.Fatalf("transactional mode: %d duplicate effects, want 0", dups)
+	}
+}
+
+func TestKillMemberTransactional(t *testing.T) { killTest(t, group.Transactional) }
+func TestKillMemberIdempotent(t *testing.T)    { killTest(t, group.Idempotent) }
+
+func TestGracefulLeaveTakeover(t *testing.T) {
+	c := newCluster(t)
+	const partitions, ttl = 4, 5 * time.Second
+	start := c.opTime(t)
+	a := c.spawn(t, "a", group.AtLeastOnce, partitions, ttl, start)
+	c.spawn(t, "b", group.AtLeastOnce, partitions, ttl, start)
+	c.waitOwned(t, partitions, 30*time.Second, func(l lease.Lease) bool { return true })
+	// Both members hold partitions once balanced.
+	c.waitOwned(t, partitions, 30*time.Second, func(lease.Lease) bool {
+		owners := map[string]bool{}
+		for _, l := range c.ownersNow(t) {
+			owners[l.Owner] = true
+		}
+		return len(owners) == 2
+	})
+	if err := a.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	took := c.waitOwned(t, partitions, 30*time.Second, func(l lease.Lease) bool { return l.Owner == "b" })
+	fmt.Printf("group: takeover after SIGTERM: %d ms (lease TTL %d ms)\n", took.Milliseconds(), ttl.Milliseconds())
+	if took > 2*time.Second {
+		t.Fatalf("takeover after SIGTERM took %v, want within 2s (leases released, not expired)", took)
+	}
+	if err := a.cmd.Wait(); err != nil {
+		t.Fatalf("member a did not exit cleanly after SIGTERM: %v", err)
+	}
+}
+
+// TestZombieMakesNoEffect stops a member (SIGSTOP) past its lease, lets
+// another take over, resumes it (SIGCONT): it writes no effect and no
+// checkpoint after losing the lease, notices, and gives the partition up.
+func TestZombieMakesNoEffect(t *testing.T) {
+	c := newCluster(t)
+	const partitions, ttl = 1, 2 * time.Second
+	_ = c.state.CreateCollection(context.Background(), "effects")
+	start := c.opTime(t)
+	z := c.spawn(t, "zombie", group.Transactional, partitions, ttl, start)
+	z.waitLine(t, "ASSIGNED", 30*time.Second)
+	c.spawn(t, "heir", group.Transactional, partitions, ttl, start)
+	if err := z.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	c.waitOwned(t, partitions, 30*time.Second, func(l lease.Lease) bool { return l.Owner == "heir" })
+	newEpoch := c.ownersNow(t)[0].Epoch
+	// Writes while the zombie is frozen; the heir applies them.
+	for i := range 20 {
+		if _, err := c.source.Collection("c").InsertOne(context.Background(), bson.D{{Key: "_id", Value: i}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.effectsPerEvent(t, 20)
+	if err := z.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	z.waitLine(t, "LOST 0", 30*time.Second)
+	for i := 20; i < 40; i++ {
+		if _, err := c.source.Collection("c").InsertOne(context.Background(), bson.D{{Key: "_id", Value: i}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	per := c.effectsPerEvent(t, 40)
+	n, err := c.state.Collection("effects").CountDocuments(context.Background(), bson.D{{Key: "member", Value: "zombie"}, {Key: "epoch", Value: bson.D{{Key: "$lt", Value: newEpoch}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cur, _ := c.state.Collection("effects").Find(context.Background(), bson.D{{Key: "member", Value: "zombie"}})
+	var zombieAfter int
+	for cur.Next(context.Background()) {
+		zombieAfter++
+	}
+	for id, k := range per {
+		if k != 1 {
+			t.Fatalf("event %s has %d effects", id[:12], k)
+		}
+	}
+	if zombieAfter != 0 {
+		t.Fatalf("the zombie made %d effects (%d under its old epoch)", zombieAfter, n)
+	}
+	var cp struct {
+		Epoch int64 `bson:"epoch"`
+	}
+	if err := c.state.Collection("checkpoints").FindOne(context.Background(), bson.D{{Key: "stream", Value: "orders"}}).Decode(&cp); err != nil {
+		t.Fatal(err)
+	}
+	if cp.Epoch != newEpoch {
+		t.Fatalf("checkpoint epoch %d, want the heir's %d: the zombie wrote a checkpoint", cp.Epoch, newEpoch)
+	}
+}

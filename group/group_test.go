@@ -14,6 +14,7 @@ import (
 
 	"github.com/ferry-io/ferry"
 	"github.com/ferry-io/ferry/group"
+	"github.com/ferry-io/ferry/internal/hashkey"
 	"github.com/ferry-io/ferry/lease"
 	"github.com/ferry-io/ferry/mongotest"
 )
@@ -38,6 +39,10 @@ type member struct {
 
 func newCluster(t *testing.T) *cluster {
 	uri, _ := mongotest.URI(t)
+	return newClusterOn(t, uri)
+}
+
+func newClusterOn(t *testing.T, uri string) *cluster {
 	client, err := mongo.Connect(options.Client().ApplyURI(uri))
 	if err != nil {
 		t.Fatal(err)
@@ -55,7 +60,13 @@ func (c *cluster) handler(_ context.Context, ev *ferry.Event) error {
 	return nil
 }
 
-func (c *cluster) join(id string, partitions int) {
+func (c *cluster) join(id string, partitions int) { c.joinWith(id, partitions) }
+
+func (c *cluster) joinWith(id string, partitions int, extra ...lease.Option) {
+	c.joinWithLost(id, partitions, nil, extra...)
+}
+
+func (c *cluster) joinWithLost(id string, partitions int, onLost func(int, error), extra ...lease.Option) {
 	c.t.Helper()
 	client, err := mongo.Connect(options.Client().ApplyURI(c.uri))
 	if err != nil {
@@ -64,7 +75,12 @@ func (c *cluster) join(id string, partitions int) {
 	g, err := group.New(client, c.handler,
 		group.Name("orders"), group.Partitions(partitions), group.MemberID(id), group.StateDatabase(client.Database(c.state.Name())),
 		group.LeaseTTL(2*time.Second), group.RebalanceInterval(50*time.Millisecond),
-		group.LeaseOptions(lease.MemberTimeout(2*time.Second), lease.HeartbeatInterval(200*time.Millisecond)),
+		group.LeaseOptions(append([]lease.Option{lease.MemberTimeout(2 * time.Second), lease.HeartbeatInterval(200 * time.Millisecond)}, extra...)...),
+		group.OnLost(func(p int, err error) {
+			if onLost != nil {
+				onLost(p, err)
+			}
+		}),
 		group.Consumer(ferry.WatchCollection(c.source.Name(), "c"), ferry.MaxAwaitTime(50*time.Millisecond),
 			ferry.CommitEvery(10, 20*time.Millisecond)))
 	if err != nil {
@@ -404,5 +420,118 @@ func TestRepartition(t *testing.T) {
 	n, _ := c.state.Collection("effects").CountDocuments(ctx, bson.D{})
 	if n != 40 {
 		t.Fatalf("%d effects after repartitioning, want 40", n)
+	}
+}
+
+// skewed is a lease clock shifted by a fixed offset (a member whose local
+// clock is wrong by minutes).
+type skewed struct{ off time.Duration }
+
+func (s skewed) Now() time.Time                         { return time.Now().Add(s.off) }
+func (s skewed) After(d time.Duration) <-chan time.Time { return time.After(d) }
+
+// TestSkewedClocksNeverShareAPartition runs members whose local clocks
+// differ by minutes: leases are judged by the server's clock and validity
+// by elapsed time, so no partition ever runs on two members.
+func TestSkewedClocksNeverShareAPartition(t *testing.T) {
+	c := newCluster(t)
+	const partitions = 6
+	for i, off := range []time.Duration{-7 * time.Minute, 0, 9 * time.Minute} {
+		c.joinWith(fmt.Sprintf("skew%d", i), partitions, lease.WithClock(skewed{off}))
+	}
+	c.settle(partitions)
+	c.leave("skew1")
+	c.settle(partitions)
+	c.joinWith("late", partitions, lease.WithClock(skewed{-30 * time.Minute}))
+	c.settle(partitions)
+}
+
+// TestQuietPartitionsKeepTheirPlace writes only to documents of partition 0
+// while the oplog rolls over many times: the quiet partitions' checkpoints
+// advance with the server's postBatchResumeToken, so a restart resumes every
+// partition without ChangeStreamHistoryLost.
+func TestQuietPartitionsKeepTheirPlace(t *testing.T) {
+	srv := mongotest.New(t, mongotest.OplogMaxEntries(60))
+	c := newClusterOn(t, srv.URI())
+	const partitions = 4
+	c.join("q", partitions)
+	c.settle(partitions)
+	// _ids that hash to partition 0.
+	var ids []int
+	for i := 0; len(ids) < 150; i++ {
+		h, _ := hashkey.Hash(int32(i))
+		if h%partitions == 0 {
+			ids = append(ids, i)
+		}
+	}
+	for _, id := range ids {
+		if _, err := c.source.Collection("c").InsertOne(context.Background(), bson.D{{Key: "_id", Value: int32(id)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		c.mu.Lock()
+		n := len(c.applied)
+		c.mu.Unlock()
+		if n == len(ids) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d events applied", n, len(ids))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// Wait until every partition has checkpointed after the writes
+	// (checkpoint times are the server's), then restart.
+	var hello struct {
+		LocalTime time.Time `bson:"localTime"`
+	}
+	if err := c.client.Database("admin").RunCommand(context.Background(), bson.D{{Key: "hello", Value: 1}}).Decode(&hello); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		cur, err := c.state.Collection("checkpoints").Find(context.Background(), bson.D{{Key: "updatedAt", Value: bson.D{{Key: "$gt", Value: hello.LocalTime}}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var n int
+		for cur.Next(context.Background()) {
+			n++
+		}
+		if n == partitions {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d partitions checkpointed after the writes", n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	c.leave("q")
+	lost := make(chan int, partitions)
+	c.joinWithLost("q2", partitions, func(p int, err error) { lost <- p })
+	c.settle(partitions)
+	for i := range 50 {
+		if _, err := c.source.Collection("c").InsertOne(context.Background(), bson.D{{Key: "_id", Value: fmt.Sprint("after-", i)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline = time.Now().Add(30 * time.Second)
+	for {
+		c.mu.Lock()
+		n := len(c.applied)
+		c.mu.Unlock()
+		if n == len(ids)+50 {
+			break
+		}
+		select {
+		case p := <-lost:
+			t.Fatalf("partition %d stopped after the restart (its position fell off the oplog?)", p)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d events applied after the restart", n, len(ids)+50)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

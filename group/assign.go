@@ -1,5 +1,3 @@
-// Package group coordinates consumer groups: many instances of a service
-// share one stream's partitions.
 package group
 
 import (

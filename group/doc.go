@@ -1,0 +1,72 @@
+// Package group runs a Ferry consumer group: many instances of a service
+// (Cloud Run, Kubernetes) share one stream's partitions, and each change's
+// effect happens once.
+//
+//	g, _ := group.New(client, handle,
+//		group.Name("orders"), group.Partitions(8),
+//		group.StateDatabase(client.Database("ferry")),
+//		group.DeliveryMode(group.Transactional),
+//		group.Consumer(ferry.WatchCollection("shop", "orders")),
+//	)
+//	err := g.Run(ctx) // cancel ctx (SIGTERM) to hand off and leave
+//
+// # How it works
+//
+//   - Membership: each member registers under an id (MemberID, else
+//     lease.DefaultMemberID: Cloud Run's K_SERVICE/K_REVISION or the host
+//     name, plus a random suffix) and heartbeats; a member silent for the
+//     member timeout is dropped, judged by the database server's clock.
+//   - Leases: each partition has a lease {owner, epoch, expiresAt} taken and
+//     renewed by single atomic updates judged by $$NOW, never by comparing
+//     instance clocks; every new tenure increments the epoch, the fencing
+//     token. A holder renews at a third of the TTL and stops working on a
+//     partition by itself once it cannot prove the lease still valid
+//     (monotonic time since its last successful renewal), before the server
+//     could expire it.
+//   - Assignment: every member computes the same target from the live
+//     members and the current owners (see Assign: balanced within one;
+//     a join moves exactly the newcomer's share, a leave only the leaver's
+//     partitions). A member claims free partitions it targets and hands off
+//     the others cooperatively: stop reading, drain, final checkpoint,
+//     release. Partitions that do not move keep running. OnAssigned,
+//     OnRevoked and OnLost are never called concurrently.
+//   - Each owned partition runs a ferry.Consumer with the partition filter
+//     and the lease epoch. A new owner claims the partition's checkpoint
+//     under its epoch before reading, so a previous owner's checkpoint
+//     writes are rejected (ferry.ErrFenced) from then on.
+//   - Control events (drop, rename, dropDatabase, invalidate) have no
+//     documentKey; every partition sees them and applies the invalidate
+//     policy, and partition 0 hands them to the handler (see package ferry).
+//   - Leaving: on cancellation a member drains, checkpoints and releases its
+//     leases, so others take over at once instead of waiting for expiry.
+//   - Repartition changes the partition count explicitly, with the group
+//     stopped: every new partition starts from the oldest old checkpoint and
+//     the ledger absorbs the replay. It never happens implicitly.
+//
+// # Delivery modes
+//
+//	mode           how                                               guarantee
+//	at-least-once  effect, then checkpoint                           no loss; a crash replays the events after the checkpoint
+//	idempotent     ledger consulted before the effect, written       no loss; a duplicate only if the process dies between the
+//	               after; Event.ID() is the idempotency key,         effect and the ledger write and the sink ignores the key
+//	               Event.Epoch the fencing token
+//	transactional  ledger insert + lease-epoch check + the           exactly-once effects for writes the handler makes through
+//	               handler's writes in one MongoDB transaction       the context it is given, with the group's client, in the
+//	               (the handler gets a session context)              state store's cluster; a fenced-off zombie's transaction
+//	                                                                 aborts
+//
+// Every handler call first checks that the partition's lease is still
+// provably valid; if not, the partition stops without finishing the event
+// (ferry.StopPartition), so its next owner applies it.
+//
+// # Operational notes
+//
+//   - A member killed in the middle of a transaction leaves it open on the
+//     server until transactionLifetimeLimitSeconds (60 s by default) has
+//     passed; the documents it wrote stay locked, and the new owner's
+//     transactions on them meet write conflicts. Ferry retries transient
+//     errors for as long as they last and never dead-letters an event
+//     because of them; lowering the server parameter shortens the wait.
+//   - Takeover after a crash takes up to the lease TTL (plus a rebalance
+//     interval); after a graceful leave it is immediate.
+package group

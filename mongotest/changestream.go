@@ -26,24 +26,80 @@ type changeStream struct {
 	nextSeq       int64  // next oplog entry to scan
 	skipThrough   string // skip events whose token data is <= this (resume point)
 	mustFind      bool   // the resume token names an event that must be found
-	found         bool
-	pbrt          bson.D // current postBatchResumeToken
-	pbrtData      string
-	buffered      []streamEvent // produced but not yet returned
-	bufferedBytes int64
-	matchOnly     bool // the user pipeline only filters: events keep their shape
-	invalidated   bool // an invalidate event has been produced
-	done          bool // invalidate returned: close the cursor
-	killOnce      sync.Once
-	killed        chan struct{}
+	split         bool   // the pipeline ends with $changeStreamSplitLargeEvent
+	// Resuming from a fragment of a split event: the event is found again,
+	// and its fragments up to resumeFragment (0-based) are dropped.
+	resumeFragment int
+	dropFragments  int
+	found          bool
+	pbrt           bson.D // current postBatchResumeToken
+	pbrtData       string
+	buffered       []streamEvent // produced but not yet returned
+	bufferedBytes  int64
+	matchOnly      bool // the user pipeline only filters: events keep their shape
+	invalidated    bool // an invalidate event has been produced
+	done           bool // invalidate returned: close the cursor
+	killOnce       sync.Once
+	killed         chan struct{}
 }
 
 // streamEvent is an event ready to return: the event as produced (before
 // the user's pipeline), its encoded output and its token data for ordering.
 type streamEvent struct {
-	doc  bson.D
-	raw  bson.Raw
-	data string
+	doc    bson.D
+	raw    bson.Raw
+	data   string
+	tokDoc bson.D // the fragment's token, for fragments of a split event
+}
+
+// splitEvent cuts an event over 16 MiB into fragments, as
+// $changeStreamSplitLargeEvent does: each fragment carries its own resume
+// token (the event's, with fragmentNum), splitEvent {fragment, of} and as
+// many of the event's top-level fields, in order, as fit in 16 MiB. A single
+// field too large for a fragment fails with BSONObjectTooLarge.
+func splitEvent(ev bson.D, tok resumetoken.Token) ([]streamEvent, error) {
+	const overhead = 1024 // token, splitEvent and framing
+	limit := maxBatchBytes - overhead
+	var groups [][]bson.E
+	var cur []bson.E
+	size := 0
+	for _, el := range ev {
+		if el.Key == "_id" {
+			continue
+		}
+		s := int(docSize(bson.D{el}))
+		if s > limit {
+			return nil, errorf(10334, "BSONObj size: %d (0x%X) is invalid. Size must be between 0 and 16793600(16MB): field %q of a change event is too large even for $changeStreamSplitLargeEvent", s, s, el.Key)
+		}
+		if size+s > limit && len(cur) > 0 {
+			groups = append(groups, cur)
+			cur, size = nil, 0
+		}
+		cur = append(cur, el)
+		size += s
+	}
+	if len(cur) > 0 {
+		groups = append(groups, cur)
+	}
+	out := make([]streamEvent, 0, len(groups))
+	for i, g := range groups {
+		n := i
+		ft := tok
+		ft.FragmentNum = &n
+		data, bits := ft.Encode()
+		id := bson.D{{Key: "_data", Value: data}}
+		if bits != nil {
+			id = append(id, bson.E{Key: "_typeBits", Value: bson.Binary{Subtype: 0, Data: bits}})
+		}
+		doc := append(bson.D{{Key: "_id", Value: id}, {Key: "splitEvent", Value: bson.D{
+			{Key: "fragment", Value: int32(i + 1)}, {Key: "of", Value: int32(len(groups))}}}}, g...)
+		raw, err := bson.Marshal(doc)
+		if err != nil {
+			return nil, errorf(1, "cannot encode change event fragment: %v", err)
+		}
+		out = append(out, streamEvent{doc: doc, raw: raw, data: data, tokDoc: id})
+	}
+	return out, nil
 }
 
 func (cs *changeStream) kill() { cs.killOnce.Do(func() { close(cs.killed) }) }
@@ -91,7 +147,7 @@ func (e *engine) openChangeStream(r *request, pipeline bson.A) (bson.D, error) {
 	if !ok {
 		return nil, errorf(codeFailedToParse, "the $changeStream stage specification must be an object, got %s", typeName(spec[0].Value))
 	}
-	cs := &changeStream{db: r.db, killed: make(chan struct{})}
+	cs := &changeStream{db: r.db, killed: make(chan struct{}), resumeFragment: -1, dropFragments: -1}
 	var ns string
 	switch target := r.cmd[0].Value.(type) {
 	case string:
@@ -177,8 +233,11 @@ func (e *engine) openChangeStream(r *request, pipeline bson.A) (bson.D, error) {
 		if sd[0].Key == "$changeStream" {
 			return nil, errorf(codeLocation40602, "$changeStream is only valid as the first stage in a pipeline")
 		}
-		if sd[0].Key == "$changeStreamSplitLargeEvent" && i != len(rest)-1 {
-			return nil, errorf(7182802, "$changeStreamSplitLargeEvent must be the last stage in the pipeline")
+		if sd[0].Key == "$changeStreamSplitLargeEvent" {
+			if i != len(rest)-1 {
+				return nil, errorf(7182802, "$changeStreamSplitLargeEvent must be the last stage in the pipeline")
+			}
+			cs.split = true
 		}
 	}
 	if len(rest) > 0 {
@@ -234,6 +293,14 @@ func (e *engine) openChangeStream(r *request, pipeline bson.A) (bson.D, error) {
 		}
 		data, _ := tok.Encode()
 		cs.skipThrough = data
+		if tok.FragmentNum != nil {
+			// A fragment of a split event: find the event, then skip
+			// the fragments already returned.
+			base := tok
+			base.FragmentNum = nil
+			cs.skipThrough, _ = base.Encode()
+			cs.resumeFragment = *tok.FragmentNum
+		}
 		cs.mustFind = tok.TokenType == resumetoken.TypeEvent
 		cs.nextSeq = e.oplog.seqAtOrAfter(tok.ClusterTime)
 		cs.setPBRT(tok.Document(), data)
@@ -333,7 +400,11 @@ func (e *engine) streamBatch(cs *changeStream, n int) ([]bson.Raw, error) {
 		cs.bufferedBytes -= s
 		batch = append(batch, ev.raw)
 		size += s
-		cs.pbrt, cs.pbrtData = lookupD(ev.doc, "_id").(bson.D), ev.data
+		if ev.tokDoc != nil {
+			cs.pbrt, cs.pbrtData = ev.tokDoc, ev.data
+		} else {
+			cs.pbrt, cs.pbrtData = lookupD(ev.doc, "_id").(bson.D), ev.data
+		}
 		if isInvalidate(ev.doc) {
 			cs.done = true
 			break
@@ -382,7 +453,11 @@ func (e *engine) scan(cs *changeStream, want int) error {
 				}
 				if ev.data == cs.skipThrough {
 					cs.found = true
-					continue
+					if cs.resumeFragment < 0 {
+						continue
+					}
+					cs.dropFragments, cs.resumeFragment = cs.resumeFragment, -1
+					cs.skipThrough = ""
 				}
 				if cs.mustFind && !cs.found {
 					return &cmdError{Code: codeChangeStreamFatalError,
@@ -438,10 +513,24 @@ func (e *engine) scan(cs *changeStream, want int) error {
 					ent.events = append(ent.events, cachedEvent{shape: shape, raw: raw})
 				}
 			}
+			if len(raw) > maxBSONObjectSize && cs.split && !isInvalidate(ev.doc) {
+				frags, err := splitEvent(out, entryToken(ent))
+				if err != nil {
+					return err
+				}
+				for i, f := range frags {
+					if i <= cs.dropFragments {
+						continue
+					}
+					cs.buffered = append(cs.buffered, f)
+					cs.bufferedBytes += int64(len(f.raw))
+				}
+				cs.dropFragments = -1
+				continue
+			}
 			if len(raw) > maxBSONObjectSize {
-				// A real server never returns an event over 16 MiB; without
-				// $changeStreamSplitLargeEvent (which mongotest does not
-				// implement) it fails the command.
+				// A real server never returns an event over 16 MiB: without
+				// $changeStreamSplitLargeEvent it fails the command.
 				return errorf(10334, "Executor error during getMore :: caused by :: BSONObj size: %d (0x%X) is invalid. Size must be between 0 and 16793600(16MB) First element: _id: %s",
 					len(raw), len(raw), tokenString(bson.D{{Key: "_data", Value: ev.data}}))
 			}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -512,5 +513,43 @@ func TestResumeFromUnknownToken(t *testing.T) {
 	var se mongo.ServerError
 	if !errors.As(err, &se) || !se.HasErrorCode(280) {
 		t.Fatalf("resume from a token never issued: %v, want ChangeStreamFatalError (280)", err)
+	}
+}
+
+// TestResumeFromSplitEventFragment resumes from the token of a split
+// event's first fragment: the stream continues with the second fragment.
+func TestResumeFromSplitEventFragment(t *testing.T) {
+	client, db, _ := connect(t)
+	_ = client
+	c := ctx(t)
+	if err := db.CreateCollection(c, "big", options.CreateCollection().SetChangeStreamPreAndPostImages(bson.D{{Key: "enabled", Value: true}})); err != nil {
+		t.Fatal(err)
+	}
+	coll := db.Collection("big")
+	if _, err := coll.InsertOne(c, bson.D{{Key: "_id", Value: 1}, {Key: "v", Value: strings.Repeat("a", 10<<20)}}); err != nil {
+		t.Fatal(err)
+	}
+	split := mongo.Pipeline{{{Key: "$changeStreamSplitLargeEvent", Value: bson.D{}}}}
+	cs, err := coll.Watch(c, split, options.ChangeStream().SetFullDocumentBeforeChange(options.Required))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close(c)
+	if _, err := coll.UpdateOne(c, bson.D{{Key: "_id", Value: 1}}, bson.D{{Key: "$set", Value: bson.D{{Key: "v", Value: strings.Repeat("b", 10<<20)}}}}); err != nil {
+		t.Fatal(err)
+	}
+	next(t, cs)
+	if f := cs.Current.Lookup("splitEvent", "fragment").Int32(); f != 1 {
+		t.Fatalf("first fragment number %d", f)
+	}
+	tok := cs.ResumeToken()
+	resumed, err := coll.Watch(c, split, options.ChangeStream().SetFullDocumentBeforeChange(options.Required).SetResumeAfter(tok))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resumed.Close(c)
+	next(t, resumed)
+	if f, of := resumed.Current.Lookup("splitEvent", "fragment").Int32(), resumed.Current.Lookup("splitEvent", "of").Int32(); f != 2 || of != 2 {
+		t.Fatalf("after resuming from fragment 1: fragment %d of %d, want 2 of 2", f, of)
 	}
 }

@@ -51,9 +51,11 @@
 //	                     collMod, listCollections, listDatabases,         views (created and listed; reading through a
 //	                     createIndexes/listIndexes/dropIndexes with       view is not supported), validators (stored,
 //	                     unique indexes enforced (11000), TTL indexes     not enforced)
-//	change streams       collection, database and cluster streams;        $changeStreamSplitLargeEvent (accepted, does
-//	                     resumeAfter, startAfter, startAtOperationTime;   not split: an event over 16 MiB fails with
-//	                                                                      10334 BSONObjectTooLarge, as without the stage)
+//	change streams       collection, database and cluster streams;        an event over 16 MiB without
+//	                     resumeAfter, startAfter, startAtOperationTime;   $changeStreamSplitLargeEvent: 10334
+//	                     $changeStreamSplitLargeEvent (fragments with     BSONObjectTooLarge, as on a real server
+//	                     splitEvent and fragment tokens, resumable
+//	                     mid-event);
 //	                     fullDocument updateLookup/whenAvailable/
 //	                     required; fullDocumentBeforeChange (pre-images
 //	                     via changeStreamPreAndPostImages);

@@ -1,0 +1,258 @@
+// Package sink is the contract between Ferry and the places change events are
+// delivered to (an HTTP webhook, standard output, a message broker, ...).
+//
+// A Sink is connected once, written to in batches, and closed:
+//
+//	s, err := webhook.New("https://example.com/hook", webhook.Secret(secret))
+//	if err := s.Connect(ctx); err != nil { ... }
+//	defer s.Close(ctx)
+//	c, err := ferry.NewConsumer(client, sink.Handler(s), ...)
+//
+// # Guarantees a sink gives
+//
+//   - Done means acknowledged: Write returns nil only when the destination
+//     acknowledged every event of the batch (for the webhook, a 2xx
+//     response). Anything else is a failure of that event, reported per
+//     event in a *BatchError.
+//   - Order per document: within a batch, events of one documentKey are
+//     delivered in batch order, and once one of them fails the later ones of
+//     the same key are not attempted (they fail too, retryably), so a
+//     receiver never sees a document's change before an earlier one that
+//     failed. Events of different documents are independent.
+//   - Every delivery carries the event id (ferry.Event.ID, the sha256 of the
+//     resume token) as its idempotency key and the lease epoch it is applied
+//     under. The same event replayed after a crash or a takeover has the
+//     same id, so duplicates are recognisable. Ferry's delivery is
+//     at-least-once: dropping duplicates is the receiver's job, keyed by the
+//     idempotency key (see examples/node-receiver).
+//   - Write is safe for concurrent use: ferry calls the handler from several
+//     lanes at once.
+//   - Write before Connect or after Close fails with ErrNotConnected; nothing
+//     is dropped silently.
+//
+// # Retry classes
+//
+// Each failure is either retryable (the default: timeouts, connection errors,
+// 408, 429, 5xx for HTTP) or permanent (marked with Permanent: the receiver
+// rejected the event and retrying cannot help, e.g. HTTP 400). Handler hands
+// retryable failures back to ferry plainly, so ferry retries them with
+// backoff up to its MaxAttempts, and permanent ones wrapped with
+// ferry.Permanent, so they go straight to the dead-letter policy. A failure
+// may also carry a minimum delay (RetryAfter, from an HTTP Retry-After
+// header); Handler waits that long, within its context, before returning the
+// error, so ferry's next attempt comes no sooner.
+//
+// Every sink passes the shared behaviour suite in package sinktest.
+package sink
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/ferry-io/ferry"
+)
+
+// Sink delivers change events somewhere.
+type Sink interface {
+	// Connect prepares the sink; Write may be called after it returned nil.
+	Connect(ctx context.Context) error
+	// Write delivers a batch in order; it returns nil when every event was
+	// acknowledged, or a *BatchError saying per event which failed and
+	// whether each failure is retryable (see IsRetryable). Any other error
+	// applies to every event of the batch.
+	Write(ctx context.Context, batch []*ferry.Event) error
+	// Close releases the sink's resources. Writes after Close fail with
+	// ErrNotConnected.
+	Close(ctx context.Context) error
+}
+
+// Errors to check with errors.Is.
+var (
+	// ErrNotConnected: Write was called before Connect or after Close.
+	ErrNotConnected = errors.New("sink: not connected")
+	// ErrRetryable marks a failure that may succeed if tried again (see
+	// Retryable). Unmarked failures are retryable too; the mark documents
+	// intent and carries a delay (RetryAfter).
+	ErrRetryable = errors.New("sink: retryable failure")
+	// ErrPermanent marks a failure retrying cannot fix (see Permanent). It
+	// is ferry.ErrPermanent, so errors.Is works on either side.
+	ErrPermanent = ferry.ErrPermanent
+	// ErrSkipped is the failure of an event that was not attempted because
+	// an earlier event of the same documentKey failed in the same batch.
+	ErrSkipped = errors.New("sink: not attempted: an earlier event of the same document failed")
+)
+
+// Retryable marks err as retryable.
+func Retryable(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &retryableError{err: err}
+}
+
+// RetryAfter marks err as retryable no sooner than after d.
+func RetryAfter(err error, d time.Duration) error {
+	if err == nil {
+		return nil
+	}
+	if d < 0 {
+		d = 0
+	}
+	return &retryableError{err: err, after: d}
+}
+
+// Permanent marks err as not retryable: the event goes to the dead-letter
+// policy. It is ferry.Permanent.
+func Permanent(err error) error {
+	if err == nil {
+		return nil
+	}
+	return ferry.Permanent(err)
+}
+
+// IsRetryable reports whether a failed event may be tried again: true for
+// every non-nil error not marked Permanent.
+func IsRetryable(err error) bool { return err != nil && !errors.Is(err, ErrPermanent) }
+
+// RetryDelay returns the minimum delay before retrying that err carries
+// (from RetryAfter), if any.
+func RetryDelay(err error) (time.Duration, bool) {
+	var r *retryableError
+	if errors.As(err, &r) && r.after > 0 {
+		return r.after, true
+	}
+	return 0, false
+}
+
+type retryableError struct {
+	err   error
+	after time.Duration
+}
+
+func (e *retryableError) Error() string {
+	if e.after > 0 {
+		return fmt.Sprintf("%v (retry after %s)", e.err, e.after)
+	}
+	return e.err.Error()
+}
+func (e *retryableError) Unwrap() []error { return []error{e.err, ErrRetryable} }
+
+// BatchError reports which events of a batch failed.
+type BatchError struct {
+	// Errs has one entry per event of the batch, in order; nil means
+	// delivered.
+	Errs []error
+}
+
+// NewBatchError returns a BatchError for a batch of n events, all delivered
+// until Set says otherwise.
+func NewBatchError(n int) *BatchError { return &BatchError{Errs: make([]error, n)} }
+
+// Set records the failure of event i.
+func (e *BatchError) Set(i int, err error) { e.Errs[i] = err }
+
+// Failed returns how many events failed.
+func (e *BatchError) Failed() int {
+	n := 0
+	for _, err := range e.Errs {
+		if err != nil {
+			n++
+		}
+	}
+	return n
+}
+
+// Err returns e, or nil if no event failed, so Write can end with
+// `return be.Err()`.
+func (e *BatchError) Err() error {
+	if e == nil || e.Failed() == 0 {
+		return nil
+	}
+	return e
+}
+
+func (e *BatchError) Error() string {
+	var first string
+	for i, err := range e.Errs {
+		if err != nil {
+			first = fmt.Sprintf("event %d: %v", i, err)
+			break
+		}
+	}
+	if n := e.Failed(); n > 1 {
+		return fmt.Sprintf("sink: %d of %d events failed; first %s", n, len(e.Errs), first)
+	}
+	return "sink: " + first
+}
+
+// Errors returns one error per event of a batch of n from the error Write
+// returned: the BatchError's entries, or err for every event.
+func Errors(err error, n int) []error {
+	out := make([]error, n)
+	if err == nil {
+		return out
+	}
+	var be *BatchError
+	if errors.As(err, &be) && len(be.Errs) == n {
+		copy(out, be.Errs)
+		return out
+	}
+	for i := range out {
+		out[i] = err
+	}
+	return out
+}
+
+// KeyOf returns the ordering key of an event: its namespace and documentKey
+// bytes. Events without a documentKey (drop, rename, ...) share the key of
+// their namespace.
+func KeyOf(ev *ferry.Event) string {
+	var b strings.Builder
+	b.WriteString(ev.Namespace.String())
+	b.WriteByte(0)
+	b.Write(ev.DocumentKey)
+	return b.String()
+}
+
+// EachInOrder is the delivery loop most sinks need: it calls deliver for
+// each event in order and builds the BatchError. Once an event fails, later
+// events of the same key (KeyOf) are not attempted and fail with ErrSkipped
+// (retryable). If deliver returns an error for which stop reports true (nil
+// stop: never), the remaining events are not attempted and fail with that
+// error; a cancelled ctx stops the loop the same way.
+func EachInOrder(ctx context.Context, batch []*ferry.Event, deliver func(context.Context, *ferry.Event) error, stop func(error) bool) error {
+	be := NewBatchError(len(batch))
+	var failedKeys map[string]bool
+	for i, ev := range batch {
+		if err := ctx.Err(); err != nil {
+			for j := i; j < len(batch); j++ {
+				be.Set(j, Retryable(err))
+			}
+			break
+		}
+		key := KeyOf(ev)
+		if failedKeys[key] {
+			be.Set(i, Retryable(ErrSkipped))
+			continue
+		}
+		err := deliver(ctx, ev)
+		if err == nil {
+			continue
+		}
+		be.Set(i, err)
+		if stop != nil && stop(err) {
+			for j := i + 1; j < len(batch); j++ {
+				be.Set(j, err)
+			}
+			break
+		}
+		if failedKeys == nil {
+			failedKeys = make(map[string]bool)
+		}
+		failedKeys[key] = true
+	}
+	return be.Err()
+}

@@ -1,0 +1,292 @@
+// Package webhook is a sink that POSTs each change event to an HTTP
+// endpoint, signed the Standard Webhooks way (https://www.standardwebhooks.com).
+//
+// # The request
+//
+//	POST <url>
+//	Content-Type: application/json
+//	webhook-id: <event id>              (hex sha256 of the resume token)
+//	webhook-timestamp: <unix seconds>   (time of this attempt)
+//	webhook-signature: v1,<base64 HMAC-SHA256(key, id + "." + timestamp + "." + body)>
+//	Idempotency-Key: <event id>
+//	Ferry-Epoch: <lease epoch>
+//
+//	<the change event as relaxed (default) or canonical Extended JSON>
+//
+// The key is the base64-decoded part of the "whsec_..." secret. Receivers
+// verify the signature over the raw body, reject timestamps too far from
+// their clock, and deduplicate on the event id (examples/node-receiver).
+//
+// # What done means, and retry classes
+//
+// An event is delivered when the receiver answers 2xx; the response body is
+// ignored. Failures are classified for ferry (see package sink):
+//
+//   - retryable: connection errors, a connection dropped before the
+//     response (the receiver may have applied the event: the retry carries
+//     the same Idempotency-Key), request timeouts (Timeout), 408, 429 and
+//     5xx. On 429 and 503 a Retry-After header (seconds or an HTTP date,
+//     capped by MaxRetryAfter) is attached to the error (sink.RetryDelay),
+//     and sink.Handler waits that long before ferry's next attempt. Write
+//     itself never sleeps.
+//   - permanent (dead-lettered without retry): every other status,
+//     including other 4xx and 3xx (redirects are not followed: a POST must
+//     not silently turn into a GET; configure the final URL), and events
+//     that cannot be rendered as Extended JSON.
+//
+// On a connection-level failure (error, timeout, 429, 503) the rest of the
+// batch is not attempted and fails with the same error: the receiver is
+// unreachable or overloaded, and hammering it helps no one.
+//
+// # Connections and secrets
+//
+// One http.Client with keep-alive connections serves every Write; response
+// bodies are always drained (up to 64 KiB) and closed so connections are
+// reused. Close closes idle connections. The secret, header values set with
+// Header, the URL's user info and query string, and request bodies never
+// appear in errors; a failed response's first bytes (up to 200) do, for
+// debugging the receiver.
+package webhook
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+	"unicode/utf8"
+
+	"github.com/ferry-io/ferry"
+	"github.com/ferry-io/ferry/sink"
+	"go.mongodb.org/mongo-driver/v2/bson"
+)
+
+// Defaults.
+const (
+	DefaultTimeout       = 10 * time.Second
+	DefaultMaxRetryAfter = 60 * time.Second
+	DefaultMaxIdleConns  = 16
+)
+
+// Sink posts events to one URL. It is safe for concurrent use.
+type Sink struct {
+	cfg       config
+	where     string // URL without user info and query, for errors
+	client    *http.Client
+	transport *http.Transport
+	connected atomic.Bool
+}
+
+var _ sink.Sink = (*Sink)(nil)
+
+// New returns an unconnected webhook sink posting to rawURL. Secret is
+// required. Errors wrap ErrInvalidOption and name the option.
+func New(rawURL string, opts ...Option) (*Sink, error) {
+	u, err := parseURL(rawURL)
+	if err != nil {
+		return nil, err
+	}
+	cfg := config{
+		url:         u,
+		timeout:     DefaultTimeout,
+		maxRetryAft: DefaultMaxRetryAfter,
+		maxIdle:     DefaultMaxIdleConns,
+		headers:     http.Header{},
+		now:         time.Now,
+	}
+	for _, o := range opts {
+		if o == nil {
+			return nil, fmt.Errorf("%w: nil option", ErrInvalidOption)
+		}
+		if err := o(&cfg); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.key == nil {
+		return nil, fmt.Errorf("%w: Secret: required (whsec_ followed by base64)", ErrInvalidOption)
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConns = cfg.maxIdle
+	tr.MaxIdleConnsPerHost = cfg.maxIdle
+	where := url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path}
+	return &Sink{
+		cfg:       cfg,
+		where:     where.String(),
+		transport: tr,
+		client: &http.Client{
+			Transport:     tr,
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		},
+	}, nil
+}
+
+// Connect makes the sink ready. It does not contact the receiver: the first
+// Write does, and its failures are classified like any other.
+func (s *Sink) Connect(context.Context) error {
+	s.connected.Store(true)
+	return nil
+}
+
+// Close stops the sink and closes idle connections. Later writes fail with
+// sink.ErrNotConnected.
+func (s *Sink) Close(context.Context) error {
+	s.connected.Store(false)
+	s.transport.CloseIdleConnections()
+	return nil
+}
+
+// Write posts the batch's events one at a time, in order.
+func (s *Sink) Write(ctx context.Context, batch []*ferry.Event) error {
+	if len(batch) == 0 {
+		return nil
+	}
+	if !s.connected.Load() {
+		return sink.Retryable(sink.ErrNotConnected)
+	}
+	return sink.EachInOrder(ctx, batch, s.post, stopsBatch)
+}
+
+// StatusError is a non-2xx answer from the receiver; Write's per-event
+// errors wrap it.
+type StatusError struct {
+	StatusCode int
+	// Snippet is the start of the response body (at most 200 bytes).
+	Snippet string
+}
+
+func (e *StatusError) Error() string {
+	if e.Snippet == "" {
+		return fmt.Sprintf("receiver answered %d %s", e.StatusCode, http.StatusText(e.StatusCode))
+	}
+	return fmt.Sprintf("receiver answered %d %s: %q", e.StatusCode, http.StatusText(e.StatusCode), e.Snippet)
+}
+
+// connError is a failure to get any answer (connection, timeout).
+type connError struct{ err error }
+
+func (e *connError) Error() string { return e.err.Error() }
+func (e *connError) Unwrap() error { return e.err }
+
+// stopsBatch reports whether a failure concerns the receiver rather than
+// the event.
+func stopsBatch(err error) bool {
+	var ce *connError
+	if errors.As(err, &ce) {
+		return true
+	}
+	var se *StatusError
+	return errors.As(err, &se) && (se.StatusCode == http.StatusTooManyRequests || se.StatusCode == http.StatusServiceUnavailable)
+}
+
+// post delivers one event.
+func (s *Sink) post(ctx context.Context, ev *ferry.Event) error {
+	body, err := bson.MarshalExtJSON(ev.Raw, s.cfg.canonical, false)
+	if err != nil {
+		return sink.Permanent(fmt.Errorf("webhook: event %s: rendering Extended JSON: %w", ev.ID(), err))
+	}
+	id := ev.ID()
+	ts := s.cfg.now().Unix()
+	rctx, cancel := context.WithTimeout(ctx, s.cfg.timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(rctx, http.MethodPost, s.cfg.url.String(), bytes.NewReader(body))
+	if err != nil {
+		return sink.Permanent(fmt.Errorf("webhook: event %s: building request for %s: %w", id, s.where, err))
+	}
+	for k, vs := range s.cfg.headers {
+		req.Header[k] = vs
+	}
+	h := req.Header
+	h.Set("Content-Type", "application/json")
+	h.Set("User-Agent", "ferry-webhook/1")
+	h.Set("Webhook-Id", id)
+	h.Set("Webhook-Timestamp", strconv.FormatInt(ts, 10))
+	h.Set("Webhook-Signature", Sign(s.cfg.key, id, ts, body))
+	h.Set("Idempotency-Key", id)
+	h.Set("Ferry-Epoch", strconv.FormatInt(ev.Epoch, 10))
+
+	resp, err := s.client.Do(req)
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err // its message repeats the full URL
+		}
+		if ctx.Err() == nil && rctx.Err() != nil {
+			err = fmt.Errorf("timed out after %s: %w", s.cfg.timeout, err)
+		}
+		return sink.Retryable(&connError{fmt.Errorf("webhook: event %s: POST %s: %w", id, s.where, err)})
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+		return nil
+	}
+	snippet := make([]byte, 200)
+	n, _ := io.ReadFull(resp.Body, snippet)
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	se := &StatusError{StatusCode: resp.StatusCode, Snippet: printable(snippet[:n])}
+	err = fmt.Errorf("webhook: event %s: POST %s: %w", id, s.where, se)
+	switch code := resp.StatusCode; {
+	case code == http.StatusTooManyRequests || code == http.StatusServiceUnavailable:
+		if d, ok := s.retryAfter(resp.Header.Get("Retry-After")); ok {
+			return sink.RetryAfter(err, d)
+		}
+		return sink.Retryable(err)
+	case code == http.StatusRequestTimeout || code >= 500:
+		return sink.Retryable(err)
+	default:
+		return sink.Permanent(err)
+	}
+}
+
+// retryAfter parses a Retry-After value: delay-seconds or an HTTP date,
+// capped by MaxRetryAfter.
+func (s *Sink) retryAfter(v string) (time.Duration, bool) {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0, false
+	}
+	var d time.Duration
+	if secs, err := strconv.ParseInt(v, 10, 64); err == nil {
+		if secs < 0 {
+			return 0, false
+		}
+		d = time.Duration(min(secs, int64(s.cfg.maxRetryAft/time.Second)+1)) * time.Second
+	} else if t, err := http.ParseTime(v); err == nil {
+		d = t.Sub(s.cfg.now())
+		if d <= 0 {
+			return 0, false
+		}
+	} else {
+		d = s.cfg.maxRetryAft // unparsable: be conservative
+	}
+	return min(d, s.cfg.maxRetryAft), true
+}
+
+// printable keeps a response snippet readable in an error message.
+func printable(b []byte) string {
+	for len(b) > 0 && !utf8.Valid(b) {
+		b = b[:len(b)-1] // cut a rune split by the 200-byte limit
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// Sign returns the Standard Webhooks signature header value for one
+// message: "v1," + base64(HMAC-SHA256(key, id + "." + timestamp + "." + body)).
+func Sign(key []byte, id string, timestamp int64, body []byte) string {
+	m := hmac.New(sha256.New, key)
+	m.Write([]byte(id))
+	m.Write([]byte{'.'})
+	m.Write([]byte(strconv.FormatInt(timestamp, 10)))
+	m.Write([]byte{'.'})
+	m.Write(body)
+	return "v1," + base64.StdEncoding.EncodeToString(m.Sum(nil))
+}

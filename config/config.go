@@ -1,0 +1,372 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"gopkg.in/yaml.v3"
+
+	"github.com/ferry-io/ferry"
+	"github.com/ferry-io/ferry/group"
+)
+
+// Config is a parsed and validated configuration file. Every field holds
+// its value or its default; see the package documentation for the schema.
+type Config struct {
+	Listen  string   `yaml:"listen"`
+	Log     Log      `yaml:"log"`
+	State   State    `yaml:"state"`
+	Streams []Stream `yaml:"streams"`
+}
+
+// Log configures the daemon's log/slog output.
+type Log struct {
+	Level  string `yaml:"level"`  // debug, info, warn or error
+	Format string `yaml:"format"` // json or text
+}
+
+// State says where checkpoints, leases, members, the ledger and dead
+// letters live: a MongoDB database, or (Bolt set) one local file.
+type State struct {
+	URI      MongoURI `yaml:"uri,omitempty"`
+	Database string   `yaml:"database,omitempty"`
+	Bolt     *Bolt    `yaml:"bolt,omitempty"`
+}
+
+// Bolt is an embedded single-file state store for single-instance runs.
+type Bolt struct {
+	Path string `yaml:"path"`
+}
+
+// Stream is one change stream delivered to one sink.
+type Stream struct {
+	Name          string                  `yaml:"name"`
+	Source        Source                  `yaml:"source"`
+	Group         Group                   `yaml:"group"`
+	Delivery      Delivery                `yaml:"delivery"`
+	Retry         Retry                   `yaml:"retry"`
+	OnPoison      ferry.PoisonPolicy      `yaml:"on_poison"`
+	OnHistoryLost ferry.HistoryLostPolicy `yaml:"on_history_lost"`
+	OnInvalidate  ferry.InvalidatePolicy  `yaml:"on_invalidate"`
+	Queue         Queue                   `yaml:"queue"`
+	Sink          Sink                    `yaml:"sink"`
+}
+
+// Source is what a stream watches and how.
+type Source struct {
+	URI                      MongoURI `yaml:"uri"`
+	Scope                    Scope    `yaml:"scope"`
+	Pipeline                 Pipeline `yaml:"pipeline,omitempty"`
+	FullDocument             string   `yaml:"full_document,omitempty"`
+	FullDocumentBeforeChange string   `yaml:"full_document_before_change,omitempty"`
+	ShowExpandedEvents       bool     `yaml:"show_expanded_events"`
+	StartAt                  StartAt  `yaml:"start_at"`
+}
+
+// Scope is a collection (Database and Collection set), a database
+// (Collection empty) or the whole cluster (Cluster true).
+type Scope struct {
+	Database   string `yaml:"database,omitempty"`
+	Collection string `yaml:"collection,omitempty"`
+	Cluster    bool   `yaml:"cluster,omitempty"`
+}
+
+// StartAt is where a stream without a checkpoint begins: "now",
+// "backfill", or a time (Time set, Kind "time").
+type StartAt struct {
+	Kind string    // now, backfill or time
+	Time time.Time // for Kind "time"
+}
+
+// MarshalYAML writes the start position as it is written in the file.
+func (s StartAt) MarshalYAML() (any, error) {
+	if s.Kind == "time" {
+		return s.Time.UTC().Format(time.RFC3339Nano), nil
+	}
+	return s.Kind, nil
+}
+
+// Group configures the consumer group of a stream.
+type Group struct {
+	Partitions int           `yaml:"partitions"`
+	LeaseTTL   time.Duration `yaml:"lease_ttl"`
+	MemberID   string        `yaml:"member_id,omitempty"` // empty: lease.DefaultMemberID; must be unique per process
+}
+
+// Delivery configures the delivery mode.
+type Delivery struct {
+	Mode group.Mode `yaml:"mode"`
+}
+
+// Retry configures how a failed delivery is retried.
+type Retry struct {
+	MaxAttempts    int           `yaml:"max_attempts"`
+	InitialBackoff time.Duration `yaml:"initial_backoff"`
+	MaxBackoff     time.Duration `yaml:"max_backoff"`
+	HandlerTimeout time.Duration `yaml:"handler_timeout"`
+}
+
+// Queue bounds the events read but not yet delivered.
+type Queue struct {
+	Events int   `yaml:"events"`
+	Bytes  int64 `yaml:"bytes"`
+}
+
+// Sink is where a stream's events go: exactly one of its fields is set,
+// and Type names it.
+type Sink struct {
+	Type    string   `yaml:"-"` // "webhook" or "stdout"
+	Webhook *Webhook `yaml:"webhook,omitempty"`
+	Stdout  *Stdout  `yaml:"stdout,omitempty"`
+}
+
+// Sink types.
+const (
+	SinkWebhook = "webhook"
+	SinkStdout  = "stdout"
+)
+
+// SinkTypes lists the known sink types.
+var SinkTypes = []string{SinkStdout, SinkWebhook}
+
+// Webhook POSTs each event to URL, signed with Secret (Standard Webhooks).
+type Webhook struct {
+	URL      string            `yaml:"url"`
+	Secret   Secret            `yaml:"secret"`
+	Timeout  time.Duration     `yaml:"timeout"`
+	Encoding string            `yaml:"encoding"` // canonical or relaxed Extended JSON
+	Headers  map[string]string `yaml:"headers,omitempty"`
+}
+
+// Stdout writes each event as one line of Extended JSON to standard output.
+type Stdout struct {
+	Encoding string `yaml:"encoding"` // canonical or relaxed Extended JSON
+}
+
+// Defaults.
+const (
+	DefaultListen          = ":8080"
+	DefaultLogLevel        = "info"
+	DefaultLogFormat       = "json"
+	DefaultStateDatabase   = "ferry"
+	DefaultPartitions      = 1
+	DefaultLeaseTTL        = 10 * time.Second
+	DefaultMaxAttempts     = 5
+	DefaultInitialBackoff  = 100 * time.Millisecond
+	DefaultMaxBackoff      = 30 * time.Second
+	DefaultHandlerTimeout  = 30 * time.Second
+	DefaultQueueEvents     = 10_000
+	DefaultQueueBytes      = 64 << 20
+	DefaultWebhookTimeout  = 10 * time.Second
+	DefaultWebhookEncoding = "canonical"
+	DefaultStdoutEncoding  = "relaxed"
+	MinLeaseTTL            = 100 * time.Millisecond
+	maxStreamNameLen       = 100
+	maxFileSize            = 4 << 20
+	defaultDeliveryMode    = group.AtLeastOnce
+	defaultOnPoison        = ferry.PoisonDeadLetter
+	defaultOnHistoryLost   = ferry.HistoryLostFail
+	defaultOnInvalidate    = ferry.InvalidateStop
+	defaultStartAt         = "now"
+	startAtBackfill        = "backfill"
+	startAtTime            = "time"
+	fullDocumentDefault    = "default"
+	fullDocumentBeforeOff  = "off"
+	encodingCanonical      = "canonical"
+	encodingRelaxed        = "relaxed"
+)
+
+// Problem is one thing wrong with a configuration, at Path (for example
+// "streams[0].sink.webhook.url"; empty for the file as a whole).
+type Problem struct {
+	Path    string
+	Message string
+}
+
+func (p Problem) String() string {
+	if p.Path == "" {
+		return p.Message
+	}
+	return p.Path + ": " + p.Message
+}
+
+// Error lists every problem found in a configuration file. Its text never
+// contains secrets or URI credentials.
+type Error struct {
+	File     string // the file Load read; empty for Parse
+	Problems []Problem
+}
+
+func (e *Error) Error() string {
+	var b strings.Builder
+	if e.File != "" {
+		b.WriteString(e.File + ": ")
+	}
+	if len(e.Problems) == 1 {
+		b.WriteString(e.Problems[0].String())
+		return b.String()
+	}
+	fmt.Fprintf(&b, "%d problems:", len(e.Problems))
+	for _, p := range e.Problems {
+		b.WriteString("\n  " + p.String())
+	}
+	return b.String()
+}
+
+// Load reads, parses and validates the file at path, expanding ${ENV}
+// references from the process environment. It never connects to anything:
+// it is what `ferry validate` runs. Every error is an *Error.
+func Load(path string) (*Config, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, &Error{File: path, Problems: []Problem{{Message: "cannot read the file: " + describeOSError(err)}}}
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxFileSize+1))
+	if err != nil {
+		return nil, &Error{File: path, Problems: []Problem{{Message: "cannot read the file: " + describeOSError(err)}}}
+	}
+	if len(data) > maxFileSize {
+		return nil, &Error{File: path, Problems: []Problem{{Message: fmt.Sprintf("the file is larger than %d bytes", maxFileSize)}}}
+	}
+	cfg, err := Parse(data, os.LookupEnv)
+	var e *Error
+	if errors.As(err, &e) {
+		e.File = path
+	}
+	return cfg, err
+}
+
+func describeOSError(err error) string {
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		return pe.Err.Error()
+	}
+	return err.Error()
+}
+
+// Parse parses and validates a configuration, expanding ${NAME} and
+// ${NAME:-default} in scalar values with env (nil: no variables are set).
+// It collects every problem: the error, an *Error, lists them all.
+func Parse(data []byte, env func(string) (string, bool)) (*Config, error) {
+	root, err := parseYAML(data)
+	if err != nil {
+		return nil, &Error{Problems: []Problem{{Message: err.Error()}}}
+	}
+	d := &decoder{env: env}
+	cfg := d.config(root)
+	if len(d.problems) > 0 {
+		return nil, &Error{Problems: d.problems}
+	}
+	return cfg, nil
+}
+
+// parseYAML returns the single document's root node.
+func parseYAML(data []byte) (root *yaml.Node, err error) {
+	defer func() {
+		if r := recover(); r != nil { // a YAML parser bug must not crash the daemon
+			root, err = nil, fmt.Errorf("not valid YAML")
+		}
+	}()
+	if len(strings.TrimSpace(string(data))) == 0 {
+		return nil, errors.New("the configuration is empty")
+	}
+	dec := yaml.NewDecoder(strings.NewReader(string(data)))
+	var doc yaml.Node
+	if err := dec.Decode(&doc); err != nil {
+		if err == io.EOF {
+			return nil, errors.New("the configuration is empty")
+		}
+		return nil, fmt.Errorf("not valid YAML: %s", strings.TrimPrefix(err.Error(), "yaml: "))
+	}
+	var extra yaml.Node
+	if err := dec.Decode(&extra); err != io.EOF {
+		return nil, errors.New("the file must hold exactly one YAML document (found a second ---)")
+	}
+	if doc.Kind != yaml.DocumentNode || len(doc.Content) != 1 || isNull(doc.Content[0]) {
+		return nil, errors.New("the configuration is empty")
+	}
+	return doc.Content[0], nil
+}
+
+// Stream returns the stream named name, or nil.
+func (c *Config) Stream(name string) *Stream {
+	for i := range c.Streams {
+		if c.Streams[i].Name == name {
+			return &c.Streams[i]
+		}
+	}
+	return nil
+}
+
+// Redacted returns the configuration as YAML, defaults filled in, with URI
+// credentials, secret URI options, webhook secrets, webhook URL passwords
+// and credential-looking header values replaced by "REDACTED". It is safe
+// to log.
+func (c *Config) Redacted() string {
+	out, err := yaml.Marshal(c)
+	if err != nil {
+		return "(unprintable configuration)"
+	}
+	return string(out)
+}
+
+// String returns Redacted, so printing a Config never leaks secrets.
+func (c *Config) String() string { return c.Redacted() }
+
+// Pipeline is a list of aggregation stages, in order, keys in document
+// order. It marshals to YAML as relaxed Extended JSON values.
+type Pipeline []bson.D
+
+// MarshalYAML writes the stages as relaxed Extended JSON, for Redacted.
+func (p Pipeline) MarshalYAML() (any, error) {
+	var out []any
+	for _, st := range p {
+		b, err := bson.MarshalExtJSON(st, false, false)
+		if err != nil {
+			out = append(out, "(unprintable stage)")
+			continue
+		}
+		var n yaml.Node
+		if yaml.Unmarshal(b, &n) != nil || len(n.Content) != 1 {
+			out = append(out, "(unprintable stage)")
+			continue
+		}
+		out = append(out, n.Content[0])
+	}
+	return out, nil
+}
+
+// MarshalYAML writes the webhook with its secret, URL password and
+// credential-looking header values redacted.
+func (w Webhook) MarshalYAML() (any, error) {
+	type plain Webhook
+	c := plain(w)
+	c.URL = redactHTTPURL(w.URL)
+	if len(w.Headers) > 0 {
+		c.Headers = make(map[string]string, len(w.Headers))
+		for k, v := range w.Headers {
+			if looksSecret(k) {
+				v = Redaction
+			}
+			c.Headers[k] = v
+		}
+	}
+	return c, nil
+}
+
+// MarshalYAML writes the scope as it is written in the file.
+func (s Scope) MarshalYAML() (any, error) {
+	switch {
+	case s.Cluster:
+		return map[string]bool{"cluster": true}, nil
+	case s.Collection != "":
+		return map[string]string{"collection": s.Database + "." + s.Collection}, nil
+	}
+	return map[string]string{"database": s.Database}, nil
+}

@@ -1,0 +1,165 @@
+// Package config reads the ferry daemon's configuration file: one YAML
+// document describing the HTTP listener, logging, the state store and the
+// streams to deliver, each with its source, consumer group, delivery mode,
+// retry and failure policies, queue limits and sink.
+//
+// # Guarantees
+//
+//   - Load and Parse never connect to anything (no MongoDB, no DNS lookup for
+//     mongodb+srv, no HTTP): they are what `ferry validate -c ferry.yaml`
+//     runs. A configuration they return is complete (defaults filled in) and
+//     valid.
+//   - Every problem is reported, not only the first, each with its path:
+//     `streams[0].sink.webhook.url: must be an absolute http(s) URL`. The
+//     error is an *Error listing Problems (Path, Message); Load prefixes the
+//     file name. Unknown keys, keys defined twice, wrong types, out-of-range
+//     values and missing required fields are all problems.
+//   - Parse never panics, whatever the input; alias "bombs", recursive
+//     aliases and deep nesting end with an error (a node budget bounds the
+//     work).
+//   - Errors never contain MongoDB URIs, URI credentials, webhook URLs or
+//     secrets (values of these fields are never echoed). Redacted (and
+//     Config.String) prints the whole configuration with URI credentials,
+//     credential-bearing URI options, webhook secrets, webhook URL passwords
+//     and credential-looking header values replaced by "REDACTED". Secret
+//     and MongoURI values redact themselves in fmt (%v, %+v, %#v) and YAML
+//     output; call Reveal to use them.
+//
+// # Environment variables
+//
+// After YAML parsing, every scalar value (not keys) has ${NAME} replaced by
+// the environment variable NAME, and ${NAME:-default} by NAME or, when NAME
+// is unset or empty, by default. An unset variable without a default is a
+// problem naming the path and the variable. "$${" is a literal "${"; a "$"
+// not followed by "{" is kept, so pipeline field paths ("$fullDocument.a")
+// need no escaping. Substituted text is not expanded again, and defaults
+// cannot nest other references. In a pipeline, a plain (unquoted) scalar is
+// typed by what it expands to (`$limit: ${LIMIT:-25}` is the number 25); a
+// quoted one stays a string.
+//
+// YAML anchors, aliases and merge keys (<<: *base) work everywhere, which
+// helps share a source between streams.
+//
+// # Reference
+//
+// Durations are Go duration strings ("250ms", "10s", "1m30s"). Sizes are
+// byte counts, optionally with a unit (KB, MB, GB = powers of 1000; KiB,
+// MiB, GiB = powers of 1024). Every key but the ones marked required is
+// optional.
+//
+//	listen: ":8080"
+//	    Address of the HTTP server for /metrics, /healthz and /readyz
+//	    (host:port; default ":8080"). The daemon listens on ":$PORT" instead
+//	    when the PORT environment variable is set (Cloud Run, Heroku).
+//	log:
+//	  level: info            debug | info | warn | error (default info)
+//	  format: json           json | text (default json)
+//	state:                   where checkpoints, leases, members, the ledger
+//	                         and dead letters live. Either:
+//	  uri: mongodb://…       MongoDB connection string (default: the
+//	                         streams' source URI, which must then be the
+//	                         same for every stream). The user needs
+//	                         readWrite on the database.
+//	  database: ferry        database name (default "ferry")
+//	                         or, for single-instance runs:
+//	  bolt:
+//	    path: ferry.db       required: a local state file. With bolt,
+//	                         delivery.mode must be at-least-once and
+//	                         on_poison stall (no ledger, no dead-letter
+//	                         collection, no leases: run one instance).
+//	streams:                 required: a list of at least one stream
+//	  - name: orders         required, unique; letters, digits, '.', '_',
+//	                         '-', at most 100. Names the consumer group and
+//	                         keys the checkpoints.
+//	    source:              required
+//	      uri: mongodb+srv://…  required: mongodb:// or mongodb+srv://
+//	                         (the user needs changeStream and find)
+//	      scope:             required, exactly one of:
+//	        collection: db.coll   one collection (split at the first '.')
+//	        database: db          every collection of a database
+//	        cluster: true         every database
+//	      pipeline:          stages after $changeStream, as YAML mappings,
+//	        - $match: {…}    one operator key per stage. Key order is kept
+//	                         (they become bson.D); values may use Extended
+//	                         JSON ({$oid: …}, {$date: …}, {$numberLong: …}).
+//	                         Integers become int32 when they fit, else int64.
+//	                         Part of the stream identity.
+//	      full_document: updateLookup   default | updateLookup |
+//	                         whenAvailable | required (default: not sent)
+//	      full_document_before_change: off   off | whenAvailable | required
+//	                         (default off)
+//	      show_expanded_events: false   DDL events (default false)
+//	      start_at: now      where a stream without a checkpoint starts: now |
+//	                         backfill (scan, then stream) | an RFC 3339 time
+//	                         (startAtOperationTime, whole seconds: events of
+//	                         that second onwards). Default now.
+//	    group:
+//	      partitions: 1      >= 1 (default 1: one active member, the others
+//	                         hot standbys). Part of the stream identity.
+//	      lease_ttl: 10s     >= 100ms (default 10s)
+//	      member_id: ""      leave unset (default: lease.DefaultMemberID, the
+//	                         Cloud Run service and revision or the host name,
+//	                         plus a random suffix per process). If set, it
+//	                         must differ for every process, or fencing breaks.
+//	    delivery:
+//	      mode: at-least-once   at-least-once | idempotent | transactional
+//	                         (default at-least-once). transactional needs a
+//	                         sink writing to the state store's cluster, which
+//	                         neither webhook nor stdout is.
+//	    retry:
+//	      max_attempts: 5    >= 1 (default 5)
+//	      initial_backoff: 100ms   > 0 (default 100ms)
+//	      max_backoff: 30s   >= initial_backoff (default 30s)
+//	      handler_timeout: 30s   > 0, bounds one delivery (default 30s)
+//	    on_poison: dead-letter   dead-letter | stall (default dead-letter)
+//	    on_history_lost: fail    fail | backfill (default fail)
+//	    on_invalidate: stop      stop | restart (default stop)
+//	    queue:
+//	      events: 10000      >= 1 (default 10000)
+//	      bytes: 64MiB       >= 1 (default 64MiB)
+//	    sink:                required, exactly one of:
+//	      webhook:
+//	        url: https://…   required: absolute http(s) URL
+//	        secret: ${FERRY_WEBHOOK_SECRET}   required: the Standard
+//	                         Webhooks signing secret
+//	        timeout: 10s     per request, > 0 (default 10s)
+//	        encoding: canonical   canonical | relaxed Extended JSON
+//	                         (default canonical)
+//	        headers:         extra request headers (name: value). The
+//	          X-Team: core   sink's own headers (Content-Type, webhook-id,
+//	                         webhook-timestamp, webhook-signature,
+//	                         Idempotency-Key, Host, Content-Length) cannot be
+//	                         set. Values of credential-looking names
+//	                         (Authorization, *token*, *key*, …) are redacted.
+//	      stdout:            one event per line
+//	        encoding: relaxed   canonical | relaxed (default relaxed)
+//
+// See examples/webhook.yaml and examples/stdout.yaml in the repository.
+//
+// # Using a configuration
+//
+// For each stream, ConsumerOptions returns the ferry options (scope,
+// pipeline, change-stream options, start position, retry, handler timeout,
+// policies, queue limits, stream name) and GroupOptions the group options
+// (name, partitions, lease TTL, member id, delivery mode):
+//
+//	cfg, err := config.Load("ferry.yaml")
+//	s := &cfg.Streams[0]
+//	copts, err := s.ConsumerOptions()
+//	g, err := group.New(client, handler, append(s.GroupOptions(),
+//		group.StateDatabase(stateClient.Database(cfg.State.Database)),
+//		group.Consumer(copts...))...)
+//
+// Sinks are built by the daemon from the typed Sink (Webhook or Stdout);
+// this package does not depend on the sink packages. StateURI gives the
+// state store's connection string (state.uri or the source's).
+//
+// # Why a hand-written decoder
+//
+// The file is parsed with gopkg.in/yaml.v3 into a yaml.Node tree and then
+// walked by this package rather than decoded with Decoder.KnownFields:
+// yaml.v3 reports line numbers and stops its type errors at Go types,
+// while operators need the path of every problem at once, environment
+// expansion must happen on values after parsing, and pipeline mappings must
+// keep their key order.
+package config

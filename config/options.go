@@ -1,0 +1,95 @@
+package config
+
+import (
+	"fmt"
+	"strings"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/ferry-io/ferry"
+	"github.com/ferry-io/ferry/group"
+)
+
+// ConsumerOptions returns the ferry options of the stream: its name,
+// scope, pipeline, change-stream options, start position, retry policy,
+// handler timeout, poison / lost-history / invalidate policies and queue
+// limits. Pass them to group.Consumer (the group then sets the partition,
+// epoch, checkpoint and dead-letter stores) or, for a single consumer, to
+// ferry.NewConsumer with Checkpoints, DeadLetters and Partition added.
+// The error reports a Stream that was not produced by Parse and is
+// invalid; for parsed configurations it is always nil.
+func (s *Stream) ConsumerOptions() ([]ferry.Option, error) {
+	var problems []string
+	var scope ferry.Option
+	switch sc := s.Source.Scope; {
+	case sc.Cluster && sc.Database == "" && sc.Collection == "":
+		scope = ferry.WatchCluster()
+	case !sc.Cluster && sc.Database != "" && sc.Collection != "":
+		scope = ferry.WatchCollection(sc.Database, sc.Collection)
+	case !sc.Cluster && sc.Database != "" && sc.Collection == "":
+		scope = ferry.WatchDatabase(sc.Database)
+	default:
+		problems = append(problems, "source.scope: set exactly one of collection, database, cluster")
+	}
+	if s.Name == "" {
+		problems = append(problems, "name: is required")
+	}
+	var start ferry.StartPosition
+	switch s.Source.StartAt.Kind {
+	case "", defaultStartAt:
+		start = ferry.StartNow()
+	case startAtBackfill:
+		start = ferry.StartWithBackfill()
+	case startAtTime:
+		t := s.Source.StartAt.Time.Unix()
+		if t < 1 || t > 1<<32-1 {
+			problems = append(problems, "source.start_at: the time is out of range")
+		}
+		start = ferry.StartAtTime(bson.Timestamp{T: uint32(t), I: 0})
+	default:
+		problems = append(problems, fmt.Sprintf("source.start_at: unknown kind %q", s.Source.StartAt.Kind))
+	}
+	if len(problems) > 0 {
+		return nil, &Error{Problems: []Problem{{Path: "stream " + quote(s.Name), Message: strings.Join(problems, "; ")}}}
+	}
+	fullDoc, before := s.Source.FullDocument, s.Source.FullDocumentBeforeChange
+	if fullDoc == fullDocumentDefault {
+		fullDoc = ""
+	}
+	if before == fullDocumentBeforeOff {
+		before = ""
+	}
+	opts := []ferry.Option{
+		ferry.Stream(s.Name),
+		scope,
+		ferry.Pipeline(s.Source.Pipeline...),
+		ferry.FullDocument(fullDoc),
+		ferry.FullDocumentBeforeChange(before),
+		ferry.ShowExpandedEvents(s.Source.ShowExpandedEvents),
+		ferry.StartAt(start),
+		ferry.Retry(s.Retry.MaxAttempts, s.Retry.InitialBackoff, s.Retry.MaxBackoff),
+		ferry.HandlerTimeout(s.Retry.HandlerTimeout),
+		ferry.OnPoison(s.OnPoison),
+		ferry.OnHistoryLost(s.OnHistoryLost),
+		ferry.OnInvalidate(s.OnInvalidate),
+		ferry.QueueLimit(s.Queue.Events, s.Queue.Bytes),
+	}
+	return opts, nil
+}
+
+// GroupOptions returns the consumer-group options of the stream: its name
+// (the group's and the stream's), partition count, lease TTL, member id
+// (when set) and delivery mode. The daemon adds StateDatabase, Consumer
+// (with ConsumerOptions), a logger and callbacks.
+func (s *Stream) GroupOptions() []group.Option {
+	opts := []group.Option{
+		group.Name(s.Name),
+		group.Partitions(s.Group.Partitions),
+		group.LeaseTTL(s.Group.LeaseTTL),
+		group.DeliveryMode(s.Delivery.Mode),
+	}
+	if s.Group.MemberID != "" {
+		opts = append(opts, group.MemberID(s.Group.MemberID))
+	}
+	return opts
+}

@@ -1,0 +1,543 @@
+package config
+
+import (
+	"fmt"
+	"math"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/ferry-io/ferry"
+	"github.com/ferry-io/ferry/group"
+)
+
+// config decodes the root mapping, fills in defaults and checks the rules
+// that span several fields.
+func (d *decoder) config(root *yaml.Node) *Config {
+	c := &Config{
+		Listen: DefaultListen,
+		Log:    Log{Level: DefaultLogLevel, Format: DefaultLogFormat},
+	}
+	var sawStreams bool
+	ok := d.mapping("", root, map[string]field{
+		"listen": func(p string, v *yaml.Node) { d.str(p, v, &c.Listen); d.checkListen(p, c.Listen) },
+		"log": func(p string, v *yaml.Node) {
+			d.mapping(p, v, map[string]field{
+				"level":  func(p string, v *yaml.Node) { d.enum(p, v, &c.Log.Level, "debug", "info", "warn", "error") },
+				"format": func(p string, v *yaml.Node) { d.enum(p, v, &c.Log.Format, "json", "text") },
+			})
+		},
+		"state":   func(p string, v *yaml.Node) { d.state(p, v, &c.State) },
+		"streams": func(p string, v *yaml.Node) { sawStreams = true; c.Streams = d.streams(p, v) },
+	})
+	if !ok {
+		return c
+	}
+	if c.State.Bolt == nil && c.State.Database == "" {
+		c.State.Database = DefaultStateDatabase
+	}
+	if !sawStreams {
+		d.add("streams", "is required: list at least one stream")
+	}
+	d.crossChecks(c)
+	return c
+}
+
+func (d *decoder) checkListen(path, addr string) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil || strings.ContainsAny(host, " /") {
+		d.add(path, "must be a host:port address such as \":8080\" or \"127.0.0.1:9090\", got %s", quote(addr))
+		return
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		d.add(path, "the port must be a number from 0 to 65535, got %s", quote(port))
+	}
+}
+
+func (d *decoder) state(path string, n *yaml.Node, s *State) {
+	var bolt *yaml.Node
+	d.mapping(path, n, map[string]field{
+		"uri": func(p string, v *yaml.Node) {
+			var u string
+			d.str(p, v, &u)
+			if u == "" {
+				return
+			}
+			if err := checkMongoURI(u); err != nil {
+				d.add(p, "%v", err)
+				return
+			}
+			s.URI = MongoURI(u)
+		},
+		"database": func(p string, v *yaml.Node) {
+			d.str(p, v, &s.Database)
+			if err := checkDatabaseName(s.Database); err != nil {
+				d.add(p, "%v", err)
+			}
+		},
+		"bolt": func(p string, v *yaml.Node) {
+			bolt = v
+			s.Bolt = &Bolt{}
+			d.mapping(p, v, map[string]field{
+				"path": func(p string, v *yaml.Node) { d.str(p, v, &s.Bolt.Path) },
+			})
+			if s.Bolt.Path == "" {
+				d.add(join(p, "path"), "is required: the state file's path")
+			}
+		},
+	})
+	if bolt != nil && (s.URI != "" || s.Database != "") {
+		d.add(path, "set either uri (and database) for a MongoDB state store, or bolt for a local file, not both")
+	}
+}
+
+func (d *decoder) streams(path string, n *yaml.Node) []Stream {
+	if n.Kind != yaml.SequenceNode {
+		d.add(path, "must be a list of streams, got %s", kindName(n))
+		return nil
+	}
+	if len(n.Content) == 0 {
+		d.add(path, "is empty: list at least one stream")
+	}
+	out := make([]Stream, 0, len(n.Content))
+	for i, e := range n.Content {
+		p := fmt.Sprintf("%s[%d]", path, i)
+		if e = d.deref(p, e); e != nil {
+			out = append(out, d.stream(p, e))
+		}
+	}
+	return out
+}
+
+func (d *decoder) stream(path string, n *yaml.Node) Stream {
+	s := Stream{
+		Source:        Source{StartAt: StartAt{Kind: defaultStartAt}},
+		Group:         Group{Partitions: DefaultPartitions, LeaseTTL: DefaultLeaseTTL},
+		Delivery:      Delivery{Mode: defaultDeliveryMode},
+		Retry:         Retry{MaxAttempts: DefaultMaxAttempts, InitialBackoff: DefaultInitialBackoff, MaxBackoff: DefaultMaxBackoff, HandlerTimeout: DefaultHandlerTimeout},
+		OnPoison:      defaultOnPoison,
+		OnHistoryLost: defaultOnHistoryLost,
+		OnInvalidate:  defaultOnInvalidate,
+		Queue:         Queue{Events: DefaultQueueEvents, Bytes: DefaultQueueBytes},
+	}
+	seen := map[string]bool{}
+	ok := d.mapping(path, n, map[string]field{
+		"name": func(p string, v *yaml.Node) {
+			d.str(p, v, &s.Name)
+			if s.Name != "" {
+				if err := checkStreamName(s.Name); err != nil {
+					d.add(p, "%v", err)
+				}
+			}
+		},
+		"source": func(p string, v *yaml.Node) { seen["source"] = true; d.source(p, v, &s.Source) },
+		"group": func(p string, v *yaml.Node) {
+			d.mapping(p, v, map[string]field{
+				"partitions": func(p string, v *yaml.Node) { d.intField(p, v, &s.Group.Partitions, 1, 1<<20) },
+				"lease_ttl":  func(p string, v *yaml.Node) { d.duration(p, v, &s.Group.LeaseTTL, MinLeaseTTL) },
+				"member_id":  func(p string, v *yaml.Node) { d.str(p, v, &s.Group.MemberID) },
+			})
+		},
+		"delivery": func(p string, v *yaml.Node) {
+			d.mapping(p, v, map[string]field{
+				"mode": func(p string, v *yaml.Node) {
+					m := string(s.Delivery.Mode)
+					d.enum(p, v, &m, string(group.AtLeastOnce), string(group.Idempotent), string(group.Transactional))
+					s.Delivery.Mode = group.Mode(m)
+				},
+			})
+		},
+		"retry": func(p string, v *yaml.Node) {
+			r := &s.Retry
+			d.mapping(p, v, map[string]field{
+				"max_attempts":    func(p string, v *yaml.Node) { d.intField(p, v, &r.MaxAttempts, 1, math.MaxInt32) },
+				"initial_backoff": func(p string, v *yaml.Node) { d.duration(p, v, &r.InitialBackoff, time.Nanosecond) },
+				"max_backoff":     func(p string, v *yaml.Node) { d.duration(p, v, &r.MaxBackoff, time.Nanosecond) },
+				"handler_timeout": func(p string, v *yaml.Node) { d.duration(p, v, &r.HandlerTimeout, time.Nanosecond) },
+			})
+			if r.MaxBackoff < r.InitialBackoff {
+				d.add(join(p, "max_backoff"), "must not be less than initial_backoff (%v), got %v", r.InitialBackoff, r.MaxBackoff)
+			}
+		},
+		"on_poison": func(p string, v *yaml.Node) {
+			x := string(s.OnPoison)
+			d.enum(p, v, &x, string(ferry.PoisonDeadLetter), string(ferry.PoisonStall))
+			s.OnPoison = ferry.PoisonPolicy(x)
+		},
+		"on_history_lost": func(p string, v *yaml.Node) {
+			x := string(s.OnHistoryLost)
+			d.enum(p, v, &x, string(ferry.HistoryLostFail), string(ferry.HistoryLostBackfill))
+			s.OnHistoryLost = ferry.HistoryLostPolicy(x)
+		},
+		"on_invalidate": func(p string, v *yaml.Node) {
+			x := string(s.OnInvalidate)
+			d.enum(p, v, &x, string(ferry.InvalidateStop), string(ferry.InvalidateRestart))
+			s.OnInvalidate = ferry.InvalidatePolicy(x)
+		},
+		"queue": func(p string, v *yaml.Node) {
+			d.mapping(p, v, map[string]field{
+				"events": func(p string, v *yaml.Node) { d.intField(p, v, &s.Queue.Events, 1, math.MaxInt32) },
+				"bytes":  func(p string, v *yaml.Node) { d.size(p, v, &s.Queue.Bytes) },
+			})
+		},
+		"sink": func(p string, v *yaml.Node) { seen["sink"] = true; d.sink(p, v, &s.Sink) },
+	})
+	if !ok {
+		return s
+	}
+	if s.Name == "" {
+		d.add(join(path, "name"), "is required")
+	}
+	if !seen["source"] {
+		d.add(join(path, "source"), "is required")
+	}
+	if !seen["sink"] {
+		d.add(join(path, "sink"), "is required: choose one of %s", strings.Join(SinkTypes, ", "))
+	}
+	return s
+}
+
+func checkStreamName(name string) error {
+	if len(name) > maxStreamNameLen {
+		return fmt.Errorf("must be at most %d characters", maxStreamNameLen)
+	}
+	for _, c := range name {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
+			return fmt.Errorf("may contain only letters, digits, '.', '_' and '-', got %s", quote(name))
+		}
+	}
+	return nil
+}
+
+func checkDatabaseName(db string) error {
+	if db == "" {
+		return fmt.Errorf("must not be empty")
+	}
+	if len(db) > 63 || strings.ContainsAny(db, "/\\. \"$*<>:|?\x00") {
+		return fmt.Errorf("%s is not a valid MongoDB database name", quote(db))
+	}
+	return nil
+}
+
+func checkCollectionName(coll string) error {
+	if coll == "" || strings.ContainsAny(coll, "$\x00") || strings.HasPrefix(coll, "system.") {
+		return fmt.Errorf("%s is not a collection a change stream can watch", quote(coll))
+	}
+	return nil
+}
+
+func (d *decoder) source(path string, n *yaml.Node, s *Source) {
+	var uriSet, scopeSet bool
+	d.mapping(path, n, map[string]field{
+		"uri": func(p string, v *yaml.Node) {
+			uriSet = true
+			var u string
+			d.str(p, v, &u)
+			if u == "" {
+				d.add(p, "is required: a mongodb:// or mongodb+srv:// connection string")
+				return
+			}
+			if err := checkMongoURI(u); err != nil {
+				d.add(p, "%v", err)
+				return
+			}
+			s.URI = MongoURI(u)
+		},
+		"scope":    func(p string, v *yaml.Node) { scopeSet = true; d.scope(p, v, &s.Scope) },
+		"pipeline": func(p string, v *yaml.Node) { s.Pipeline = d.pipeline(p, v) },
+		"full_document": func(p string, v *yaml.Node) {
+			d.enum(p, v, &s.FullDocument, fullDocumentDefault, "updateLookup", "whenAvailable", "required")
+		},
+		"full_document_before_change": func(p string, v *yaml.Node) {
+			d.enum(p, v, &s.FullDocumentBeforeChange, fullDocumentBeforeOff, "whenAvailable", "required")
+		},
+		"show_expanded_events": func(p string, v *yaml.Node) { d.boolean(p, v, &s.ShowExpandedEvents) },
+		"start_at":             func(p string, v *yaml.Node) { d.startAt(p, v, &s.StartAt) },
+	})
+	if !uriSet {
+		d.add(join(path, "uri"), "is required: a mongodb:// or mongodb+srv:// connection string")
+	}
+	if !scopeSet {
+		d.add(join(path, "scope"), "is required: set one of collection: db.coll, database: db, cluster: true")
+	}
+}
+
+func (d *decoder) scope(path string, n *yaml.Node, s *Scope) {
+	var set []string
+	d.mapping(path, n, map[string]field{
+		"collection": func(p string, v *yaml.Node) {
+			set = append(set, "collection")
+			var ns string
+			d.str(p, v, &ns)
+			db, coll, ok := strings.Cut(ns, ".")
+			if !ok {
+				d.add(p, "must be database.collection, got %s", quote(ns))
+				return
+			}
+			if err := checkDatabaseName(db); err != nil {
+				d.add(p, "database: %v", err)
+				return
+			}
+			if err := checkCollectionName(coll); err != nil {
+				d.add(p, "%v", err)
+				return
+			}
+			s.Database, s.Collection = db, coll
+		},
+		"database": func(p string, v *yaml.Node) {
+			set = append(set, "database")
+			var db string
+			d.str(p, v, &db)
+			if err := checkDatabaseName(db); err != nil {
+				d.add(p, "%v", err)
+				return
+			}
+			s.Database = db
+		},
+		"cluster": func(p string, v *yaml.Node) {
+			set = append(set, "cluster")
+			d.boolean(p, v, &s.Cluster)
+			if !s.Cluster {
+				d.add(p, "must be true to watch the whole cluster (or set collection or database instead)")
+			}
+		},
+	})
+	switch len(set) {
+	case 0:
+		d.add(path, "set one of collection: db.coll, database: db, cluster: true")
+	case 1:
+	default:
+		d.add(path, "set exactly one of collection, database, cluster; got %s", strings.Join(set, " and "))
+	}
+}
+
+func (d *decoder) startAt(path string, n *yaml.Node, s *StartAt) {
+	if isNull(n) {
+		return
+	}
+	v, ok := d.scalar(path, n)
+	if !ok {
+		return
+	}
+	switch v {
+	case defaultStartAt, startAtBackfill:
+		*s = StartAt{Kind: v}
+		return
+	}
+	t, err := time.Parse(time.RFC3339Nano, v)
+	if err != nil {
+		d.add(path, "must be now, backfill or an RFC 3339 time such as 2024-05-01T12:00:00Z, got %s", quote(v))
+		return
+	}
+	if t.Unix() < 1 || t.Unix() > math.MaxUint32 {
+		d.add(path, "the time must be after 1970-01-01T00:00:00Z and before 2106")
+		return
+	}
+	*s = StartAt{Kind: startAtTime, Time: t}
+}
+
+func (d *decoder) sink(path string, n *yaml.Node, s *Sink) {
+	if n.Kind != yaml.MappingNode {
+		d.add(path, "must be a mapping with one sink type (%s), got %s", strings.Join(SinkTypes, ", "), kindName(n))
+		return
+	}
+	var types []string
+	for _, kv := range d.pairs(path, n, 0) {
+		k := kv[0]
+		p := join(path, k.Value)
+		v := d.deref(p, kv[1])
+		if v == nil {
+			continue
+		}
+		switch k.Value {
+		case SinkWebhook:
+			types = append(types, k.Value)
+			s.Webhook = d.webhook(p, v)
+		case SinkStdout:
+			types = append(types, k.Value)
+			s.Stdout = d.stdout(p, v)
+		default:
+			d.add(p, "unknown sink type (known types: %s)", strings.Join(SinkTypes, ", "))
+		}
+	}
+	switch len(types) {
+	case 0:
+		if len(n.Content) == 0 {
+			d.add(path, "choose one sink type: %s", strings.Join(SinkTypes, ", "))
+		}
+	case 1:
+		s.Type = types[0]
+	default:
+		d.add(path, "set exactly one sink type, got %s", strings.Join(types, " and "))
+	}
+}
+
+// reservedHeaders are set by the webhook sink itself.
+var reservedHeaders = []string{"content-type", "content-length", "host", "webhook-id", "webhook-timestamp", "webhook-signature", "idempotency-key"}
+
+func (d *decoder) webhook(path string, n *yaml.Node) *Webhook {
+	w := &Webhook{Timeout: DefaultWebhookTimeout, Encoding: DefaultWebhookEncoding}
+	if isNull(n) {
+		n = &yaml.Node{Kind: yaml.MappingNode}
+	}
+	var urlSet, secretSet bool
+	d.mapping(path, n, map[string]field{
+		"url": func(p string, v *yaml.Node) {
+			d.str(p, v, &w.URL)
+			if w.URL == "" {
+				return
+			}
+			urlSet = true
+			if err := checkHTTPURL(w.URL); err != nil {
+				d.add(p, "%v", err)
+			}
+		},
+		"secret": func(p string, v *yaml.Node) {
+			var s string
+			d.str(p, v, &s)
+			w.Secret, secretSet = Secret(s), s != ""
+		},
+		"timeout":  func(p string, v *yaml.Node) { d.duration(p, v, &w.Timeout, time.Nanosecond) },
+		"encoding": func(p string, v *yaml.Node) { d.enum(p, v, &w.Encoding, encodingCanonical, encodingRelaxed) },
+		"headers": func(p string, v *yaml.Node) {
+			if isNull(v) {
+				return
+			}
+			if v.Kind != yaml.MappingNode {
+				d.add(p, "must be a mapping of header names to values, got %s", kindName(v))
+				return
+			}
+			w.Headers = map[string]string{}
+			for _, kv := range d.pairs(p, v, 0) {
+				name := kv[0].Value
+				hp := join(p, name)
+				if !validHeaderName(name) {
+					d.add(hp, "is not a valid HTTP header name")
+					continue
+				}
+				for _, r := range reservedHeaders {
+					if strings.EqualFold(name, r) {
+						d.add(hp, "is set by the webhook sink and cannot be overridden")
+					}
+				}
+				hv := d.deref(hp, kv[1])
+				if hv == nil {
+					continue
+				}
+				val, ok := d.scalar(hp, hv)
+				if !ok {
+					continue
+				}
+				if strings.ContainsAny(val, "\r\n\x00") {
+					d.add(hp, "the value must not contain line breaks or NUL")
+					continue
+				}
+				w.Headers[http1Canonical(name)] = val
+			}
+		},
+	})
+	if !urlSet {
+		d.add(join(path, "url"), "is required: an absolute http(s) URL")
+	}
+	if !secretSet {
+		d.add(join(path, "secret"), "is required: the shared signing secret (for example ${FERRY_WEBHOOK_SECRET})")
+	}
+	return w
+}
+
+func validHeaderName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, c := range s {
+		if c > 127 || !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.ContainsRune("!#$%&'*+-.^_`|~", c)) {
+			return false
+		}
+	}
+	return true
+}
+
+// http1Canonical returns the canonical form of a header name
+// ("x-api-key" → "X-Api-Key"), as net/http would.
+func http1Canonical(s string) string {
+	b := []byte(strings.ToLower(s))
+	upper := true
+	for i, c := range b {
+		if upper && c >= 'a' && c <= 'z' {
+			b[i] = c - 'a' + 'A'
+		}
+		upper = c == '-'
+	}
+	return string(b)
+}
+
+func (d *decoder) stdout(path string, n *yaml.Node) *Stdout {
+	s := &Stdout{Encoding: DefaultStdoutEncoding}
+	if isNull(n) || (n.Kind == yaml.MappingNode && len(n.Content) == 0) {
+		return s // `stdout: {}` or `stdout:`
+	}
+	d.mapping(path, n, map[string]field{
+		"encoding": func(p string, v *yaml.Node) { d.enum(p, v, &s.Encoding, encodingCanonical, encodingRelaxed) },
+	})
+	return s
+}
+
+// crossChecks applies the rules between streams and the state store.
+func (d *decoder) crossChecks(c *Config) {
+	names := map[string]int{}
+	for i, s := range c.Streams {
+		p := fmt.Sprintf("streams[%d]", i)
+		if s.Name != "" {
+			if j, dup := names[s.Name]; dup {
+				d.add(join(p, "name"), "%s is already the name of streams[%d]; stream names must be unique", quote(s.Name), j)
+			} else {
+				names[s.Name] = i
+			}
+		}
+		if s.Delivery.Mode == group.Transactional && s.Sink.Type != "" {
+			d.add(join(p, "delivery.mode"), "transactional needs a sink whose writes go to the state store's MongoDB cluster; the %s sink cannot (use idempotent)", s.Sink.Type)
+		}
+		if c.State.Bolt != nil {
+			if s.Delivery.Mode != group.AtLeastOnce {
+				d.add(join(p, "delivery.mode"), "%s needs a MongoDB state store (state.uri); state.bolt supports at-least-once only", s.Delivery.Mode)
+			}
+			if s.OnPoison == ferry.PoisonDeadLetter {
+				d.add(join(p, "on_poison"), "dead-letter needs a MongoDB state store (state.uri) for the dead-letter collection; with state.bolt set on_poison: stall")
+			}
+		}
+	}
+	if c.State.Bolt == nil && c.State.URI == "" {
+		// The state store defaults to the streams' source cluster, which
+		// must then be one cluster.
+		var first MongoURI
+		for i, s := range c.Streams {
+			if s.Source.URI == "" {
+				continue
+			}
+			if first == "" {
+				first = s.Source.URI
+			} else if s.Source.URI != first {
+				d.add("state.uri", "is required when streams read from different source URIs (streams[%d] differs from the first)", i)
+				break
+			}
+		}
+	}
+}
+
+// StateURI returns the MongoDB connection string of the state store: state.uri, or the
+// streams' source URI when it is not set. It is empty with state.bolt.
+func (c *Config) StateURI() MongoURI {
+	if c.State.Bolt != nil {
+		return ""
+	}
+	if c.State.URI != "" {
+		return c.State.URI
+	}
+	if len(c.Streams) > 0 {
+		return c.Streams[0].Source.URI
+	}
+	return ""
+}

@@ -17,8 +17,10 @@ import (
 const usage = `ferry — react to MongoDB changes reliably
 
 Usage:
-  ferry demo [-n N]    run the emulator, write N documents, consume their change events
-  ferry help           show this help
+  ferry run -c ferry.yaml       deliver every configured stream to its sink (metrics, /healthz, /readyz)
+  ferry validate -c ferry.yaml  check a configuration file without connecting
+  ferry demo [-n N]             run the emulator, write N documents, consume their change events
+  ferry help                    show this help
 `
 
 func main() {
@@ -39,6 +41,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 		return 0
+	case "run":
+		if err := runDaemon(ctx, args[1:], stdout, stderr); err != nil {
+			fmt.Fprintln(stderr, "ferry run:", err)
+			return 1
+		}
+		return 0
+	case "validate":
+		return runValidate(args[1:], stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0

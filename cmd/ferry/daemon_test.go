@@ -1,0 +1,179 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/ferry-io/ferry/mongotest"
+)
+
+// syncBuffer is a bytes.Buffer safe for concurrent use.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func writeFile(t *testing.T, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "ferry.yaml")
+	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestValidate(t *testing.T) {
+	var out, errOut bytes.Buffer
+	good := writeFile(t, `
+state: {bolt: {path: x.db}}
+streams:
+  - name: s
+    source: {uri: "mongodb://localhost/?replicaSet=rs0", scope: {database: shop}}
+    on_poison: stall
+    sink: {stdout: {}}
+`)
+	if code := run(context.Background(), []string{"validate", "-c", good}, &out, &errOut); code != 0 {
+		t.Fatalf("validate good config: exit %d: %s", code, errOut.String())
+	}
+	bad := writeFile(t, `
+streams:
+  - name: s
+    source: {uri: "http://nope", scope: {database: shop}}
+    group: {partitions: 0}
+    sink: {webhook: {url: "not a url", secret: "x"}}
+    colour: blue
+`)
+	out.Reset()
+	errOut.Reset()
+	if code := run(context.Background(), []string{"validate", "-c", bad}, &out, &errOut); code != 1 {
+		t.Fatalf("validate bad config: exit %d, want 1", code)
+	}
+	for _, path := range []string{"streams[0].source.uri", "streams[0].group.partitions", "streams[0].sink.webhook.url", "streams[0].colour"} {
+		if !strings.Contains(errOut.String(), path) {
+			t.Errorf("validate output does not name %s:\n%s", path, errOut.String())
+		}
+	}
+}
+
+// TestRunDeliversAndStops runs the daemon with the stdout sink against the
+// emulator (two partitions, idempotent mode): events arrive as JSON lines,
+// /metrics, /readyz and /healthz answer, and cancellation (SIGTERM) stops it
+// within Cloud Run's budget.
+func TestRunDeliversAndStops(t *testing.T) {
+	srv := mongotest.New(t)
+	cfgPath := writeFile(t, `
+listen: 127.0.0.1:0
+log: {level: info, format: json}
+state: {uri: "`+srv.URI()+`", database: ferry_state}
+streams:
+  - name: orders
+    source: {uri: "`+srv.URI()+`", scope: {collection: shop.orders}, start_at: now}
+    group: {partitions: 2, lease_ttl: 2s}
+    delivery: {mode: idempotent}
+    sink: {stdout: {}}
+`)
+	var out, errOut syncBuffer
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- runDaemon(ctx, []string{"-c", cfgPath}, &out, &errOut) }()
+	addr := waitFor(t, func() string {
+		m := regexp.MustCompile(`"msg":"listening","addr":"([^"]+)"`).FindStringSubmatch(errOut.String())
+		if m == nil {
+			return ""
+		}
+		return m[1]
+	})
+	// Wait until both partitions run, then write.
+	waitFor(t, func() string {
+		if strings.Count(errOut.String(), `"msg":"partition assigned"`) >= 2 {
+			return "ok"
+		}
+		return ""
+	})
+	client, err := mongo.Connect(options.Client().ApplyURI(srv.URI()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Disconnect(context.Background())
+	// The consumers record their start position before reading: wait for
+	// both partitions' checkpoints.
+	waitFor(t, func() string {
+		n, _ := client.Database("ferry_state").Collection("checkpoints").CountDocuments(context.Background(), bson.D{{Key: "token", Value: bson.D{{Key: "$ne", Value: nil}}}})
+		if n >= 2 {
+			return "ok"
+		}
+		return ""
+	})
+	for i := range 10 {
+		if _, err := client.Database("shop").Collection("orders").InsertOne(context.Background(), bson.D{{Key: "_id", Value: i}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, func() string {
+		if strings.Count(out.String(), `"operationType":"insert"`) == 10 {
+			return "ok"
+		}
+		return ""
+	})
+	for _, p := range []string{"/metrics", "/readyz", "/healthz"} {
+		resp, err := http.Get("http://" + addr + p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("%s: %d %s", p, resp.StatusCode, body)
+		}
+		if p == "/metrics" && !strings.Contains(string(body), `ferry_events_total{operation="insert",partition=`) {
+			t.Fatalf("/metrics lacks ferry_events_total:\n%.2000s", body)
+		}
+	}
+	start := time.Now()
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	if took := time.Since(start); took > 10*time.Second {
+		t.Fatalf("shutdown took %v, longer than Cloud Run's 10s", took)
+	}
+}
+
+func waitFor(t *testing.T, f func() string) string {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if s := f(); s != "" {
+			return s
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("timed out")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

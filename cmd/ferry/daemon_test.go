@@ -154,6 +154,18 @@ streams:
 			t.Fatalf("/metrics lacks ferry_events_total:\n%.2000s", body)
 		}
 	}
+	// ferry status reads the state store: both partitions owned.
+	var st, stErr bytes.Buffer
+	if code := run(context.Background(), []string{"status", "-c", cfgPath}, &st, &stErr); code != 0 {
+		t.Fatalf("status: exit %d: %s", code, stErr.String())
+	}
+	if !strings.Contains(st.String(), "stream orders: 2 partition(s), 1 live member(s)") || strings.Count(st.String(), "running") < 2 {
+		t.Fatalf("status output:\n%s", st.String())
+	}
+	var dl, dlErr bytes.Buffer
+	if code := run(context.Background(), []string{"dlq", "list", "-c", cfgPath}, &dl, &dlErr); code != 0 {
+		t.Fatalf("dlq list: exit %d: %s", code, dlErr.String())
+	}
 	start := time.Now()
 	cancel()
 	if err := <-done; err != nil {

@@ -19,6 +19,8 @@ const usage = `ferry — react to MongoDB changes reliably
 Usage:
   ferry run -c ferry.yaml       deliver every configured stream to its sink (metrics, /healthz, /readyz)
   ferry validate -c ferry.yaml  check a configuration file without connecting
+  ferry status -c ferry.yaml    members, partitions, owners, epochs, checkpoint age and lag
+  ferry dlq list -c ferry.yaml  dead-lettered events
   ferry demo [-n N]             run the emulator, write N documents, consume their change events
   ferry help                    show this help
 `
@@ -49,6 +51,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 0
 	case "validate":
 		return runValidate(args[1:], stdout, stderr)
+	case "status":
+		return runStatus(ctx, args[1:], stdout, stderr)
+	case "dlq":
+		return runDLQ(ctx, args[1:], stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0

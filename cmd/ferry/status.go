@@ -1,0 +1,186 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"text/tabwriter"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/ferry-io/ferry/checkpoint/mongostore"
+	"github.com/ferry-io/ferry/config"
+	"github.com/ferry-io/ferry/deadletter"
+	"github.com/ferry-io/ferry/lease"
+)
+
+// stateDB connects to the configuration's state store (MongoDB only).
+func stateDB(ctx context.Context, cfg *config.Config) (*mongo.Database, func(), error) {
+	if cfg.State.Bolt != nil {
+		return nil, nil, fmt.Errorf("state.bolt: status and dlq need a MongoDB state store (state.uri)")
+	}
+	client, err := mongo.Connect(options.Client().ApplyURI(cfg.StateURI().Reveal()))
+	if err != nil {
+		return nil, nil, fmt.Errorf("connect to the state store %s: %w", cfg.StateURI(), err)
+	}
+	return client.Database(cfg.State.Database), func() { _ = client.Disconnect(context.Background()) }, nil
+}
+
+// runStatus prints members, partitions, owners, epochs, checkpoint age and
+// lag of every stream, from the state store.
+func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("status", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	path := fs.String("c", "ferry.yaml", "configuration file")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	cfg, err := config.Load(*path)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	db, closeDB, err := stateDB(ctx, cfg)
+	if err != nil {
+		fmt.Fprintln(stderr, "ferry status:", err)
+		return 1
+	}
+	defer closeDB()
+	ls, err := lease.New(db)
+	if err != nil {
+		fmt.Fprintln(stderr, "ferry status:", err)
+		return 1
+	}
+	cps, err := mongostore.New(db)
+	if err != nil {
+		fmt.Fprintln(stderr, "ferry status:", err)
+		return 1
+	}
+	now := time.Now()
+	var hello struct {
+		LocalTime time.Time `bson:"localTime"`
+	}
+	if err := db.Client().Database("admin").RunCommand(ctx, bson.D{{Key: "hello", Value: 1}}).Decode(&hello); err == nil {
+		now = hello.LocalTime // ages by the server's clock
+	}
+	w := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	for _, st := range cfg.Streams {
+		members, err := ls.Members(ctx, st.Name)
+		if err != nil {
+			fmt.Fprintln(stderr, "ferry status:", err)
+			return 1
+		}
+		leases, err := ls.List(ctx, st.Name)
+		if err != nil {
+			fmt.Fprintln(stderr, "ferry status:", err)
+			return 1
+		}
+		checkpoints, err := cps.List(ctx, st.Name)
+		if err != nil {
+			fmt.Fprintln(stderr, "ferry status:", err)
+			return 1
+		}
+		fmt.Fprintf(w, "stream %s: %d partition(s), %d live member(s)\n", st.Name, st.Group.Partitions, len(members))
+		for _, m := range members {
+			fmt.Fprintf(w, "  member\t%s\theartbeat %s ago\n", m.ID, now.Sub(m.HeartbeatAt).Round(time.Millisecond))
+		}
+		fmt.Fprintln(w, "  partition\towner\tepoch\tcheckpoint age\tlag\tstate")
+		byP := map[int]lease.Lease{}
+		for _, l := range leases {
+			byP[l.Partition] = l
+		}
+		cpByP := map[int]int{}
+		for i, cp := range checkpoints {
+			cpByP[cp.Partition] = i
+		}
+		for p := 0; p < st.Group.Partitions; p++ {
+			owner, epoch := "-", "-"
+			if l, ok := byP[p]; ok {
+				epoch = fmt.Sprint(l.Epoch)
+				if l.Owner != "" && !l.Expired {
+					owner = l.Owner
+				}
+			}
+			age, lag, state := "-", "-", "no checkpoint"
+			if i, ok := cpByP[p]; ok {
+				cp := checkpoints[i]
+				age = now.Sub(cp.UpdatedAt).Round(time.Millisecond).String()
+				if cp.ClusterTime.T > 0 {
+					lag = now.Sub(time.Unix(int64(cp.ClusterTime.T), 0)).Round(time.Second).String()
+				}
+				state = string(cp.State)
+				if state == "" {
+					state = "running"
+				}
+				if cp.Note != "" {
+					state += " (" + cp.Note + ")"
+				}
+			}
+			fmt.Fprintf(w, "  %d\t%s\t%s\t%s\t%s\t%s\n", p, owner, epoch, age, lag, state)
+		}
+	}
+	_ = w.Flush()
+	return 0
+}
+
+// runDLQ lists the dead-letter entries of a stream.
+func runDLQ(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] != "list" {
+		fmt.Fprintln(stderr, "usage: ferry dlq list -c ferry.yaml [-stream name] [-n 50]")
+		return 2
+	}
+	fs := flag.NewFlagSet("dlq list", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	path := fs.String("c", "ferry.yaml", "configuration file")
+	stream := fs.String("stream", "", "stream name (default: every stream)")
+	n := fs.Int("n", 50, "at most this many entries per stream")
+	if err := fs.Parse(args[1:]); err != nil {
+		return 2
+	}
+	cfg, err := config.Load(*path)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	db, closeDB, err := stateDB(ctx, cfg)
+	if err != nil {
+		fmt.Fprintln(stderr, "ferry dlq:", err)
+		return 1
+	}
+	defer closeDB()
+	dlq := deadletter.NewMongo(db, "dlq")
+	w := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "stream\tpartition\tevent\toperation\tnamespace\tattempts\tlast attempt\terror")
+	for _, st := range cfg.Streams {
+		if *stream != "" && st.Name != *stream {
+			continue
+		}
+		entries, err := dlq.List(ctx, st.Name, *n)
+		if err != nil {
+			fmt.Fprintln(stderr, "ferry dlq:", err)
+			return 1
+		}
+		for _, e := range entries {
+			id := e.EventID
+			if len(id) > 16 {
+				id = id[:16]
+			}
+			msg := e.Error
+			if len(msg) > 120 {
+				msg = msg[:120] + "…"
+			}
+			fmt.Fprintf(w, "%s\t%d\t%s\t%s\t%s\t%d\t%s\t%s\n", e.Stream, e.Partition, id, e.Operation, e.Namespace, e.Attempts,
+				e.LastAt.Format(time.RFC3339), msg)
+		}
+	}
+	_ = w.Flush()
+	return 0
+}

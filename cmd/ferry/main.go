@@ -21,7 +21,7 @@ Usage:
   ferry validate -c ferry.yaml  check a configuration file without connecting
   ferry status -c ferry.yaml    members, partitions, owners, epochs, checkpoint age and lag
   ferry dlq list -c ferry.yaml  dead-lettered events
-  ferry demo [-n N]             run the emulator, write N documents, consume their change events
+  ferry demo [-n N]             TTL expiries delivered once by a 3-member group to a webhook, one member killed midway
   ferry help                    show this help
 `
 
@@ -51,6 +51,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 0
 	case "validate":
 		return runValidate(args[1:], stdout, stderr)
+	case "demo-member": // a member process of ferry demo
+		if err := runDemoMember(args[1:]); err != nil {
+			fmt.Fprintln(stderr, "ferry demo-member:", err)
+			return 1
+		}
+		return 0
 	case "status":
 		return runStatus(ctx, args[1:], stdout, stderr)
 	case "dlq":

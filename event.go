@@ -70,6 +70,12 @@ func EventID(token bson.Raw) string {
 	return hex.EncodeToString(sum[:])
 }
 
+// ParseEvent decodes a raw change event (as stored in a dead-letter entry,
+// for instance) into an Event for partition and epoch.
+func ParseEvent(raw bson.Raw, partition int, epoch int64) (*Event, error) {
+	return decodeEvent(raw, partition, epoch)
+}
+
 // decodeEvent builds an Event from a raw change event. The reader calls it
 // for every event, so it walks the top-level elements once without
 // allocating; nested values alias raw.

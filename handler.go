@@ -46,8 +46,8 @@ func (r *runner) process(it *item) {
 				r.c.hooks.event(info)
 			}
 			if r.c.debug {
-				r.c.log.Debug("event applied", "event", shortID(ev.ID()), "op", ev.OperationType, "ns", ev.Namespace.String(),
-					"attempt", attempt)
+				r.c.log.Debug("event applied", "event", shortID(ev.ID()), "operation", ev.OperationType, "namespace", ev.Namespace.String(),
+					"attempt", attempt, "duration", time.Since(start), "result", ResultApplied)
 			}
 			r.done(it)
 			r.kickCommit()

@@ -33,8 +33,9 @@
 //	wire protocol        OP_MSG (kinds 0, 1, checksum, moreToCome),       OP_COMPRESSED other than noop (connection
 //	                     OP_QUERY handshake, OP_COMPRESSED noop           closed); OP_QUERY commands other than
 //	                                                                      hello/isMaster (352 UnsupportedOpQueryCommand)
-//	topology             one writable primary of a replica set (8.0,      sharding, secondaries, auth (no users: any
-//	                     wire version 25); sessions (lsid accepted)       credentials are ignored), awaitable hello
+//	topology             one writable primary of a replica set (8.0,      sharding, secondaries, awaitable hello; auth:
+//	                     wire version 25); sessions (lsid accepted)       a client with credentials fails its handshake
+//	                                                                      (saslStart: 59 CommandNotFound)
 //	CRUD                 insert, update (operators incl. positional and   bulkWrite (59 CommandNotFound), collation
 //	                     arrayFilters, replacement, pipeline, upsert,     (ignored), hint (ignored), $where/$text/geo,
 //	                     multi), delete, find, getMore, killCursors,      $lookup/$facet/$out/$merge (2 BadValue)

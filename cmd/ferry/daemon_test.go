@@ -219,3 +219,83 @@ func waitFor(t *testing.T, f func() string) string {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// TestSecretsNeverShown: a password in the MongoDB URI and a webhook secret
+// never appear in ferry's output — logs, errors, validate, status — even
+// when connecting fails.
+func TestSecretsNeverShown(t *testing.T) {
+	srv := mongotest.New(t)
+	const password, secret = "hunter2-pw-7731", "whsec_c2VjcmV0LXNlY3JldC1zZWNyZXQtc2VjcmV0LXNlY3JldA=="
+	t.Setenv("FERRY_TEST_WEBHOOK_SECRET", secret)
+	uri := strings.Replace(srv.URI(), "mongodb://", "mongodb://ferry:"+password+"@", 1) + "&serverSelectionTimeoutMS=1500"
+	cfgPath := writeFile(t, `
+listen: 127.0.0.1:0
+state: {uri: "`+uri+`"}
+streams:
+  - name: orders
+    source: {uri: "`+uri+`", scope: {collection: shop.orders}}
+    sink: {webhook: {url: "http://127.0.0.1:9/hook", secret: "${FERRY_TEST_WEBHOOK_SECRET}"}}
+`)
+	var all bytes.Buffer
+	for _, args := range [][]string{{"validate", "-c", cfgPath}, {"run", "-c", cfgPath}, {"status", "-c", cfgPath}, {"dlq", "list", "-c", cfgPath}} {
+		var out, errOut bytes.Buffer
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		run(ctx, args, &out, &errOut)
+		cancel()
+		all.WriteString(out.String())
+		all.WriteString(errOut.String())
+	}
+	if strings.Contains(all.String(), password) || strings.Contains(all.String(), secret) || strings.Contains(all.String(), "c2VjcmV0") {
+		t.Fatalf("a secret appeared in ferry's output:\n%s", all.String())
+	}
+	if !strings.Contains(all.String(), "ok (1 stream(s))") {
+		t.Fatalf("validate did not accept the file:\n%s", all.String())
+	}
+}
+
+// TestDLQReplay re-delivers a dead-lettered event through the stream's sink
+// and removes it from the dead-letter store.
+func TestDLQReplay(t *testing.T) {
+	srv := mongotest.New(t)
+	client, err := mongo.Connect(options.Client().ApplyURI(srv.URI()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Disconnect(context.Background())
+	ctx := context.Background()
+	cs, err := client.Database("shop").Collection("orders").Watch(ctx, mongo.Pipeline{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.Database("shop").Collection("orders").InsertOne(ctx, bson.D{{Key: "_id", Value: "o-1"}}); err != nil {
+		t.Fatal(err)
+	}
+	if !cs.Next(ctx) {
+		t.Fatal(cs.Err())
+	}
+	raw := append(bson.Raw(nil), cs.Current...)
+	cs.Close(ctx)
+	if _, err := client.Database("ferry").Collection("dlq").InsertOne(ctx, bson.D{
+		{Key: "_id", Value: "orders/abc"}, {Key: "stream", Value: "orders"}, {Key: "eventId", Value: "abc"},
+		{Key: "event", Value: raw}, {Key: "error", Value: "400 Bad Request"}, {Key: "attempts", Value: 1},
+		{Key: "firstAttemptAt", Value: time.Now()}, {Key: "lastAttemptAt", Value: time.Now()}}); err != nil {
+		t.Fatal(err)
+	}
+	cfgPath := writeFile(t, `
+state: {uri: "`+srv.URI()+`"}
+streams:
+  - name: orders
+    source: {uri: "`+srv.URI()+`", scope: {collection: shop.orders}}
+    sink: {stdout: {}}
+`)
+	var out, errOut bytes.Buffer
+	if code := run(ctx, []string{"dlq", "replay", "-c", cfgPath, "-stream", "orders"}, &out, &errOut); code != 0 {
+		t.Fatalf("dlq replay: exit %d: %s", code, errOut.String())
+	}
+	if !strings.Contains(out.String(), `"o-1"`) || !strings.Contains(errOut.String(), "replayed 1, still failing 0") {
+		t.Fatalf("replay output:\n%s\n%s", out.String(), errOut.String())
+	}
+	if n, _ := client.Database("ferry").Collection("dlq").CountDocuments(ctx, bson.D{}); n != 0 {
+		t.Fatalf("%d dead letters left after a successful replay", n)
+	}
+}

@@ -20,7 +20,8 @@ Usage:
   ferry run -c ferry.yaml       deliver every configured stream to its sink (metrics, /healthz, /readyz)
   ferry validate -c ferry.yaml  check a configuration file without connecting
   ferry status -c ferry.yaml    members, partitions, owners, epochs, checkpoint age and lag
-  ferry dlq list -c ferry.yaml  dead-lettered events
+  ferry dlq list|replay -c ferry.yaml [-stream S]
+                                dead-lettered events; replay re-delivers them through the stream's sink
   ferry demo [-n N]             TTL expiries delivered once by a 3-member group to a webhook, one member killed midway
   ferry help                    show this help
 `

@@ -12,6 +12,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
+	"github.com/ferry-io/ferry"
 	"github.com/ferry-io/ferry/checkpoint/mongostore"
 	"github.com/ferry-io/ferry/config"
 	"github.com/ferry-io/ferry/deadletter"
@@ -131,8 +132,11 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int
 
 // runDLQ lists the dead-letter entries of a stream.
 func runDLQ(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "replay" {
+		return runDLQReplay(ctx, args[1:], stdout, stderr)
+	}
 	if len(args) == 0 || args[0] != "list" {
-		fmt.Fprintln(stderr, "usage: ferry dlq list -c ferry.yaml [-stream name] [-n 50]")
+		fmt.Fprintln(stderr, "usage: ferry dlq list|replay -c ferry.yaml [-stream name] [-n 50]")
 		return 2
 	}
 	fs := flag.NewFlagSet("dlq list", flag.ContinueOnError)
@@ -183,4 +187,77 @@ func runDLQ(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	_ = w.Flush()
 	return 0
+}
+
+// runDLQReplay re-delivers dead-lettered events through their stream's sink
+// and removes each entry once its sink acknowledged it.
+func runDLQReplay(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("dlq replay", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	path := fs.String("c", "ferry.yaml", "configuration file")
+	stream := fs.String("stream", "", "stream name (required)")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	cfg, err := config.Load(*path)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	st := cfg.Stream(*stream)
+	if st == nil {
+		fmt.Fprintf(stderr, "ferry dlq replay: -stream: no stream named %q in %s\n", *stream, *path)
+		return 2
+	}
+	db, closeDB, err := stateDB(ctx, cfg)
+	if err != nil {
+		fmt.Fprintln(stderr, "ferry dlq:", err)
+		return 1
+	}
+	defer closeDB()
+	s, err := buildSink(st, stdout)
+	if err != nil {
+		fmt.Fprintln(stderr, "ferry dlq replay:", err)
+		return 1
+	}
+	if err := s.Connect(ctx); err != nil {
+		fmt.Fprintln(stderr, "ferry dlq replay:", err)
+		return 1
+	}
+	defer s.Close(context.Background())
+	dlq := deadletter.NewMongo(db, "dlq")
+	entries, err := dlq.List(ctx, st.Name, 0)
+	if err != nil {
+		fmt.Fprintln(stderr, "ferry dlq:", err)
+		return 1
+	}
+	replayed, failed := 0, 0
+	for _, e := range entries {
+		ev, err := ferry.ParseEvent(e.Event, e.Partition, e.Epoch)
+		if err == nil {
+			err = s.Write(ctx, []*ferry.Event{ev})
+		}
+		if err != nil {
+			failed++
+			fmt.Fprintf(stderr, "event %s: still failing: %v\n", shortEventID(e.EventID), err)
+			continue
+		}
+		if err := dlq.Delete(ctx, st.Name, e.EventID); err != nil {
+			fmt.Fprintf(stderr, "event %s: delivered but not removed from the dead-letter store: %v\n", shortEventID(e.EventID), err)
+			continue
+		}
+		replayed++
+	}
+	fmt.Fprintf(stderr, "replayed %d, still failing %d\n", replayed, failed)
+	if failed > 0 {
+		return 1
+	}
+	return 0
+}
+
+func shortEventID(id string) string {
+	if len(id) > 16 {
+		return id[:16]
+	}
+	return id
 }

@@ -136,6 +136,9 @@ func runDaemon(ctx context.Context, args []string, stdoutW, stderr io.Writer) er
 		if err != nil {
 			return fmt.Errorf("streams[%d]: %w", i, err)
 		}
+		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "ferry_partitions_owned",
+			Help: "Partitions of the stream this member runs.", ConstLabels: prometheus.Labels{"stream": st.Name}},
+			func() float64 { return float64(len(g.Owned())) }))
 		runners = append(runners, runner{st.Name, g.Run})
 	}
 

@@ -180,7 +180,8 @@ streams:
 		if resp.StatusCode != 200 {
 			t.Fatalf("%s: %d %s", p, resp.StatusCode, body)
 		}
-		if p == "/metrics" && !strings.Contains(string(body), `ferry_events_total{operation="insert",partition=`) {
+		if p == "/metrics" && (!strings.Contains(string(body), `ferry_events_total{operation="insert",partition=`) ||
+			!strings.Contains(string(body), `ferry_partitions_owned{stream="orders"} 2`)) {
 			t.Fatalf("/metrics lacks ferry_events_total:\n%.2000s", body)
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -128,7 +129,17 @@ type Group struct {
 
 	mu    sync.Mutex
 	owned map[int]int64 // partition → epoch, for Owned
+
+	ledgerDuplicates atomic.Int64
 }
+
+// LedgerDuplicates returns how many events the ledger recognised as
+// already applied (replays absorbed) in the idempotent and transactional
+// modes.
+func (g *Group) LedgerDuplicates() int64 { return g.ledgerDuplicates.Load() }
+
+// LeaseRenewFailures returns how many lease renewals failed.
+func (g *Group) LeaseRenewFailures() int64 { return g.leases.RenewFailures() }
 
 // New checks the options and returns a group member. Run joins the group.
 func New(client *mongo.Client, handler ferry.Handler, opts ...Option) (*Group, error) {
@@ -448,6 +459,7 @@ func (g *Group) wrap(held *lease.Held, p int) ferry.Handler {
 				return err
 			}
 			if seen {
+				g.ledgerDuplicates.Add(1)
 				return nil // applied before (a replay)
 			}
 			if err := h(ctx, ev); err != nil {
@@ -463,8 +475,12 @@ func (g *Group) wrap(held *lease.Held, p int) ferry.Handler {
 			}
 			return ledger.RunTransaction(ctx, g.client, func(sctx context.Context) error {
 				inserted, err := cfg.ledgerStore.RecordNew(sctx, cfg.name, ev.ID(), p, ev.Epoch)
-				if err != nil || !inserted {
-					return err // a duplicate: applied before, no effect
+				if err != nil {
+					return err
+				}
+				if !inserted {
+					g.ledgerDuplicates.Add(1)
+					return nil // a duplicate: applied before, no effect
 				}
 				// Fencing inside the transaction: the lease must still
 				// carry our epoch, or another member took over.

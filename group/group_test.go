@@ -274,7 +274,7 @@ func TestDeliveryModesAbsorbReplays(t *testing.T) {
 				last = cs.Current.Lookup("_id", "_data").StringValue()
 			}
 			cs.Close(ctx)
-			runOnce := func() {
+			runOnce := func() int64 {
 				client, err := mongo.Connect(options.Client().ApplyURI(c.uri))
 				if err != nil {
 					t.Fatal(err)
@@ -325,13 +325,18 @@ func TestDeliveryModesAbsorbReplays(t *testing.T) {
 				if err := <-done; err != nil {
 					t.Fatal(err)
 				}
+				return g.LedgerDuplicates()
 			}
-			runOnce()
+			if d := runOnce(); d != 0 {
+				t.Fatalf("first run: %d ledger duplicates, want 0", d)
+			}
 			// Forget every position: the next run replays all 40 events.
 			if _, err := c.state.Collection("checkpoints").DeleteMany(ctx, bson.D{}); err != nil {
 				t.Fatal(err)
 			}
-			runOnce()
+			if d := runOnce(); d != 40 {
+				t.Fatalf("replay: %d ledger duplicates, want 40", d)
+			}
 			n, err := effects.CountDocuments(ctx, bson.D{})
 			if err != nil {
 				t.Fatal(err)

@@ -71,6 +71,7 @@ func (s *Store) Hold(ctx context.Context, group string, partition int, owner str
 		renew:    h.renew,
 		describe: fmt.Sprintf("group %q partition %d epoch %d", group, partition, l.Epoch),
 		failed: func(err error) {
+			s.renewFailures.Add(1)
 			s.log().Warn("lease: renewal failed", "group", group, "partition", partition, "owner", owner, "epoch", l.Epoch, "err", err)
 		},
 	}

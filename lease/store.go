@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -21,7 +22,12 @@ type Store struct {
 	members *mongo.Collection
 	leases  *mongo.Collection
 	cfg     config
+	// renewFailures counts failed lease renewals (for metrics).
+	renewFailures atomic.Int64
 }
+
+// RenewFailures returns how many lease renewals failed so far.
+func (s *Store) RenewFailures() int64 { return s.renewFailures.Load() }
 
 // New returns a store in db. It does not contact the server and creates no
 // index: every write addresses one document by _id, and List and Members

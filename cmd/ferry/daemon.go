@@ -136,9 +136,31 @@ func runDaemon(ctx context.Context, args []string, stdoutW, stderr io.Writer) er
 		if err != nil {
 			return fmt.Errorf("streams[%d]: %w", i, err)
 		}
-		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "ferry_partitions_owned",
-			Help: "Partitions of the stream this member runs.", ConstLabels: prometheus.Labels{"stream": st.Name}},
-			func() float64 { return float64(len(g.Owned())) }))
+		labels := prometheus.Labels{"stream": st.Name}
+		dlq := stateClient.Database(cfg.State.Database).Collection("dlq")
+		name := st.Name
+		reg.MustRegister(
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "ferry_partitions_owned",
+				Help: "Partitions of the stream this member runs.", ConstLabels: labels},
+				func() float64 { return float64(len(g.Owned())) }),
+			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "ferry_ledger_duplicates_total",
+				Help: "Events the ledger recognised as already applied (replays absorbed).", ConstLabels: labels},
+				func() float64 { return float64(g.LedgerDuplicates()) }),
+			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "ferry_lease_renew_failures_total",
+				Help: "Failed partition lease renewals.", ConstLabels: labels},
+				func() float64 { return float64(g.LeaseRenewFailures()) }),
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "ferry_dlq_size",
+				Help: "Events in the dead-letter store (read at scrape time).", ConstLabels: labels},
+				func() float64 {
+					ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+					defer cancel()
+					n, err := dlq.CountDocuments(ctx, bson.D{{Key: "stream", Value: name}})
+					if err != nil {
+						return -1
+					}
+					return float64(n)
+				}),
+		)
 		runners = append(runners, runner{st.Name, g.Run})
 	}
 

@@ -181,7 +181,10 @@ streams:
 			t.Fatalf("%s: %d %s", p, resp.StatusCode, body)
 		}
 		if p == "/metrics" && (!strings.Contains(string(body), `ferry_events_total{operation="insert",partition=`) ||
-			!strings.Contains(string(body), `ferry_partitions_owned{stream="orders"} 2`)) {
+			!strings.Contains(string(body), `ferry_partitions_owned{stream="orders"} 2`) ||
+			!strings.Contains(string(body), `ferry_dlq_size{stream="orders"} 0`) ||
+			!strings.Contains(string(body), `ferry_ledger_duplicates_total{stream="orders"}`) ||
+			!strings.Contains(string(body), `ferry_lease_renew_failures_total{stream="orders"}`)) {
 			t.Fatalf("/metrics lacks ferry_events_total:\n%.2000s", body)
 		}
 	}

@@ -303,3 +303,45 @@ streams:
 		t.Fatalf("%d dead letters left after a successful replay", n)
 	}
 }
+
+// TestSecretsNotInMetrics runs the daemon with a webhook secret and reads
+// /metrics while it runs: the secret is not there.
+func TestSecretsNotInMetrics(t *testing.T) {
+	srv := mongotest.New(t)
+	const secret = "whsec_bWV0cmljcy1zZWNyZXQtbWV0cmljcy1zZWNyZXQtbWV0cmljcw=="
+	t.Setenv("FERRY_TEST_WEBHOOK_SECRET", secret)
+	cfgPath := writeFile(t, `
+listen: 127.0.0.1:0
+state: {uri: "`+srv.URI()+`"}
+streams:
+  - name: orders
+    source: {uri: "`+srv.URI()+`", scope: {collection: shop.orders}}
+    sink: {webhook: {url: "http://127.0.0.1:9/hook", secret: "${FERRY_TEST_WEBHOOK_SECRET}"}}
+`)
+	var out, errOut syncBuffer
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- runDaemon(ctx, []string{"-c", cfgPath}, &out, &errOut) }()
+	addr := waitFor(t, func() string {
+		m := regexp.MustCompile(`"msg":"listening","addr":"([^"]+)"`).FindStringSubmatch(errOut.String())
+		if m == nil {
+			return ""
+		}
+		return m[1]
+	})
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	cancel()
+	<-done
+	all := string(body) + out.String() + errOut.String()
+	if !strings.Contains(string(body), "ferry_partitions_owned") {
+		t.Fatalf("/metrics not served:\n%.500s", body)
+	}
+	if strings.Contains(all, secret) || strings.Contains(all, "bWV0cmljcy1zZWNyZXQ") {
+		t.Fatal("the webhook secret appeared in /metrics or the logs")
+	}
+}

@@ -37,17 +37,11 @@ const shutdownBudget = 9 * time.Second
 // runValidate checks a configuration file without connecting to anything.
 func runValidate(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("validate", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	path := fs.String("c", "ferry.yaml", "configuration file")
-	if err := fs.Parse(args); err != nil {
-		return 2
+	cfg, code := loadFlags(fs, args, stderr)
+	if cfg == nil {
+		return code
 	}
-	cfg, err := config.Load(*path)
-	if err != nil {
-		fmt.Fprintln(stderr, err)
-		return 1
-	}
-	fmt.Fprintf(stdout, "%s: ok (%d stream(s))\n", *path, len(cfg.Streams))
+	fmt.Fprintf(stdout, "%s: ok (%d stream(s))\n", fs.Lookup("c").Value, len(cfg.Streams))
 	return 0
 }
 

@@ -31,19 +31,29 @@ func stateDB(ctx context.Context, cfg *config.Config) (*mongo.Database, func(), 
 	return client.Database(cfg.State.Database), func() { _ = client.Disconnect(context.Background()) }, nil
 }
 
-// runStatus prints members, partitions, owners, epochs, checkpoint age and
-// lag of every stream, from the state store.
-func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("status", flag.ContinueOnError)
+// loadFlags parses a subcommand's flags, whose -c names the configuration
+// file, and loads it. The exit code is 0 on success, 2 for bad flags, 1 for
+// a bad configuration (reported on stderr).
+func loadFlags(fs *flag.FlagSet, args []string, stderr io.Writer) (*config.Config, int) {
 	fs.SetOutput(stderr)
 	path := fs.String("c", "ferry.yaml", "configuration file")
 	if err := fs.Parse(args); err != nil {
-		return 2
+		return nil, 2
 	}
 	cfg, err := config.Load(*path)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
-		return 1
+		return nil, 1
+	}
+	return cfg, 0
+}
+
+// runStatus prints members, partitions, owners, epochs, checkpoint age and
+// lag of every stream, from the state store.
+func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	cfg, code := loadFlags(flag.NewFlagSet("status", flag.ContinueOnError), args, stderr)
+	if cfg == nil {
+		return code
 	}
 	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
@@ -140,17 +150,11 @@ func runDLQ(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	fs := flag.NewFlagSet("dlq list", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	path := fs.String("c", "ferry.yaml", "configuration file")
 	stream := fs.String("stream", "", "stream name (default: every stream)")
 	n := fs.Int("n", 50, "at most this many entries per stream")
-	if err := fs.Parse(args[1:]); err != nil {
-		return 2
-	}
-	cfg, err := config.Load(*path)
-	if err != nil {
-		fmt.Fprintln(stderr, err)
-		return 1
+	cfg, code := loadFlags(fs, args[1:], stderr)
+	if cfg == nil {
+		return code
 	}
 	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
@@ -193,20 +197,14 @@ func runDLQ(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 // and removes each entry once its sink acknowledged it.
 func runDLQReplay(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("dlq replay", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	path := fs.String("c", "ferry.yaml", "configuration file")
 	stream := fs.String("stream", "", "stream name (required)")
-	if err := fs.Parse(args); err != nil {
-		return 2
-	}
-	cfg, err := config.Load(*path)
-	if err != nil {
-		fmt.Fprintln(stderr, err)
-		return 1
+	cfg, code := loadFlags(fs, args, stderr)
+	if cfg == nil {
+		return code
 	}
 	st := cfg.Stream(*stream)
 	if st == nil {
-		fmt.Fprintf(stderr, "ferry dlq replay: -stream: no stream named %q in %s\n", *stream, *path)
+		fmt.Fprintf(stderr, "ferry dlq replay: -stream: no stream named %q in the configuration\n", *stream)
 		return 2
 	}
 	db, closeDB, err := stateDB(ctx, cfg)

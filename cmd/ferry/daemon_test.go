@@ -200,6 +200,11 @@ streams:
 	if code := run(context.Background(), []string{"dlq", "list", "-c", cfgPath}, &dl, &dlErr); code != 0 {
 		t.Fatalf("dlq list: exit %d: %s", code, dlErr.String())
 	}
+	// ferry reset refuses while members are live.
+	var rs, rsErr bytes.Buffer
+	if code := run(context.Background(), []string{"reset", "-c", cfgPath, "-stream", "orders"}, &rs, &rsErr); code != 1 || !strings.Contains(rsErr.String(), "live member") {
+		t.Fatalf("reset of a running stream: exit %d: %s", code, rsErr.String())
+	}
 	start := time.Now()
 	cancel()
 	if err := <-done; err != nil {
@@ -207,6 +212,11 @@ streams:
 	}
 	if took := time.Since(start); took > 10*time.Second {
 		t.Fatalf("shutdown took %v, longer than Cloud Run's 10s", took)
+	}
+	rs.Reset()
+	rsErr.Reset()
+	if code := run(context.Background(), []string{"reset", "-c", cfgPath, "-stream", "orders"}, &rs, &rsErr); code != 0 || !strings.Contains(rs.String(), "2 checkpoint(s) deleted") {
+		t.Fatalf("reset after stopping: exit %d: %s%s", code, rs.String(), rsErr.String())
 	}
 }
 

@@ -20,6 +20,8 @@ Usage:
   ferry run -c ferry.yaml       deliver every configured stream to its sink (metrics, /healthz, /readyz)
   ferry validate -c ferry.yaml  check a configuration file without connecting
   ferry status -c ferry.yaml    members, partitions, owners, epochs, checkpoint age and lag
+  ferry reset -c ferry.yaml -stream S
+                                delete a stopped stream's checkpoints (after a changed definition)
   ferry dlq list|replay -c ferry.yaml [-stream S]
                                 dead-lettered events; replay re-delivers them through the stream's sink
   ferry demo [-n N]             TTL expiries delivered once by a 3-member group to a webhook, one member killed midway
@@ -60,6 +62,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 0
 	case "status":
 		return runStatus(ctx, args[1:], stdout, stderr)
+	case "reset":
+		return runReset(ctx, args[1:], stdout, stderr)
 	case "dlq":
 		return runDLQ(ctx, args[1:], stdout, stderr)
 	case "help", "-h", "--help":

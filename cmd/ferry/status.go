@@ -259,3 +259,58 @@ func shortEventID(id string) string {
 	}
 	return id
 }
+
+// runReset deletes a stream's checkpoints, so it starts again from its
+// start_at position. The stream's group must be stopped.
+func runReset(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("reset", flag.ContinueOnError)
+	stream := fs.String("stream", "", "stream name (required)")
+	cfg, code := loadFlags(fs, args, stderr)
+	if cfg == nil {
+		return code
+	}
+	if cfg.Stream(*stream) == nil {
+		fmt.Fprintf(stderr, "ferry reset: -stream: no stream named %q in the configuration\n", *stream)
+		return 2
+	}
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	db, closeDB, err := stateDB(ctx, cfg)
+	if err != nil {
+		fmt.Fprintln(stderr, "ferry reset:", err)
+		return 1
+	}
+	defer closeDB()
+	ls, err := lease.New(db)
+	if err != nil {
+		fmt.Fprintln(stderr, "ferry reset:", err)
+		return 1
+	}
+	members, err := ls.Members(ctx, *stream)
+	if err != nil {
+		fmt.Fprintln(stderr, "ferry reset:", err)
+		return 1
+	}
+	if len(members) > 0 {
+		fmt.Fprintf(stderr, "ferry reset: stream %q still has %d live member(s); stop them first\n", *stream, len(members))
+		return 1
+	}
+	cps, err := mongostore.New(db)
+	if err != nil {
+		fmt.Fprintln(stderr, "ferry reset:", err)
+		return 1
+	}
+	list, err := cps.List(ctx, *stream)
+	if err != nil {
+		fmt.Fprintln(stderr, "ferry reset:", err)
+		return 1
+	}
+	for _, cp := range list {
+		if err := cps.Delete(ctx, cp.Stream, cp.Partition, cp.Version); err != nil {
+			fmt.Fprintln(stderr, "ferry reset:", err)
+			return 1
+		}
+	}
+	fmt.Fprintf(stdout, "stream %s: %d checkpoint(s) deleted; it starts again from its start_at position\n", *stream, len(list))
+	return 0
+}

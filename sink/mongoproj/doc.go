@@ -1,0 +1,85 @@
+// Package mongoproj is a sink that maintains a projection (a read model) of
+// the source in a target MongoDB collection, keyed by the documentKey's _id.
+//
+//	s, err := mongoproj.New(client.Database("read").Collection("orders"))
+//	if err := s.Connect(ctx); err != nil { ... }
+//	c, err := ferry.NewConsumer(client, sink.Handler(s),
+//		ferry.WatchCollection("shop", "orders"),
+//		ferry.FullDocument("updateLookup"),
+//		ferry.WithSweeper(s.Sweep), ...)
+//
+// # What each event does
+//
+//	operation                 effect on the target
+//	insert, replace, update   upsert of the event's fullDocument (the stream must carry one:
+//	                          FullDocument("updateLookup"), or post-images with "required" /
+//	                          "whenAvailable"); an update event without a fullDocument field is a
+//	                          permanent error naming that fix; an update whose fullDocument is
+//	                          null (the document was deleted before the lookup) is skipped: its
+//	                          delete event follows
+//	delete                    the document becomes a tombstone (see below)
+//	backfill                  upsert of the scanned document, unconditionally, stamped bf: true
+//	anything else             ignored: drop, rename, dropDatabase, invalidate and DDL events
+//	                          have no documentKey; what a dropped source means for the read
+//	                          model is the operator's decision
+//
+// Every document the sink writes carries a hidden field, Field ("_ferry"):
+//
+//	_ferry: {ct: <clusterTime>, tok: <resume token _data>, op, id: <event id>,
+//	         epoch, at: <server time of the write ($$NOW)>, del: true (tombstones), bf: true (backfill)}
+//
+// # Guarantees
+//
+//   - Per-document monotonic: each write is ONE update command, an upsert
+//     with an update pipeline that keeps the stored document unless its
+//     (ct, tok) is older than the event's. tok is the resume token's _data
+//     hex string, which sorts like the server's resume tokens, so events
+//     of one transaction (same clusterTime) are ordered by their
+//     txnOpIndex. An event older than what the target holds is a no-op, so
+//     out-of-order or replayed delivery never moves a document back.
+//   - Idempotent under replays: applying the same event again matches the
+//     same (ct, tok) and changes nothing.
+//   - Deletes keep a tombstone ({_id, _ferry: {..., del: true}}) instead of
+//     removing the document, so an older event replayed after the delete
+//     cannot resurrect it, and a delete older than the stored version does
+//     not remove a newer document. Readers filter tombstones with Live()
+//     (and hide the bookkeeping with Hidden()); PurgeTombstones removes
+//     old tombstones once no older event can be replayed any more (older
+//     than the consumer's checkpoint), and Sweep removes them after a
+//     backfill.
+//   - Exactly-once effect in transactional mode: when Write's ctx is a
+//     session context inside a transaction (group.DeliveryMode
+//     Transactional) and the target collection lives in the state store's
+//     cluster and is reached through the group's client, the write commits
+//     or aborts together with the ledger and checkpoint. A write that fails
+//     inside a transaction is returned retryable when the server labels it
+//     TransientTransactionError, so the whole transaction is retried.
+//   - Backfill: backfill events (documents scanned after a lost history)
+//     replace whatever the target holds, tombstones included, and store no
+//     ct, so every streamed event after the scan's start marker supersedes
+//     them. Sweep(ctx, since), a ferry.Sweeper, then deletes every target
+//     document not written since the scan began (documents deleted while
+//     the history was lost, stale tombstones, documents the sink never
+//     wrote).
+//   - Done means acknowledged: Write returns nil only after the server
+//     acknowledged the write (with the collection's write concern).
+//
+// # Limits
+//
+//   - One source collection per target: the projection is keyed by _id
+//     alone, so two source collections with colliding _ids would overwrite
+//     each other. Events of any namespace are applied.
+//   - A source document's own top-level "_ferry" field is replaced by the
+//     stamp.
+//   - Sweep compares the target server's $$NOW with since, which ferry
+//     reads from the source server's clock: when source and target are
+//     different clusters, their clocks must agree to within the time
+//     between the scan's start and its first write.
+//   - While the stream replays the events after a backfill's start marker,
+//     a document can briefly show an older state than the scan wrote
+//     (insert and replace events carry the document as of the event); it
+//     converges with the last event.
+//   - Backfill writes are unconditional: a zombie consumer (fenced off but
+//     still writing) could interleave with them; the group's fencing in
+//     transactional mode prevents that.
+package mongoproj

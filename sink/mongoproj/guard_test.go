@@ -1,0 +1,228 @@
+package mongoproj_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/ferry-io/ferry"
+	"github.com/ferry-io/ferry/mongotest"
+	"github.com/ferry-io/ferry/sink"
+	"github.com/ferry-io/ferry/sink/mongoproj"
+)
+
+// env is a target collection and a connected sink writing to it.
+type env struct {
+	client *mongo.Client
+	target *mongo.Collection
+	s      *mongoproj.Sink
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	uri, _ := mongotest.URI(t)
+	client, err := mongo.Connect(options.Client().ApplyURI(uri))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = client.Disconnect(context.Background()) })
+	target := client.Database("mongoproj_test").Collection(collName(t))
+	_ = target.Drop(context.Background())
+	s, err := mongoproj.New(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Connect(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close(context.Background()) })
+	return &env{client: client, target: target, s: s}
+}
+
+// change builds a change event of op on document id at clusterTime
+// (t, i), with a resume token that sorts like (t, i, opIndex).
+func change(op string, id int, doc bson.D, t, i uint32, opIndex int) *ferry.Event {
+	ts := bson.Timestamp{T: t, I: i}
+	token := bson.D{{Key: "_data", Value: fmt.Sprintf("82%08X%08X2B%04X0463", t, i, opIndex)}}
+	ev := bson.D{
+		{Key: "_id", Value: token},
+		{Key: "operationType", Value: op},
+		{Key: "clusterTime", Value: ts},
+		{Key: "ns", Value: bson.D{{Key: "db", Value: "shop"}, {Key: "coll", Value: "orders"}}},
+		{Key: "documentKey", Value: bson.D{{Key: "_id", Value: int32(id)}}},
+	}
+	if doc != nil {
+		ev = append(ev, bson.E{Key: "fullDocument", Value: append(bson.D{{Key: "_id", Value: int32(id)}}, doc...)})
+	}
+	raw, err := bson.Marshal(ev)
+	if err != nil {
+		panic(err) // static input
+	}
+	out, err := ferry.ParseEvent(raw, 0, 1)
+	if err != nil {
+		panic(err)
+	}
+	return out
+}
+
+func (e *env) write(t *testing.T, evs ...*ferry.Event) {
+	t.Helper()
+	for _, ev := range evs {
+		if err := e.s.Write(context.Background(), []*ferry.Event{ev}); err != nil {
+			t.Fatalf("Write(%s): %v", ev.OperationType, err)
+		}
+	}
+}
+
+// doc reads document id from the target (bookkeeping hidden); nil if
+// missing or a tombstone.
+func (e *env) doc(t *testing.T, id int) bson.D {
+	t.Helper()
+	filter := append(bson.D{{Key: "_id", Value: int32(id)}}, mongoproj.Live()...)
+	var d bson.D
+	err := e.target.FindOne(context.Background(), filter, options.FindOne().SetProjection(mongoproj.Hidden())).Decode(&d)
+	if errors.Is(err, mongo.ErrNoDocuments) {
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+func v(n int) bson.D { return bson.D{{Key: "v", Value: int32(n)}} }
+
+func wantV(t *testing.T, got bson.D, n int) {
+	t.Helper()
+	if len(got) != 2 || lookupD(got, "v") != int32(n) {
+		t.Fatalf("document = %v, want v: %d", got, n)
+	}
+}
+
+func TestNewerWinsOverOlder(t *testing.T) {
+	e := newEnv(t)
+	e.write(t, change("insert", 1, v(1), 100, 1, 0), change("update", 1, v(3), 300, 1, 0))
+	// Older events arrive late: update, insert, replace, and an older
+	// delete: none changes the newer document.
+	e.write(t, change("update", 1, v(2), 200, 1, 0), change("insert", 1, v(1), 100, 1, 0),
+		change("replace", 1, v(9), 299, 7, 0), change("delete", 1, nil, 250, 1, 0))
+	wantV(t, e.doc(t, 1), 3)
+	// Same clusterTime: the resume token (txnOpIndex) orders them.
+	e.write(t, change("update", 1, v(5), 400, 1, 2), change("update", 1, v(4), 400, 1, 1))
+	wantV(t, e.doc(t, 1), 5)
+	// Replaying the current event is harmless.
+	e.write(t, change("update", 1, v(5), 400, 1, 2))
+	wantV(t, e.doc(t, 1), 5)
+	e.write(t, change("update", 1, v(6), 400, 2, 0))
+	wantV(t, e.doc(t, 1), 6)
+}
+
+func TestDeleteThenOlderReplayDoesNotResurrect(t *testing.T) {
+	e := newEnv(t)
+	e.write(t, change("insert", 1, v(1), 100, 1, 0), change("delete", 1, nil, 200, 1, 0))
+	if d := e.doc(t, 1); d != nil {
+		t.Fatalf("after delete: %v, want no live document", d)
+	}
+	e.write(t, change("insert", 1, v(1), 100, 1, 0), change("update", 1, v(2), 150, 1, 0))
+	if d := e.doc(t, 1); d != nil {
+		t.Fatalf("older replay after delete resurrected %v", d)
+	}
+	// A delete of a document never seen leaves a tombstone too, so the
+	// late insert stays dead.
+	e.write(t, change("delete", 2, nil, 500, 1, 0), change("insert", 2, v(1), 400, 1, 0))
+	if d := e.doc(t, 2); d != nil {
+		t.Fatalf("insert older than a delete applied: %v", d)
+	}
+	// A newer insert brings it back.
+	e.write(t, change("insert", 1, v(7), 300, 1, 0))
+	wantV(t, e.doc(t, 1), 7)
+	n, err := e.target.CountDocuments(context.Background(), mongoproj.Live())
+	if err != nil || n != 1 {
+		t.Fatalf("live documents = %d, %v; want 1", n, err)
+	}
+	// Tombstones are purged on request.
+	purged, err := e.s.PurgeTombstones(context.Background(), time.Now().Add(time.Hour))
+	if err != nil || purged != 1 {
+		t.Fatalf("PurgeTombstones = %d, %v; want 1", purged, err)
+	}
+}
+
+func TestUpdateWithoutFullDocument(t *testing.T) {
+	e := newEnv(t)
+	ev := change("update", 1, nil, 100, 1, 0)
+	err := sink.Errors(e.s.Write(context.Background(), []*ferry.Event{ev}), 1)[0]
+	if err == nil || sink.IsRetryable(err) || !errorsContain(err, "updateLookup") {
+		t.Fatalf("update without fullDocument: %v, want a permanent error naming updateLookup", err)
+	}
+	// fullDocument: null (the lookup found nothing) is skipped.
+	raw, _ := bson.Marshal(bson.D{
+		{Key: "_id", Value: bson.D{{Key: "_data", Value: "82AA"}}}, {Key: "operationType", Value: "update"},
+		{Key: "clusterTime", Value: bson.Timestamp{T: 5, I: 1}},
+		{Key: "documentKey", Value: bson.D{{Key: "_id", Value: int32(1)}}}, {Key: "fullDocument", Value: nil},
+	})
+	nullEv, err := ferry.ParseEvent(raw, 0, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.write(t, nullEv)
+	if n, _ := e.target.CountDocuments(context.Background(), bson.D{}); n != 0 {
+		t.Fatalf("an update with a null fullDocument wrote %d documents", n)
+	}
+	// Control events are ignored.
+	e.write(t, change("drop", 0, nil, 600, 1, 0))
+}
+
+func errorsContain(err error, s string) bool {
+	return err != nil && strings.Contains(err.Error(), s)
+}
+
+func TestTransactional(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	run := func(commit bool, evs ...*ferry.Event) {
+		t.Helper()
+		sess, err := e.client.StartSession()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sess.EndSession(ctx)
+		if err := sess.StartTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		sctx := mongo.NewSessionContext(ctx, sess)
+		if err := e.s.Write(sctx, evs); err != nil {
+			t.Fatalf("Write in a transaction: %v", err)
+		}
+		if commit {
+			err = sess.CommitTransaction(sctx)
+		} else {
+			err = sess.AbortTransaction(sctx)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	run(false, change("insert", 1, v(1), 100, 1, 0), change("insert", 2, v(1), 100, 1, 1))
+	if n, err := e.target.CountDocuments(ctx, bson.D{}); err != nil || n != 0 {
+		t.Fatalf("after an aborted transaction: %d documents (%v), want 0", n, err)
+	}
+	run(true, change("insert", 1, v(1), 100, 1, 0), change("update", 1, v(2), 100, 1, 1))
+	wantV(t, e.doc(t, 1), 2)
+	// A replay of the committed events in a new transaction changes
+	// nothing.
+	run(true, change("insert", 1, v(1), 100, 1, 0))
+	wantV(t, e.doc(t, 1), 2)
+}
+
+func TestNewValidates(t *testing.T) {
+	if _, err := mongoproj.New(nil); err == nil {
+		t.Fatal("New(nil) succeeded")
+	}
+}

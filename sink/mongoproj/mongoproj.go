@@ -1,0 +1,148 @@
+package mongoproj
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/ferry-io/ferry"
+	"github.com/ferry-io/ferry/sink"
+)
+
+// Field is the hidden field every document the sink writes carries.
+const Field = "_ferry"
+
+// Option configures a Sink.
+type Option func(*config) error
+
+type config struct {
+	index bool
+	fault func(*ferry.Event) error // tests: fail an event before writing it
+}
+
+// NoIndex stops Connect from creating the index on _ferry.at that Sweep
+// and PurgeTombstones use.
+func NoIndex() Option { return func(c *config) error { c.index = false; return nil } }
+
+// Sink maintains a projection of the source in a target collection. It is
+// safe for concurrent use.
+type Sink struct {
+	target    *mongo.Collection
+	cfg       config
+	connected atomic.Bool
+}
+
+var _ sink.Sink = (*Sink)(nil)
+
+// New returns a sink writing to target. It does not connect: Connect does.
+func New(target *mongo.Collection, opts ...Option) (*Sink, error) {
+	if target == nil {
+		return nil, errors.New("mongoproj: target collection is nil")
+	}
+	if target.Name() == "" || target.Database() == nil || target.Database().Name() == "" {
+		return nil, errors.New("mongoproj: target collection needs a database and a collection name")
+	}
+	cfg := config{index: true}
+	for _, o := range opts {
+		if o == nil {
+			continue
+		}
+		if err := o(&cfg); err != nil {
+			return nil, err
+		}
+	}
+	return &Sink{target: target, cfg: cfg}, nil
+}
+
+// Target returns the target collection.
+func (s *Sink) Target() *mongo.Collection { return s.target }
+
+// Connect checks that the target's server answers and creates the index on
+// _ferry.at (unless NoIndex).
+func (s *Sink) Connect(ctx context.Context) error {
+	db := s.target.Database()
+	if err := db.RunCommand(ctx, bson.D{{Key: "ping", Value: 1}}).Err(); err != nil {
+		return fmt.Errorf("mongoproj: connect to %s: %w", s.ns(), err)
+	}
+	if s.cfg.index {
+		_, err := s.target.Indexes().CreateOne(ctx, mongo.IndexModel{
+			Keys:    bson.D{{Key: Field + ".at", Value: 1}},
+			Options: options.Index().SetName("ferry_at"),
+		})
+		if err != nil {
+			return fmt.Errorf("mongoproj: create the %s.at index on %s: %w", Field, s.ns(), err)
+		}
+	}
+	s.connected.Store(true)
+	return nil
+}
+
+// Close stops the sink; it does not disconnect the target's client, which
+// the caller owns.
+func (s *Sink) Close(context.Context) error {
+	s.connected.Store(false)
+	return nil
+}
+
+// Write applies a batch in order (see the package doc for what each
+// operation does).
+func (s *Sink) Write(ctx context.Context, batch []*ferry.Event) error {
+	if !s.connected.Load() {
+		return sink.ErrNotConnected
+	}
+	return sink.EachInOrder(ctx, batch, s.apply, nil)
+}
+
+// Sweep deletes the target documents not written since since: after a
+// backfill scan that began at since, those are the documents deleted from
+// the source while its history was lost, stale tombstones, and documents
+// the sink never wrote. It is a ferry.Sweeper.
+func (s *Sink) Sweep(ctx context.Context, since time.Time) error {
+	if !s.connected.Load() {
+		return sink.ErrNotConnected
+	}
+	_, err := s.target.DeleteMany(ctx, bson.D{{Key: Field + ".at", Value: bson.D{{Key: "$not", Value: bson.D{{Key: "$gte", Value: since}}}}}})
+	if err != nil {
+		return fmt.Errorf("mongoproj: sweep %s: %w", s.ns(), err)
+	}
+	return nil
+}
+
+var _ ferry.Sweeper = (*Sink)(nil).Sweep
+
+// PurgeTombstones deletes the tombstones written before before and returns
+// how many. Purge only tombstones older than the consumer's checkpoint (no
+// event before them can be replayed any more); a purged tombstone no longer
+// stops an older replayed event from resurrecting its document.
+func (s *Sink) PurgeTombstones(ctx context.Context, before time.Time) (int64, error) {
+	if !s.connected.Load() {
+		return 0, sink.ErrNotConnected
+	}
+	res, err := s.target.DeleteMany(ctx, bson.D{
+		{Key: Field + ".del", Value: true},
+		{Key: Field + ".at", Value: bson.D{{Key: "$lt", Value: before}}},
+	})
+	if err != nil {
+		return 0, fmt.Errorf("mongoproj: purge tombstones of %s: %w", s.ns(), err)
+	}
+	return res.DeletedCount, nil
+}
+
+// Live returns the filter that excludes tombstones: AND it into every read
+// of the projection.
+func Live() bson.D {
+	return bson.D{{Key: Field + ".del", Value: bson.D{{Key: "$ne", Value: true}}}}
+}
+
+// Hidden returns the projection that hides the sink's bookkeeping field.
+func Hidden() bson.D { return bson.D{{Key: Field, Value: 0}} }
+
+func (s *Sink) ns() string {
+	return s.target.Database().Name() + "." + s.target.Name()
+}

@@ -1,0 +1,212 @@
+package mongoproj
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/ferry-io/ferry"
+	"github.com/ferry-io/ferry/sink"
+)
+
+// apply writes one event: one update command (an upsert with an update
+// pipeline), so the guard and the write are one atomic server-side step.
+func (s *Sink) apply(ctx context.Context, ev *ferry.Event) error {
+	if s.cfg.fault != nil {
+		if err := s.cfg.fault(ev); err != nil {
+			return classify(err)
+		}
+	}
+	var replacement bson.D
+	switch ev.OperationType {
+	case "insert", "replace", "update":
+		if ev.FullDocument == nil {
+			if ev.OperationType == "update" && hasNullFullDocument(ev) {
+				return nil // deleted before the lookup: its delete event follows
+			}
+			return sink.Permanent(fmt.Errorf("mongoproj: %s event without fullDocument: open the change stream with "+
+				"ferry.FullDocument(\"updateLookup\") (or post-images: \"required\"/\"whenAvailable\" with "+
+				"changeStreamPreAndPostImages enabled on the source collection)", ev.OperationType))
+		}
+		st, err := stamp(ev, false)
+		if err != nil {
+			return err
+		}
+		replacement = guarded(ev, mergeStamp(ev.FullDocument, st))
+	case "delete":
+		st, err := stamp(ev, true)
+		if err != nil {
+			return err
+		}
+		id, err := docID(ev)
+		if err != nil {
+			return err
+		}
+		replacement = guarded(ev, bson.D{{Key: "_id", Value: bson.D{{Key: "$literal", Value: id}}}, {Key: Field, Value: st}})
+	case "backfill":
+		if ev.FullDocument == nil {
+			return sink.Permanent(errors.New("mongoproj: backfill event without a document"))
+		}
+		replacement = mergeStamp(ev.FullDocument, backfillStamp(ev))
+	default:
+		return nil // drop, rename, invalidate, DDL: no document to project
+	}
+	id, err := docID(ev)
+	if err != nil {
+		return err
+	}
+	pipeline := bson.A{bson.D{{Key: "$replaceWith", Value: replacement}}}
+	_, err = s.target.UpdateOne(ctx, bson.D{{Key: "_id", Value: id}}, pipeline, options.UpdateOne().SetUpsert(true))
+	if err != nil {
+		return classify(fmt.Errorf("mongoproj: %s of %s in %s: %w", ev.OperationType, shortID(ev), s.ns(), err))
+	}
+	return nil
+}
+
+// guarded returns the expression that evaluates to next when the stored
+// document is older than ev, else to the stored document unchanged. Older
+// means: no stamp's clusterTime (a document the sink did not write, a
+// backfill, or the upsert's empty seed), an earlier clusterTime, or the
+// same clusterTime and a smaller resume token.
+func guarded(ev *ferry.Event, next any) bson.D {
+	tok := tokenData(ev)
+	older := bson.D{{Key: "$or", Value: bson.A{
+		bson.D{{Key: "$eq", Value: bson.A{bson.D{{Key: "$type", Value: "$" + Field + ".ct"}}, "missing"}}},
+		bson.D{{Key: "$lt", Value: bson.A{"$" + Field + ".ct", ev.ClusterTime}}},
+		bson.D{{Key: "$and", Value: bson.A{
+			bson.D{{Key: "$eq", Value: bson.A{"$" + Field + ".ct", ev.ClusterTime}}},
+			bson.D{{Key: "$lt", Value: bson.A{"$" + Field + ".tok", bson.D{{Key: "$literal", Value: tok}}}}},
+		}}},
+	}}}
+	return bson.D{{Key: "$cond", Value: bson.D{
+		{Key: "if", Value: older},
+		{Key: "then", Value: next},
+		{Key: "else", Value: "$$ROOT"},
+	}}}
+}
+
+// mergeStamp is the expression for doc (taken literally) with the stamp as
+// its Field.
+func mergeStamp(doc bson.Raw, st bson.D) bson.D {
+	return bson.D{{Key: "$mergeObjects", Value: bson.A{
+		bson.D{{Key: "$literal", Value: doc}},
+		bson.D{{Key: Field, Value: st}},
+	}}}
+}
+
+// stamp is the expression of the hidden field for a streamed event.
+func stamp(ev *ferry.Event, deleted bool) (bson.D, error) {
+	tok := tokenData(ev)
+	if tok == "" {
+		return nil, sink.Permanent(fmt.Errorf("mongoproj: %s event %s has no resume token _data string to order it by", ev.OperationType, shortID(ev)))
+	}
+	if ev.ClusterTime.IsZero() {
+		return nil, sink.Permanent(fmt.Errorf("mongoproj: %s event %s has no clusterTime to order it by", ev.OperationType, shortID(ev)))
+	}
+	st := bson.D{
+		{Key: "ct", Value: ev.ClusterTime},
+		{Key: "tok", Value: bson.D{{Key: "$literal", Value: tok}}},
+		{Key: "op", Value: bson.D{{Key: "$literal", Value: ev.OperationType}}},
+		{Key: "id", Value: ev.ID()},
+		{Key: "epoch", Value: ev.Epoch},
+		{Key: "at", Value: "$$NOW"},
+	}
+	if deleted {
+		st = append(st, bson.E{Key: "del", Value: true})
+	}
+	return st, nil
+}
+
+// backfillStamp carries no clusterTime, so any streamed event supersedes
+// it.
+func backfillStamp(ev *ferry.Event) bson.D {
+	return bson.D{
+		{Key: "op", Value: "backfill"},
+		{Key: "id", Value: ev.ID()},
+		{Key: "epoch", Value: ev.Epoch},
+		{Key: "at", Value: "$$NOW"},
+		{Key: "bf", Value: true},
+	}
+}
+
+func docID(ev *ferry.Event) (bson.RawValue, error) {
+	if ev.DocumentKey == nil {
+		return bson.RawValue{}, sink.Permanent(fmt.Errorf("mongoproj: %s event %s has no documentKey", ev.OperationType, shortID(ev)))
+	}
+	id, err := ev.DocumentKey.LookupErr("_id")
+	if err != nil {
+		return bson.RawValue{}, sink.Permanent(fmt.Errorf("mongoproj: %s event %s: documentKey has no _id", ev.OperationType, shortID(ev)))
+	}
+	return id, nil
+}
+
+func tokenData(ev *ferry.Event) string {
+	if ev.Token == nil {
+		return ""
+	}
+	v, err := ev.Token.LookupErr("_data")
+	if err != nil {
+		return ""
+	}
+	s, _ := v.StringValueOK()
+	return s
+}
+
+// hasNullFullDocument reports whether the raw event says fullDocument: null
+// (the stream asked for a lookup but the document was gone) rather than
+// leaving the field out (the stream did not ask for it).
+func hasNullFullDocument(ev *ferry.Event) bool {
+	if ev.Raw == nil {
+		return false
+	}
+	v, err := ev.Raw.LookupErr("fullDocument")
+	return err == nil && v.Type == bson.TypeNull
+}
+
+func shortID(ev *ferry.Event) string {
+	id := ev.ID()
+	if len(id) > 12 {
+		return id[:12]
+	}
+	return id
+}
+
+// permanentCodes are server errors retrying cannot fix: the document is
+// rejected as it is.
+var permanentCodes = map[int32]bool{
+	2:     true, // BadValue
+	14:    true, // TypeMismatch
+	52:    true, // DollarPrefixedFieldName
+	66:    true, // ImmutableField (_id differs from the documentKey)
+	121:   true, // DocumentValidationFailure
+	10334: true, // BSONObjectTooLarge
+	17419: true, // document too large after the update
+	13:    true, // Unauthorized
+}
+
+// classify marks server rejections of the document permanent; everything
+// else (network, timeouts, write conflicts, TransientTransactionError,
+// duplicate key races between concurrent upserts, not primary) stays
+// retryable.
+func classify(err error) error {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return sink.Retryable(err)
+	}
+	var le mongo.LabeledError
+	if errors.As(err, &le) && (le.HasErrorLabel("TransientTransactionError") || le.HasErrorLabel("RetryableWriteError")) {
+		return sink.Retryable(err)
+	}
+	var se mongo.ServerError
+	if errors.As(err, &se) {
+		for code := range permanentCodes {
+			if se.HasErrorCode(int(code)) {
+				return sink.Permanent(err)
+			}
+		}
+	}
+	return sink.Retryable(err)
+}

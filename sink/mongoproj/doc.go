@@ -69,6 +69,11 @@
 //   - One source collection per target: the projection is keyed by _id
 //     alone, so two source collections with colliding _ids would overwrite
 //     each other. Events of any namespace are applied.
+//   - An update event whose fullDocument is null is skipped. Under
+//     "updateLookup" that is right (the document was deleted before the
+//     lookup; its delete, or a later insert, follows), but under
+//     "whenAvailable" it also happens when no post-image was recorded, and
+//     that update would be lost: use "updateLookup" or "required".
 //   - A source document's own top-level "_ferry" field is replaced by the
 //     stamp.
 //   - Sweep compares the target server's $$NOW with since, which ferry

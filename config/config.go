@@ -120,19 +120,29 @@ type Queue struct {
 // Sink is where a stream's events go: exactly one of its fields is set,
 // and Type names it.
 type Sink struct {
-	Type    string   `yaml:"-"` // "webhook" or "stdout"
+	Type    string   `yaml:"-"` // "webhook", "stdout" or "mongodb"
 	Webhook *Webhook `yaml:"webhook,omitempty"`
 	Stdout  *Stdout  `yaml:"stdout,omitempty"`
+	MongoDB *MongoDB `yaml:"mongodb,omitempty"`
+}
+
+// MongoDB maintains a projection of the source in a collection of the
+// state store's cluster (sink/mongoproj): with delivery.mode transactional,
+// each change's effect happens exactly once.
+type MongoDB struct {
+	Database   string `yaml:"database"`
+	Collection string `yaml:"collection"`
 }
 
 // Sink types.
 const (
 	SinkWebhook = "webhook"
 	SinkStdout  = "stdout"
+	SinkMongoDB = "mongodb"
 )
 
 // SinkTypes lists the known sink types.
-var SinkTypes = []string{SinkStdout, SinkWebhook}
+var SinkTypes = []string{SinkMongoDB, SinkStdout, SinkWebhook}
 
 // Webhook POSTs each event to URL, signed with Secret (Standard Webhooks).
 type Webhook struct {

@@ -134,7 +134,13 @@
 //	      stdout:            one event per line
 //	        encoding: relaxed   canonical | relaxed (default relaxed)
 //
-// See examples/webhook.yaml and examples/stdout.yaml in the repository.
+// A third sink, mongodb: {database, collection}, keeps a projection of the
+// source in the state store's cluster (sink/mongoproj); it needs
+// source.full_document and is the one sink that allows delivery.mode
+// transactional (source and state on the same cluster).
+//
+// See examples/webhook.yaml, examples/stdout.yaml and examples/mongodb.yaml
+// in the repository.
 //
 // # Using a configuration
 //

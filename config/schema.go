@@ -359,6 +359,9 @@ func (d *decoder) sink(path string, n *yaml.Node, s *Sink) {
 		case SinkStdout:
 			types = append(types, k.Value)
 			s.Stdout = d.stdout(p, v)
+		case SinkMongoDB:
+			types = append(types, k.Value)
+			s.MongoDB = d.mongodbSink(p, v)
 		default:
 			d.add(p, "unknown sink type (known types: %s)", strings.Join(SinkTypes, ", "))
 		}
@@ -474,6 +477,25 @@ func http1Canonical(s string) string {
 	return string(b)
 }
 
+func (d *decoder) mongodbSink(path string, n *yaml.Node) *MongoDB {
+	m := &MongoDB{}
+	d.mapping(path, n, map[string]field{
+		"database":   func(p string, v *yaml.Node) { d.str(p, v, &m.Database) },
+		"collection": func(p string, v *yaml.Node) { d.str(p, v, &m.Collection) },
+	})
+	if m.Database == "" {
+		d.add(join(path, "database"), "is required: the database of the projection collection (in the state store's cluster)")
+	} else if strings.ContainsAny(m.Database, "/\\. \"$") {
+		d.add(join(path, "database"), "%s is not a valid database name", quote(m.Database))
+	}
+	if m.Collection == "" {
+		d.add(join(path, "collection"), "is required: the projection collection")
+	} else if strings.Contains(m.Collection, "$") {
+		d.add(join(path, "collection"), "%s is not a valid collection name", quote(m.Collection))
+	}
+	return m
+}
+
 func (d *decoder) stdout(path string, n *yaml.Node) *Stdout {
 	s := &Stdout{Encoding: DefaultStdoutEncoding}
 	if isNull(n) || (n.Kind == yaml.MappingNode && len(n.Content) == 0) {
@@ -497,8 +519,20 @@ func (d *decoder) crossChecks(c *Config) {
 				names[s.Name] = i
 			}
 		}
-		if s.Delivery.Mode == group.Transactional && s.Sink.Type != "" {
-			d.add(join(p, "delivery.mode"), "transactional needs a sink whose writes go to the state store's MongoDB cluster; the %s sink cannot (use idempotent)", s.Sink.Type)
+		if s.Delivery.Mode == group.Transactional && s.Sink.Type != "" && s.Sink.Type != SinkMongoDB {
+			d.add(join(p, "delivery.mode"), "transactional needs a sink whose writes go to the state store's MongoDB cluster; the %s sink cannot (use idempotent, or the mongodb sink)", s.Sink.Type)
+		}
+		if s.Sink.Type == SinkMongoDB {
+			switch s.Source.FullDocument {
+			case "updateLookup", "required", "whenAvailable":
+			default:
+				d.add(join(p, "source.full_document"), "the mongodb sink needs the full document of updates: set updateLookup (or required with pre/post-images)")
+			}
+			if c.State.Bolt != nil {
+				d.add(join(p, "sink.mongodb"), "the mongodb sink writes to the state store's cluster; it needs state.uri, not state.bolt")
+			} else if s.Delivery.Mode == group.Transactional && c.State.URI != "" && c.State.URI.Reveal() != s.Source.URI.Reveal() {
+				d.add(join(p, "delivery.mode"), "transactional with the mongodb sink needs the source and the state store on one cluster (the same URI), so the effect and the ledger share a transaction")
+			}
 		}
 		if c.State.Bolt != nil {
 			if s.Delivery.Mode != group.AtLeastOnce {

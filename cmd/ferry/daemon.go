@@ -26,6 +26,7 @@ import (
 	"github.com/ferry-io/ferry/group"
 	"github.com/ferry-io/ferry/metrics"
 	"github.com/ferry-io/ferry/sink"
+	"github.com/ferry-io/ferry/sink/mongoproj"
 	"github.com/ferry-io/ferry/sink/stdout"
 	"github.com/ferry-io/ferry/sink/webhook"
 )
@@ -93,7 +94,15 @@ func runDaemon(ctx context.Context, args []string, stdoutW, stderr io.Writer) er
 		if err != nil {
 			return err
 		}
-		s, err := buildSink(st, stdoutW)
+		var stateDBForSink *mongo.Database
+		if cfg.State.Bolt == nil {
+			sc, err := connect(cfg.StateURI())
+			if err != nil {
+				return err
+			}
+			stateDBForSink = sc.Database(cfg.State.Database)
+		}
+		s, err := buildSink(st, stdoutW, stateDBForSink)
 		if err != nil {
 			return fmt.Errorf("streams[%d].sink: %w", i, err)
 		}
@@ -106,6 +115,9 @@ func runDaemon(ctx context.Context, args []string, stdoutW, stderr io.Writer) er
 			return fmt.Errorf("streams[%d]: %w", i, err)
 		}
 		copts = append(copts, ferry.WithHooks(m), ferry.Logger(log))
+		if p, ok := s.(*mongoproj.Sink); ok {
+			copts = append(copts, ferry.WithSweeper(p.Sweep)) // a backfill removes what it did not touch
+		}
 		h := sink.Handler(s)
 		if cfg.State.Bolt != nil {
 			store, err := boltstore.Open(cfg.State.Bolt.Path)
@@ -238,8 +250,15 @@ func runDaemon(ctx context.Context, args []string, stdoutW, stderr io.Writer) er
 	return runErr
 }
 
-func buildSink(st *config.Stream, stdoutW io.Writer) (sink.Sink, error) {
+func buildSink(st *config.Stream, stdoutW io.Writer, state *mongo.Database) (sink.Sink, error) {
 	switch {
+	case st.Sink.MongoDB != nil:
+		if state == nil {
+			return nil, errors.New("the mongodb sink needs a MongoDB state store")
+		}
+		// The projection lives in the state store's cluster; with the same
+		// client as the group, transactional effects share its transaction.
+		return mongoproj.New(state.Client().Database(st.Sink.MongoDB.Database).Collection(st.Sink.MongoDB.Collection))
 	case st.Sink.Webhook != nil:
 		w := st.Sink.Webhook
 		opts := []webhook.Option{webhook.Secret(w.Secret.Reveal()), webhook.Timeout(w.Timeout)}

@@ -355,3 +355,69 @@ streams:
 		t.Fatal("the webhook secret appeared in /metrics or the logs")
 	}
 }
+
+// TestRunMongoProjectionTransactional runs the daemon with the mongodb sink
+// in transactional mode: the projection follows the source, each change
+// applied once, inside the ledger's transaction.
+func TestRunMongoProjectionTransactional(t *testing.T) {
+	srv := mongotest.New(t)
+	cfgPath := writeFile(t, `
+listen: 127.0.0.1:0
+state: {uri: "`+srv.URI()+`", database: ferry_state}
+streams:
+  - name: orders
+    source: {uri: "`+srv.URI()+`", scope: {collection: shop.orders}, full_document: updateLookup}
+    group: {partitions: 2, lease_ttl: 2s}
+    delivery: {mode: transactional}
+    sink: {mongodb: {database: readmodel, collection: orders}}
+`)
+	client, err := mongo.Connect(options.Client().ApplyURI(srv.URI()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Disconnect(context.Background())
+	ctx := context.Background()
+	// Collections written inside transactions exist beforehand.
+	_ = client.Database("readmodel").CreateCollection(ctx, "orders")
+	var out, errOut syncBuffer
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- runDaemon(rctx, []string{"-c", cfgPath}, &out, &errOut) }()
+	waitFor(t, func() string {
+		n, _ := client.Database("ferry_state").Collection("checkpoints").CountDocuments(ctx, bson.D{{Key: "token", Value: bson.D{{Key: "$ne", Value: nil}}}})
+		if n >= 2 {
+			return "ok"
+		}
+		return ""
+	})
+	src := client.Database("shop").Collection("orders")
+	for i := range 20 {
+		if _, err := src.InsertOne(ctx, bson.D{{Key: "_id", Value: i}, {Key: "v", Value: i}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := src.UpdateMany(ctx, bson.D{}, bson.D{{Key: "$inc", Value: bson.D{{Key: "v", Value: 100}}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := src.DeleteOne(ctx, bson.D{{Key: "_id", Value: 0}}); err != nil {
+		t.Fatal(err)
+	}
+	proj := client.Database("readmodel").Collection("orders")
+	waitFor(t, func() string {
+		live := bson.D{{Key: "_ferry.del", Value: bson.D{{Key: "$ne", Value: true}}}, {Key: "v", Value: bson.D{{Key: "$gte", Value: 100}}}}
+		n, _ := proj.CountDocuments(ctx, live)
+		dead, _ := proj.CountDocuments(ctx, bson.D{{Key: "_id", Value: 0}, {Key: "_ferry.del", Value: true}})
+		if n == 19 && dead == 1 {
+			return "ok"
+		}
+		return ""
+	})
+	ledger, _ := client.Database("ferry_state").Collection("ledger").CountDocuments(ctx, bson.D{})
+	if ledger != 41 { // 20 inserts, 20 updates, 1 delete
+		t.Fatalf("ledger holds %d entries, want 41", ledger)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}

@@ -213,7 +213,7 @@ func runDLQReplay(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return 1
 	}
 	defer closeDB()
-	s, err := buildSink(st, stdout)
+	s, err := buildSink(st, stdout, db)
 	if err != nil {
 		fmt.Fprintln(stderr, "ferry dlq replay:", err)
 		return 1

@@ -1,0 +1,243 @@
+package natsjs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/ferry-io/ferry"
+	"github.com/ferry-io/ferry/sink"
+)
+
+// Header names set on every message besides jetstream.MsgIDHeader.
+const (
+	// EpochHeader carries the lease epoch the event was published under.
+	EpochHeader = "Ferry-Epoch"
+)
+
+// DefaultSubject is the subject template used without Subject.
+const DefaultSubject = "ferry.{db}.{coll}.{op}"
+
+// DefaultTimeout bounds one publish (until its ack) without Timeout.
+const DefaultTimeout = 10 * time.Second
+
+// Option configures a Sink.
+type Option func(*config) error
+
+type config struct {
+	subject   *template
+	canonical bool
+	timeout   time.Duration
+	natsOpts  []nats.Option
+	// Test hooks (export_test.go).
+	fault     func(*ferry.Event) error
+	noPublish bool
+}
+
+// Subject sets the subject template; {db}, {coll} and {op} are replaced by
+// the event's database, collection and operation type.
+func Subject(tmpl string) Option {
+	return func(c *config) error {
+		t, err := parseTemplate(tmpl)
+		if err != nil {
+			return err
+		}
+		c.subject = t
+		return nil
+	}
+}
+
+// Canonical renders events as canonical rather than relaxed Extended JSON.
+func Canonical() Option {
+	return func(c *config) error { c.canonical = true; return nil }
+}
+
+// Timeout bounds each publish, until its ack arrives (default 10s).
+func Timeout(d time.Duration) Option {
+	return func(c *config) error {
+		if d <= 0 {
+			return fmt.Errorf("natsjs: Timeout(%s): must be positive", d)
+		}
+		c.timeout = d
+		return nil
+	}
+}
+
+// NATSOptions adds options to nats.Connect (credentials, TLS, name, ...).
+// By default the connection is named "ferry" and reconnects forever.
+func NATSOptions(opts ...nats.Option) Option {
+	return func(c *config) error {
+		for i, o := range opts {
+			if o == nil {
+				return fmt.Errorf("natsjs: NATSOptions: option %d is nil", i)
+			}
+		}
+		c.natsOpts = append(c.natsOpts, opts...)
+		return nil
+	}
+}
+
+// Sink publishes change events to JetStream. It is safe for concurrent use.
+type Sink struct {
+	url string
+	cfg config
+
+	mu sync.RWMutex
+	nc *nats.Conn
+	js jetstream.JetStream
+}
+
+var _ sink.Sink = (*Sink)(nil)
+
+// New returns an unconnected sink publishing to the NATS server at url.
+func New(url string, opts ...Option) (*Sink, error) {
+	if url == "" {
+		return nil, errors.New("natsjs: New: empty server URL")
+	}
+	def, err := parseTemplate(DefaultSubject)
+	if err != nil {
+		return nil, err
+	}
+	s := &Sink{url: url, cfg: config{subject: def, timeout: DefaultTimeout}}
+	for _, o := range opts {
+		if o == nil {
+			return nil, errors.New("natsjs: New: nil option")
+		}
+		if err := o(&s.cfg); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// Connect connects to the server and opens the JetStream context. It does
+// not check that a stream is bound to the subjects: a publish to a subject
+// no stream listens on fails permanently.
+func (s *Sink) Connect(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.nc != nil {
+		return nil
+	}
+	opts := append([]nats.Option{nats.Name("ferry"), nats.MaxReconnects(-1)}, s.cfg.natsOpts...)
+	nc, err := nats.Connect(s.url, opts...)
+	if err != nil {
+		return fmt.Errorf("natsjs: connecting to %s: %w", s.url, err)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return fmt.Errorf("natsjs: opening JetStream: %w", err)
+	}
+	s.nc, s.js = nc, js
+	return nil
+}
+
+// Close flushes what was published and closes the connection; later writes
+// fail with sink.ErrNotConnected. Publishes still waiting for their ack fail
+// retryably.
+func (s *Sink) Close(ctx context.Context) error {
+	s.mu.Lock()
+	nc := s.nc
+	s.nc, s.js = nil, nil
+	s.mu.Unlock()
+	if nc == nil {
+		return nil
+	}
+	var err error
+	if !nc.IsClosed() {
+		if ferr := nc.FlushWithContext(ctx); ferr != nil && !errors.Is(ferr, nats.ErrConnectionClosed) {
+			err = fmt.Errorf("natsjs: flushing before close: %w", ferr)
+		}
+	}
+	nc.Close()
+	return err
+}
+
+// Write publishes the batch in order, each event after the previous one's
+// ack (see the package doc for failures and their retry classes).
+func (s *Sink) Write(ctx context.Context, batch []*ferry.Event) error {
+	if len(batch) == 0 {
+		return nil
+	}
+	s.mu.RLock()
+	js := s.js
+	s.mu.RUnlock()
+	if js == nil {
+		return sink.Retryable(sink.ErrNotConnected)
+	}
+	return sink.EachInOrder(ctx, batch, func(ctx context.Context, ev *ferry.Event) error {
+		return s.publish(ctx, js, ev)
+	}, nil)
+}
+
+// publish publishes one event and waits for its ack.
+func (s *Sink) publish(ctx context.Context, js jetstream.JetStream, ev *ferry.Event) error {
+	subject := s.cfg.subject.render(ev)
+	data, err := bson.MarshalExtJSON(ev.Raw, s.cfg.canonical, false)
+	if err != nil {
+		return sink.Permanent(fmt.Errorf("natsjs: event %s: rendering Extended JSON: %w", ev.ID(), err))
+	}
+	msg := &nats.Msg{Subject: subject, Data: data, Header: nats.Header{}}
+	msg.Header.Set(jetstream.MsgIDHeader, ev.ID())
+	msg.Header.Set(EpochHeader, strconv.FormatInt(ev.Epoch, 10))
+	if s.cfg.fault != nil {
+		if err := s.cfg.fault(ev); err != nil {
+			return s.classify(ctx, js, ev, subject, err)
+		}
+	}
+	if s.cfg.noPublish {
+		return nil
+	}
+	pctx, cancel := context.WithTimeout(ctx, s.cfg.timeout)
+	defer cancel()
+	if _, err := js.PublishMsg(pctx, msg); err != nil {
+		// An ack with Duplicate set is a success: the stream holds the
+		// message already.
+		return s.classify(ctx, js, ev, subject, err)
+	}
+	return nil
+}
+
+// classify wraps a publish error with its retry class.
+func (s *Sink) classify(ctx context.Context, js jetstream.JetStream, ev *ferry.Event, subject string, err error) error {
+	wrapped := fmt.Errorf("natsjs: event %s to %q: %w", ev.ID(), subject, err)
+	var apiErr *jetstream.APIError
+	switch {
+	case errors.Is(err, jetstream.ErrInvalidSubject), errors.Is(err, nats.ErrBadSubject),
+		errors.Is(err, nats.ErrMaxPayload):
+		return sink.Permanent(wrapped)
+	case errors.Is(err, jetstream.ErrStreamNotFound):
+		return sink.Permanent(wrapped)
+	case errors.Is(err, jetstream.ErrNoStreamResponse), errors.Is(err, nats.ErrNoResponders):
+		// Nobody answered: either no stream is bound to the subject (a
+		// configuration error) or the stream is unavailable for now (leader
+		// election, restart). Ask JetStream which.
+		if ctx.Err() == nil && js != nil && s.noStreamFor(ctx, js, subject) {
+			return sink.Permanent(fmt.Errorf("natsjs: event %s: no stream is bound to subject %q: %w", ev.ID(), subject, err))
+		}
+		return sink.Retryable(wrapped)
+	case errors.As(err, &apiErr) && apiErr.Code == 400:
+		return sink.Permanent(wrapped) // the stream rejected the message itself
+	}
+	return sink.Retryable(wrapped)
+}
+
+// noStreamFor reports whether JetStream answered that no stream listens on
+// subject.
+func (s *Sink) noStreamFor(ctx context.Context, js jetstream.JetStream, subject string) bool {
+	lctx, cancel := context.WithTimeout(ctx, s.cfg.timeout)
+	defer cancel()
+	_, err := js.StreamNameBySubject(lctx, subject)
+	return errors.Is(err, jetstream.ErrStreamNotFound)
+}

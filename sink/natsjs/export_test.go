@@ -13,3 +13,16 @@ func WithFault(fault func(*ferry.Event) error) Option {
 func WithoutPublish() Option {
 	return func(c *config) error { c.noPublish = true; return nil }
 }
+
+// Flush makes a round trip to the server on the sink's connection: once it
+// returned, the server has routed every message the sink published before
+// (to core subscribers too). A closed sink has nothing in flight.
+func (s *Sink) Flush() error {
+	s.mu.RLock()
+	nc := s.nc
+	s.mu.RUnlock()
+	if nc == nil {
+		return nil
+	}
+	return nc.Flush()
+}

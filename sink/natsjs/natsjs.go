@@ -156,6 +156,11 @@ func (s *Sink) Close(ctx context.Context) error {
 	}
 	var err error
 	if !nc.IsClosed() {
+		if _, ok := ctx.Deadline(); !ok {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, s.cfg.timeout)
+			defer cancel()
+		}
 		if ferr := nc.FlushWithContext(ctx); ferr != nil && !errors.Is(ferr, nats.ErrConnectionClosed) {
 			err = fmt.Errorf("natsjs: flushing before close: %w", ferr)
 		}

@@ -1,0 +1,289 @@
+package natsjs_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/ferry-io/ferry"
+	"github.com/ferry-io/ferry/sink"
+	"github.com/ferry-io/ferry/sink/natsjs"
+	"github.com/ferry-io/ferry/sink/sinktest"
+)
+
+func TestNewValidation(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		url  string
+		opts []natsjs.Option
+		want string
+	}{
+		{"empty url", "", nil, "empty server URL"},
+		{"zero timeout", "nats://x", []natsjs.Option{natsjs.Timeout(0)}, "must be positive"},
+		{"empty subject", "nats://x", []natsjs.Option{natsjs.Subject("")}, "empty template"},
+		{"unknown placeholder", "nats://x", []natsjs.Option{natsjs.Subject("ferry.{database}")}, "unknown placeholder {database}"},
+		{"unclosed", "nats://x", []natsjs.Option{natsjs.Subject("ferry.{db")}, "unclosed '{'"},
+		{"unmatched", "nats://x", []natsjs.Option{natsjs.Subject("ferry.db}")}, "unmatched '}'"},
+		{"wildcard", "nats://x", []natsjs.Option{natsjs.Subject("ferry.*.{db}")}, "wildcard"},
+		{"full wildcard", "nats://x", []natsjs.Option{natsjs.Subject("ferry.{db}.>")}, "wildcard"},
+		{"space", "nats://x", []natsjs.Option{natsjs.Subject("ferry {db}")}, "whitespace"},
+		{"empty token", "nats://x", []natsjs.Option{natsjs.Subject("ferry..{db}")}, "empty token"},
+		{"trailing dot", "nats://x", []natsjs.Option{natsjs.Subject("ferry.{db}.")}, "empty token"},
+		{"nil option", "nats://x", []natsjs.Option{nil}, "nil option"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := natsjs.New(c.url, c.opts...)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("New = %v, want an error containing %q", err, c.want)
+			}
+		})
+	}
+	if _, err := natsjs.New("nats://x", natsjs.Subject("cdc.{db}-{coll}.{op}.v1"), natsjs.Canonical(), natsjs.Timeout(time.Second)); err != nil {
+		t.Errorf("valid options: %v", err)
+	}
+}
+
+// eventIn returns a sinktest event moved to another namespace and op.
+func eventIn(seq int, db, coll, op string) *ferry.Event {
+	ev := sinktest.NewEvent(seq, "k", 1)
+	ev.Namespace = ferry.Namespace{DB: db, Coll: coll}
+	ev.OperationType = op
+	return ev
+}
+
+func TestSubjects(t *testing.T) {
+	b := startBroker(t)
+	ctx := context.Background()
+	cases := []struct {
+		tmpl string
+		ev   *ferry.Event
+		want string
+	}{
+		{"", eventIn(1, "shop", "orders", "update"), "ferry.shop.orders.update"},
+		{"", eventIn(2, "my.db", "a b*c>d", "insert"), "ferry.my_db.a_b_c_d.insert"},
+		{"", eventIn(3, "shop", "", "dropDatabase"), "ferry.shop._.dropDatabase"},
+		{"", eventIn(4, "caf\u00e9", "t\tab", "delete"), "ferry.caf\u00e9.t_ab.delete"},
+		{"ferry.cdc.{op}.{db}-{coll}", eventIn(5, "shop", "orders", "insert"), "ferry.cdc.insert.shop-orders"},
+	}
+	for _, c := range cases {
+		var opts []natsjs.Option
+		if c.tmpl != "" {
+			opts = append(opts, natsjs.Subject(c.tmpl))
+		}
+		s, err := natsjs.New(b.url, opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Connect(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Write(ctx, []*ferry.Event{c.ev}); err != nil {
+			t.Fatalf("%s: Write: %v", c.want, err)
+		}
+		if err := s.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+		m, err := b.stream.GetLastMsgForSubject(ctx, c.want)
+		if err != nil {
+			t.Errorf("no message on %q: %v", c.want, err)
+			continue
+		}
+		if got := m.Header.Get(jetstream.MsgIDHeader); got != c.ev.ID() {
+			t.Errorf("%q: Nats-Msg-Id %q, want %q", c.want, got, c.ev.ID())
+		}
+	}
+}
+
+func TestCanonical(t *testing.T) {
+	b := startBroker(t)
+	ctx := context.Background()
+	for _, canonical := range []bool{false, true} {
+		var opts []natsjs.Option
+		if canonical {
+			opts = append(opts, natsjs.Canonical(), natsjs.Subject("ferry.canonical.{op}"))
+		}
+		s, err := natsjs.New(b.url, opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Connect(ctx); err != nil {
+			t.Fatal(err)
+		}
+		ev := sinktest.NewEvent(10, "k", 1)
+		if canonical {
+			ev = sinktest.NewEvent(11, "k", 1)
+		}
+		if err := s.Write(ctx, []*ferry.Event{ev}); err != nil {
+			t.Fatal(err)
+		}
+		_ = s.Close(ctx)
+		subj := "ferry.shop.orders.update"
+		if canonical {
+			subj = "ferry.canonical.update"
+		}
+		m, err := b.stream.GetLastMsgForSubject(ctx, subj)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if has := bytes.Contains(m.Data, []byte(`"$numberInt"`)); has != canonical {
+			t.Errorf("canonical=%v: body %s", canonical, m.Data)
+		}
+	}
+}
+
+func TestNoStreamIsPermanent(t *testing.T) {
+	b := startBroker(t)
+	ctx := context.Background()
+	s, err := natsjs.New(b.url, natsjs.Subject("unbound.{db}.{coll}"), natsjs.Timeout(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Connect(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(ctx)
+	evs := []*ferry.Event{sinktest.NewEvent(1, "a", 1)}
+	errs := sink.Errors(s.Write(ctx, evs), 1)
+	if errs[0] == nil || sink.IsRetryable(errs[0]) || !strings.Contains(errs[0].Error(), "no stream is bound") {
+		t.Errorf("publish to a subject no stream listens on: %v, want a permanent 'no stream is bound' error", errs[0])
+	}
+	if err := sink.Handler(s)(ctx, evs[0]); !errors.Is(err, ferry.ErrPermanent) {
+		t.Errorf("Handler = %v, want ferry.Permanent", err)
+	}
+}
+
+func TestServerDownIsRetryable(t *testing.T) {
+	b := startBroker(t)
+	ctx := context.Background()
+	s, err := natsjs.New(b.url, natsjs.Timeout(300*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Connect(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(ctx)
+	if err := s.Write(ctx, []*ferry.Event{sinktest.NewEvent(1, "a", 1)}); err != nil {
+		t.Fatal(err)
+	}
+	b.srv.Shutdown()
+	b.srv.WaitForShutdown()
+	evs := []*ferry.Event{sinktest.NewEvent(2, "a", 1), sinktest.NewEvent(3, "a", 1), sinktest.NewEvent(4, "b", 1)}
+	errs := sink.Errors(s.Write(ctx, evs), len(evs))
+	for i, e := range errs {
+		if e == nil || !sink.IsRetryable(e) {
+			t.Errorf("event %d with the server down: %v, want a retryable error", i, e)
+		}
+	}
+	if !errors.Is(errs[1], sink.ErrSkipped) {
+		t.Errorf("later event of the failed document: %v, want ErrSkipped", errs[1])
+	}
+}
+
+// TestForcedReplay writes events, "crashes" after the broker acknowledged
+// them but before the checkpoint, and replays them from the checkpoint
+// with a new sink instance (twice); the stream must hold each event once.
+func TestForcedReplay(t *testing.T) {
+	b := startBroker(t)
+	r := newReceiver(t, b)
+	ctx := context.Background()
+	var evs []*ferry.Event
+	for i := range 60 {
+		evs = append(evs, sinktest.NewEvent(i, fmt.Sprintf("k%d", i%7), 3))
+	}
+	write := func(batch []*ferry.Event) {
+		s := r.NewSink(t)
+		if err := s.Connect(ctx); err != nil {
+			t.Fatal(err)
+		}
+		for len(batch) > 0 {
+			n := min(8, len(batch))
+			if err := s.Write(ctx, batch[:n]); err != nil {
+				t.Fatalf("Write: %v", err)
+			}
+			batch = batch[n:]
+		}
+		if err := s.Close(ctx); err != nil { // the crash: no checkpoint
+			t.Fatal(err)
+		}
+	}
+	write(evs[:40]) // acked, checkpoint at 0 never written
+	write(evs[:50]) // replay of 40, 10 new
+	write(evs[20:]) // replay of 30 (from a checkpoint at 20), 10 new
+	write(evs[:60]) // everything once more
+	published := r.Received()
+	stored := b.stored(t)
+	distinct := map[string]bool{}
+	for _, d := range published {
+		distinct[d.EventID] = true
+	}
+	dropped := len(published) - len(stored)
+	t.Logf("published %d, stored %d, distinct events %d, duplicates dropped by the stream %d",
+		len(published), len(stored), len(distinct), dropped)
+	fmt.Printf("natsjs forced replay: %d publishes of %d events; stream holds %d messages; %d duplicates dropped\n",
+		len(published), len(evs), len(stored), dropped)
+	if len(stored) != len(evs) || len(distinct) != len(evs) {
+		t.Errorf("stream holds %d messages for %d distinct events (%d written)", len(stored), len(distinct), len(evs))
+	}
+	if want := 40 + 50 + 40 + 60; len(published) != want {
+		t.Errorf("%d publishes reached the broker, want %d", len(published), want)
+	}
+	// The stream holds each document's events in change order.
+	for i, m := range stored {
+		if got := m.Header.Get(jetstream.MsgIDHeader); got != evs[i].ID() {
+			t.Fatalf("stream message %d is event %s, want %s", i+1, got, evs[i].ID())
+		}
+	}
+}
+
+// BenchmarkWrite publishes batches of 100 events to the in-process server
+// and, as a baseline, does the same with the publish skipped; it prints
+// both rates and their ratio.
+func BenchmarkWrite(b *testing.B) {
+	br := startBroker(b)
+	const batchSize = 100
+	rates := map[string]float64{}
+	run := func(name string, opts ...natsjs.Option) {
+		b.Run(name, func(b *testing.B) {
+			s, err := natsjs.New(br.url, opts...)
+			if err != nil {
+				b.Fatal(err)
+			}
+			ctx := context.Background()
+			if err := s.Connect(ctx); err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close(ctx)
+			batch := make([]*ferry.Event, batchSize)
+			seq := 0
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				b.StopTimer()
+				for j := range batch {
+					batch[j] = sinktest.NewEvent(seq, fmt.Sprintf("k%d", seq%32), 1)
+					seq++
+				}
+				b.StartTimer()
+				if err := s.Write(ctx, batch); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.StopTimer()
+			rate := float64(b.N*batchSize) / b.Elapsed().Seconds()
+			b.ReportMetric(rate, "events/s")
+			rates[name] = rate
+		})
+	}
+	run("noop", natsjs.WithoutPublish())
+	run("jetstream")
+	if rates["noop"] > 0 && rates["jetstream"] > 0 {
+		fmt.Printf("natsjs: jetstream %.0f events/s, no-op %.0f events/s, ratio %.3f\n",
+			rates["jetstream"], rates["noop"], rates["jetstream"]/rates["noop"])
+	}
+}

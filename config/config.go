@@ -124,6 +124,16 @@ type Sink struct {
 	Webhook *Webhook `yaml:"webhook,omitempty"`
 	Stdout  *Stdout  `yaml:"stdout,omitempty"`
 	MongoDB *MongoDB `yaml:"mongodb,omitempty"`
+	NATS    *NATS    `yaml:"nats,omitempty"`
+}
+
+// NATS publishes each event to NATS JetStream (sink/natsjs) with the event
+// id as Nats-Msg-Id, so the stream's duplicate window drops replays.
+type NATS struct {
+	URL      string        `yaml:"url"`
+	Subject  string        `yaml:"subject"`  // template with {db} {coll} {op}
+	Encoding string        `yaml:"encoding"` // canonical or relaxed Extended JSON
+	Timeout  time.Duration `yaml:"timeout"`
 }
 
 // MongoDB maintains a projection of the source in a collection of the
@@ -139,10 +149,11 @@ const (
 	SinkWebhook = "webhook"
 	SinkStdout  = "stdout"
 	SinkMongoDB = "mongodb"
+	SinkNATS    = "nats"
 )
 
 // SinkTypes lists the known sink types.
-var SinkTypes = []string{SinkMongoDB, SinkStdout, SinkWebhook}
+var SinkTypes = []string{SinkMongoDB, SinkNATS, SinkStdout, SinkWebhook}
 
 // Webhook POSTs each event to URL, signed with Secret (Standard Webhooks).
 type Webhook struct {

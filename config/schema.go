@@ -362,6 +362,9 @@ func (d *decoder) sink(path string, n *yaml.Node, s *Sink) {
 		case SinkMongoDB:
 			types = append(types, k.Value)
 			s.MongoDB = d.mongodbSink(p, v)
+		case SinkNATS:
+			types = append(types, k.Value)
+			s.NATS = d.natsSink(p, v)
 		default:
 			d.add(p, "unknown sink type (known types: %s)", strings.Join(SinkTypes, ", "))
 		}
@@ -494,6 +497,22 @@ func (d *decoder) mongodbSink(path string, n *yaml.Node) *MongoDB {
 		d.add(join(path, "collection"), "%s is not a valid collection name", quote(m.Collection))
 	}
 	return m
+}
+
+func (d *decoder) natsSink(path string, n *yaml.Node) *NATS {
+	s := &NATS{Subject: "ferry.{db}.{coll}.{op}", Encoding: encodingRelaxed, Timeout: 10 * time.Second}
+	d.mapping(path, n, map[string]field{
+		"url":      func(p string, v *yaml.Node) { d.str(p, v, &s.URL) },
+		"subject":  func(p string, v *yaml.Node) { d.str(p, v, &s.Subject) },
+		"encoding": func(p string, v *yaml.Node) { d.enum(p, v, &s.Encoding, encodingCanonical, encodingRelaxed) },
+		"timeout":  func(p string, v *yaml.Node) { d.duration(p, v, &s.Timeout, time.Millisecond) },
+	})
+	if s.URL == "" {
+		d.add(join(path, "url"), "is required: the NATS server URL, e.g. nats://127.0.0.1:4222")
+	} else if !strings.HasPrefix(s.URL, "nats://") && !strings.HasPrefix(s.URL, "tls://") {
+		d.add(join(path, "url"), "must be a nats:// or tls:// URL")
+	}
+	return s
 }
 
 func (d *decoder) stdout(path string, n *yaml.Node) *Stdout {

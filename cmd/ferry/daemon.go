@@ -27,6 +27,7 @@ import (
 	"github.com/ferry-io/ferry/metrics"
 	"github.com/ferry-io/ferry/sink"
 	"github.com/ferry-io/ferry/sink/mongoproj"
+	"github.com/ferry-io/ferry/sink/natsjs"
 	"github.com/ferry-io/ferry/sink/stdout"
 	"github.com/ferry-io/ferry/sink/webhook"
 )
@@ -269,6 +270,13 @@ func buildSink(st *config.Stream, stdoutW io.Writer, state *mongo.Database) (sin
 			opts = append(opts, webhook.Header(k, v))
 		}
 		return webhook.New(w.URL, opts...)
+	case st.Sink.NATS != nil:
+		n := st.Sink.NATS
+		opts := []natsjs.Option{natsjs.Subject(n.Subject), natsjs.Timeout(n.Timeout)}
+		if n.Encoding == "canonical" {
+			opts = append(opts, natsjs.Canonical())
+		}
+		return natsjs.New(n.URL, opts...)
 	case st.Sink.Stdout != nil:
 		opts := []stdout.Option{stdout.Writer(stdoutW)}
 		if st.Sink.Stdout.Encoding == "canonical" {

@@ -48,6 +48,35 @@ func loadFlags(fs *flag.FlagSet, args []string, stderr io.Writer) (*config.Confi
 	return cfg, 0
 }
 
+// withState opens the configuration's state store (with a 15 s budget),
+// runs fn and reports its error as "ferry <name>: ...", exit code 1.
+func withState(ctx context.Context, name string, cfg *config.Config, stderr io.Writer,
+	fn func(ctx context.Context, db *mongo.Database, ls *lease.Store, cps *mongostore.Store) error) int {
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	err := func() error {
+		db, closeDB, err := stateDB(ctx, cfg)
+		if err != nil {
+			return err
+		}
+		defer closeDB()
+		ls, err := lease.New(db)
+		if err != nil {
+			return err
+		}
+		cps, err := mongostore.New(db)
+		if err != nil {
+			return err
+		}
+		return fn(ctx, db, ls, cps)
+	}()
+	if err != nil {
+		fmt.Fprintf(stderr, "ferry %s: %v\n", name, err)
+		return 1
+	}
+	return 0
+}
+
 // runStatus prints members, partitions, owners, epochs, checkpoint age and
 // lag of every stream, from the state store.
 func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -55,24 +84,12 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if cfg == nil {
 		return code
 	}
-	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-	defer cancel()
-	db, closeDB, err := stateDB(ctx, cfg)
-	if err != nil {
-		fmt.Fprintln(stderr, "ferry status:", err)
-		return 1
-	}
-	defer closeDB()
-	ls, err := lease.New(db)
-	if err != nil {
-		fmt.Fprintln(stderr, "ferry status:", err)
-		return 1
-	}
-	cps, err := mongostore.New(db)
-	if err != nil {
-		fmt.Fprintln(stderr, "ferry status:", err)
-		return 1
-	}
+	return withState(ctx, "status", cfg, stderr, func(ctx context.Context, db *mongo.Database, ls *lease.Store, cps *mongostore.Store) error {
+		return printStatus(ctx, cfg, db, ls, cps, stdout)
+	})
+}
+
+func printStatus(ctx context.Context, cfg *config.Config, db *mongo.Database, ls *lease.Store, cps *mongostore.Store, stdout io.Writer) error {
 	now := time.Now()
 	var hello struct {
 		LocalTime time.Time `bson:"localTime"`
@@ -84,18 +101,15 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	for _, st := range cfg.Streams {
 		members, err := ls.Members(ctx, st.Name)
 		if err != nil {
-			fmt.Fprintln(stderr, "ferry status:", err)
-			return 1
+			return err
 		}
 		leases, err := ls.List(ctx, st.Name)
 		if err != nil {
-			fmt.Fprintln(stderr, "ferry status:", err)
-			return 1
+			return err
 		}
 		checkpoints, err := cps.List(ctx, st.Name)
 		if err != nil {
-			fmt.Fprintln(stderr, "ferry status:", err)
-			return 1
+			return err
 		}
 		fmt.Fprintf(w, "stream %s: %d partition(s), %d live member(s)\n", st.Name, st.Group.Partitions, len(members))
 		for _, m := range members {
@@ -136,8 +150,7 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int
 			fmt.Fprintf(w, "  %d\t%s\t%s\t%s\t%s\t%s\n", p, owner, epoch, age, lag, state)
 		}
 	}
-	_ = w.Flush()
-	return 0
+	return w.Flush()
 }
 
 // runDLQ lists the dead-letter entries of a stream.
@@ -156,41 +169,33 @@ func runDLQ(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if cfg == nil {
 		return code
 	}
-	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-	defer cancel()
-	db, closeDB, err := stateDB(ctx, cfg)
-	if err != nil {
-		fmt.Fprintln(stderr, "ferry dlq:", err)
-		return 1
-	}
-	defer closeDB()
-	dlq := deadletter.NewMongo(db, "dlq")
-	w := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "stream\tpartition\tevent\toperation\tnamespace\tattempts\tlast attempt\terror")
-	for _, st := range cfg.Streams {
-		if *stream != "" && st.Name != *stream {
-			continue
-		}
-		entries, err := dlq.List(ctx, st.Name, *n)
-		if err != nil {
-			fmt.Fprintln(stderr, "ferry dlq:", err)
-			return 1
-		}
-		for _, e := range entries {
-			id := e.EventID
-			if len(id) > 16 {
-				id = id[:16]
+	return withState(ctx, "dlq", cfg, stderr, func(ctx context.Context, db *mongo.Database, _ *lease.Store, _ *mongostore.Store) error {
+		dlq := deadletter.NewMongo(db, "dlq")
+		w := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(w, "stream\tpartition\tevent\toperation\tnamespace\tattempts\tlast attempt\terror")
+		for _, st := range cfg.Streams {
+			if *stream != "" && st.Name != *stream {
+				continue
 			}
-			msg := e.Error
-			if len(msg) > 120 {
-				msg = msg[:120] + "…"
+			entries, err := dlq.List(ctx, st.Name, *n)
+			if err != nil {
+				return err
 			}
-			fmt.Fprintf(w, "%s\t%d\t%s\t%s\t%s\t%d\t%s\t%s\n", e.Stream, e.Partition, id, e.Operation, e.Namespace, e.Attempts,
-				e.LastAt.Format(time.RFC3339), msg)
+			for _, e := range entries {
+				id := e.EventID
+				if len(id) > 16 {
+					id = id[:16]
+				}
+				msg := e.Error
+				if len(msg) > 120 {
+					msg = msg[:120] + "…"
+				}
+				fmt.Fprintf(w, "%s\t%d\t%s\t%s\t%s\t%d\t%s\t%s\n", e.Stream, e.Partition, id, e.Operation, e.Namespace, e.Attempts,
+					e.LastAt.Format(time.RFC3339), msg)
+			}
 		}
-	}
-	_ = w.Flush()
-	return 0
+		return w.Flush()
+	})
 }
 
 // runDLQReplay re-delivers dead-lettered events through their stream's sink
@@ -273,44 +278,24 @@ func runReset(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintf(stderr, "ferry reset: -stream: no stream named %q in the configuration\n", *stream)
 		return 2
 	}
-	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-	defer cancel()
-	db, closeDB, err := stateDB(ctx, cfg)
-	if err != nil {
-		fmt.Fprintln(stderr, "ferry reset:", err)
-		return 1
-	}
-	defer closeDB()
-	ls, err := lease.New(db)
-	if err != nil {
-		fmt.Fprintln(stderr, "ferry reset:", err)
-		return 1
-	}
-	members, err := ls.Members(ctx, *stream)
-	if err != nil {
-		fmt.Fprintln(stderr, "ferry reset:", err)
-		return 1
-	}
-	if len(members) > 0 {
-		fmt.Fprintf(stderr, "ferry reset: stream %q still has %d live member(s); stop them first\n", *stream, len(members))
-		return 1
-	}
-	cps, err := mongostore.New(db)
-	if err != nil {
-		fmt.Fprintln(stderr, "ferry reset:", err)
-		return 1
-	}
-	list, err := cps.List(ctx, *stream)
-	if err != nil {
-		fmt.Fprintln(stderr, "ferry reset:", err)
-		return 1
-	}
-	for _, cp := range list {
-		if err := cps.Delete(ctx, cp.Stream, cp.Partition, cp.Version); err != nil {
-			fmt.Fprintln(stderr, "ferry reset:", err)
-			return 1
+	return withState(ctx, "reset", cfg, stderr, func(ctx context.Context, _ *mongo.Database, ls *lease.Store, cps *mongostore.Store) error {
+		members, err := ls.Members(ctx, *stream)
+		if err != nil {
+			return err
 		}
-	}
-	fmt.Fprintf(stdout, "stream %s: %d checkpoint(s) deleted; it starts again from its start_at position\n", *stream, len(list))
-	return 0
+		if len(members) > 0 {
+			return fmt.Errorf("stream %q still has %d live member(s); stop them first", *stream, len(members))
+		}
+		list, err := cps.List(ctx, *stream)
+		if err != nil {
+			return err
+		}
+		for _, cp := range list {
+			if err := cps.Delete(ctx, cp.Stream, cp.Partition, cp.Version); err != nil {
+				return err
+			}
+		}
+		fmt.Fprintf(stdout, "stream %s: %d checkpoint(s) deleted; it starts again from its start_at position\n", *stream, len(list))
+		return nil
+	})
 }

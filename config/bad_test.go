@@ -106,7 +106,7 @@ func TestBadConfigs(t *testing.T) {
 		{"negative lease ttl", edit("    sink:", "    group: {lease_ttl: -10s}\n    sink:"), "streams[0].group.lease_ttl", "at least 100ms"},
 		{"tiny lease ttl", edit("    sink:", "    group: {lease_ttl: 1ms}\n    sink:"), "streams[0].group.lease_ttl", "at least 100ms"},
 		{"group not a mapping", edit("    sink:", "    group: 3\n    sink:"), "streams[0].group", "must be a mapping"},
-		{"unknown sink", edit("      webhook:", "      kafka: {}\n      webhook:"), "streams[0].sink.kafka", "known types: mongodb, nats, stdout, webhook"},
+		{"unknown sink", edit("      webhook:", "      rabbitmq: {}\n      webhook:"), "streams[0].sink.rabbitmq", "known types: kafka, mongodb, nats, stdout, webhook"},
 		{"two sinks", edit("    sink:\n", "    sink:\n      stdout: {}\n"), "streams[0].sink", "exactly one sink type, got stdout and webhook"},
 		{"no sink", strings.SplitN(minimal, "    sink:", 2)[0], "streams[0].sink", "is required"},
 		{"empty sink", strings.SplitN(minimal, "    sink:", 2)[0] + "    sink: {}\n", "streams[0].sink", "choose one sink type"},
@@ -188,7 +188,7 @@ streams:
   - name: a
     source: {uri: "http://x", scope: {}}
     group: {partitions: 0, lease_ttl: -1s}
-    sink: {kafka: {}}
+    sink: {rabbitmq: {}}
   - name: a
     source: {uri: "mongodb://x", scope: {database: d}}
     sink: {stdout: {encoding: pretty}}
@@ -196,7 +196,7 @@ streams:
 	_, err := config.Parse([]byte(y), nil)
 	want := []string{
 		"listen", "streams[0].source.uri", "streams[0].source.scope", "streams[0].group.partitions",
-		"streams[0].group.lease_ttl", "streams[0].sink.kafka", "streams[1].name", "streams[1].sink.stdout.encoding",
+		"streams[0].group.lease_ttl", "streams[0].sink.rabbitmq", "streams[1].name", "streams[1].sink.stdout.encoding",
 	}
 	got := map[string]bool{}
 	for _, p := range problems(t, err) {

@@ -120,11 +120,12 @@ type Queue struct {
 // Sink is where a stream's events go: exactly one of its fields is set,
 // and Type names it.
 type Sink struct {
-	Type    string   `yaml:"-"` // "webhook", "stdout" or "mongodb"
+	Type    string   `yaml:"-"` // one of SinkTypes
 	Webhook *Webhook `yaml:"webhook,omitempty"`
 	Stdout  *Stdout  `yaml:"stdout,omitempty"`
 	MongoDB *MongoDB `yaml:"mongodb,omitempty"`
 	NATS    *NATS    `yaml:"nats,omitempty"`
+	Kafka   *Kafka   `yaml:"kafka,omitempty"`
 }
 
 // NATS publishes each event to NATS JetStream (sink/natsjs) with the event
@@ -135,6 +136,34 @@ type NATS struct {
 	Encoding string        `yaml:"encoding"` // canonical or relaxed Extended JSON
 	Timeout  time.Duration `yaml:"timeout"`
 }
+
+// Kafka produces each event to a Kafka topic (sink/kafka) with the
+// idempotent producer, keyed by the documentKey, with the event id in the
+// ferry-event-id header for receivers to de-duplicate replays.
+type Kafka struct {
+	Brokers  []string      `yaml:"brokers"`  // seed brokers, host:port
+	Topic    string        `yaml:"topic"`    // Kafka's topic name rules
+	Encoding string        `yaml:"encoding"` // canonical or relaxed Extended JSON
+	Timeout  time.Duration `yaml:"timeout"`  // per produce, until the broker's ack
+	ClientID string        `yaml:"client_id"`
+	TLS      bool          `yaml:"tls"`
+	SASL     *KafkaSASL    `yaml:"sasl,omitempty"`
+}
+
+// KafkaSASL authenticates the Kafka client. Password is a Secret: it is
+// redacted in Redacted output and in fmt.
+type KafkaSASL struct {
+	Mechanism string `yaml:"mechanism"` // plain, scram-sha-256 or scram-sha-512
+	User      string `yaml:"user"`
+	Password  Secret `yaml:"password"`
+}
+
+// SASL mechanisms of the kafka sink.
+const (
+	KafkaSASLPlain       = "plain"
+	KafkaSASLScramSHA256 = "scram-sha-256"
+	KafkaSASLScramSHA512 = "scram-sha-512"
+)
 
 // MongoDB maintains a projection of the source in a collection of the
 // state store's cluster (sink/mongoproj): with delivery.mode transactional,
@@ -150,10 +179,11 @@ const (
 	SinkStdout  = "stdout"
 	SinkMongoDB = "mongodb"
 	SinkNATS    = "nats"
+	SinkKafka   = "kafka"
 )
 
 // SinkTypes lists the known sink types.
-var SinkTypes = []string{SinkMongoDB, SinkNATS, SinkStdout, SinkWebhook}
+var SinkTypes = []string{SinkKafka, SinkMongoDB, SinkNATS, SinkStdout, SinkWebhook}
 
 // Webhook POSTs each event to URL, signed with Secret (Standard Webhooks).
 type Webhook struct {
@@ -186,6 +216,10 @@ const (
 	DefaultWebhookTimeout  = 10 * time.Second
 	DefaultWebhookEncoding = "canonical"
 	DefaultStdoutEncoding  = "relaxed"
+	DefaultKafkaTimeout    = 10 * time.Second
+	DefaultKafkaEncoding   = "relaxed"
+	DefaultKafkaClientID   = "ferry"
+	maxKafkaTopicLen       = 249
 	MinLeaseTTL            = 100 * time.Millisecond
 	maxStreamNameLen       = 100
 	maxFileSize            = 4 << 20
@@ -326,9 +360,9 @@ func (c *Config) Stream(name string) *Stream {
 }
 
 // Redacted returns the configuration as YAML, defaults filled in, with URI
-// credentials, secret URI options, webhook secrets, webhook URL passwords
-// and credential-looking header values replaced by "REDACTED". It is safe
-// to log.
+// credentials, secret URI options, webhook secrets, webhook URL passwords,
+// credential-looking header values and Kafka SASL passwords replaced by
+// "REDACTED". It is safe to log.
 func (c *Config) Redacted() string {
 	out, err := yaml.Marshal(c)
 	if err != nil {

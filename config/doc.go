@@ -20,10 +20,10 @@
 //   - Errors never contain MongoDB URIs, URI credentials, webhook URLs or
 //     secrets (values of these fields are never echoed). Redacted (and
 //     Config.String) prints the whole configuration with URI credentials,
-//     credential-bearing URI options, webhook secrets, webhook URL passwords
-//     and credential-looking header values replaced by "REDACTED". Secret
-//     and MongoURI values redact themselves in fmt (%v, %+v, %#v) and YAML
-//     output; call Reveal to use them.
+//     credential-bearing URI options, webhook secrets, webhook URL
+//     passwords, credential-looking header values and Kafka SASL passwords
+//     replaced by "REDACTED". Secret and MongoURI values redact themselves
+//     in fmt (%v, %+v, %#v) and YAML output; call Reveal to use them.
 //
 // # Environment variables
 //
@@ -133,14 +133,38 @@
 //	                         (Authorization, *token*, *key*, …) are redacted.
 //	      stdout:            one event per line
 //	        encoding: relaxed   canonical | relaxed (default relaxed)
+//	      kafka:             one record per event (sink/kafka): key = the
+//	                         documentKey as canonical Extended JSON, value =
+//	                         the event, headers ferry-event-id (de-duplicate
+//	                         replays on it) and ferry-epoch
+//	        brokers:         required: seed brokers, a list of host:port
+//	          - kafka-1:9092   (port required; one address per item)
+//	        topic: ferry.events   required: 1 to 249 of ASCII letters,
+//	                         digits, '.', '_', '-'; not "." or ".."
+//	        encoding: relaxed   canonical | relaxed (default relaxed); the
+//	                         key is canonical always
+//	        timeout: 10s     per produce, until every in-sync replica
+//	                         acknowledged, >= 1ms (default 10s)
+//	        client_id: ferry   the Kafka client.id (default "ferry")
+//	        tls: false       TLS 1.2+ to the brokers, verified against the
+//	                         system roots (default false)
+//	        sasl:            optional authentication:
+//	          mechanism: scram-sha-512   required: plain | scram-sha-256 |
+//	                         scram-sha-512 (plain sends the password as
+//	                         is: use it with tls: true)
+//	          user: ferry    required
+//	          password: ${FERRY_KAFKA_PASSWORD}   required; redacted in
+//	                         Redacted output
 //
-// A third sink, mongodb: {database, collection}, keeps a projection of the
-// source in the state store's cluster (sink/mongoproj); it needs
-// source.full_document and is the one sink that allows delivery.mode
-// transactional (source and state on the same cluster).
+// A nats sink, nats: {url, subject, encoding, timeout}, publishes to NATS
+// JetStream (sink/natsjs) with the event id as Nats-Msg-Id. A mongodb sink,
+// mongodb: {database, collection}, keeps a projection of the source in the
+// state store's cluster (sink/mongoproj); it needs source.full_document and
+// is the one sink that allows delivery.mode transactional (source and
+// state on the same cluster).
 //
-// See examples/webhook.yaml, examples/stdout.yaml and examples/mongodb.yaml
-// in the repository.
+// See examples/webhook.yaml, examples/stdout.yaml, examples/mongodb.yaml,
+// examples/nats.yaml and examples/kafka.yaml in the repository.
 //
 // # Using a configuration
 //
@@ -156,8 +180,9 @@
 //		group.StateDatabase(stateClient.Database(cfg.State.Database)),
 //		group.Consumer(copts...))...)
 //
-// Sinks are built by the daemon from the typed Sink (Webhook or Stdout);
-// this package does not depend on the sink packages. StateURI gives the
+// Sinks are built by the daemon from the typed Sink (Webhook, Stdout,
+// MongoDB, NATS or Kafka); this package does not depend on the sink
+// packages. StateURI gives the
 // state store's connection string (state.uri or the source's).
 //
 // # Why a hand-written decoder

@@ -13,6 +13,8 @@ import (
 var exampleEnv = map[string]string{
 	"FERRY_SOURCE_URI":     "mongodb+srv://ferry:s3cr3t-pa55@cluster0.example.net/?retryWrites=true",
 	"FERRY_WEBHOOK_SECRET": "whsec_c2VjcmV0LXNpZ25pbmcta2V5",
+	"FERRY_KAFKA_USER":     "ferry-producer",
+	"FERRY_KAFKA_PASSWORD": "k4fka-sasl-pa55",
 }
 
 func TestExamplesLoad(t *testing.T) {
@@ -30,7 +32,7 @@ func TestExamplesLoad(t *testing.T) {
 				t.Fatal(err)
 			}
 			out := cfg.Redacted()
-			for _, secret := range []string{"s3cr3t-pa55", "c2VjcmV0LXNpZ25pbmcta2V5"} {
+			for _, secret := range []string{"s3cr3t-pa55", "c2VjcmV0LXNpZ25pbmcta2V5", "k4fka-sasl-pa55"} {
 				if strings.Contains(out, secret) {
 					t.Errorf("Redacted leaks %q:\n%s", secret, out)
 				}
@@ -48,7 +50,10 @@ func TestExampleSinks(t *testing.T) {
 	for k, v := range exampleEnv {
 		t.Setenv(k, v)
 	}
-	for file, typ := range map[string]string{"webhook.yaml": config.SinkWebhook, "stdout.yaml": config.SinkStdout} {
+	for file, typ := range map[string]string{
+		"webhook.yaml": config.SinkWebhook, "stdout.yaml": config.SinkStdout, "mongodb.yaml": config.SinkMongoDB,
+		"nats.yaml": config.SinkNATS, "kafka.yaml": config.SinkKafka,
+	} {
 		cfg, err := config.Load(filepath.Join("..", "examples", file))
 		if err != nil {
 			t.Fatal(err)

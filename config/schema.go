@@ -365,6 +365,9 @@ func (d *decoder) sink(path string, n *yaml.Node, s *Sink) {
 		case SinkNATS:
 			types = append(types, k.Value)
 			s.NATS = d.natsSink(p, v)
+		case SinkKafka:
+			types = append(types, k.Value)
+			s.Kafka = d.kafkaSink(p, v)
 		default:
 			d.add(p, "unknown sink type (known types: %s)", strings.Join(SinkTypes, ", "))
 		}
@@ -513,6 +516,176 @@ func (d *decoder) natsSink(path string, n *yaml.Node) *NATS {
 		d.add(join(path, "url"), "must be a nats:// or tls:// URL")
 	}
 	return s
+}
+
+func (d *decoder) kafkaSink(path string, n *yaml.Node) *Kafka {
+	k := &Kafka{Encoding: DefaultKafkaEncoding, Timeout: DefaultKafkaTimeout, ClientID: DefaultKafkaClientID}
+	if isNull(n) {
+		n = &yaml.Node{Kind: yaml.MappingNode} // `kafka:`: report the required keys
+	}
+	var brokersSet bool
+	reported := map[string]bool{} // keys whose value was wrong: not "required" as well
+	ok := d.mapping(path, n, map[string]field{
+		"brokers": func(p string, v *yaml.Node) { brokersSet = !isNull(v); k.Brokers = d.kafkaBrokers(p, v) },
+		"topic": d.reporting(reported, "topic", func(p string, v *yaml.Node) {
+			d.str(p, v, &k.Topic)
+			if k.Topic == "" {
+				return // reported as required below
+			}
+			if err := checkKafkaTopic(k.Topic); err != nil {
+				d.add(p, "%v", err)
+			}
+		}),
+		"encoding": func(p string, v *yaml.Node) { d.enum(p, v, &k.Encoding, encodingCanonical, encodingRelaxed) },
+		"timeout":  func(p string, v *yaml.Node) { d.duration(p, v, &k.Timeout, time.Millisecond) },
+		"client_id": func(p string, v *yaml.Node) {
+			if isNull(v) {
+				return
+			}
+			d.str(p, v, &k.ClientID)
+			if k.ClientID == "" {
+				d.add(p, "must not be empty (leave client_id out for the default %s)", quote(DefaultKafkaClientID))
+			} else if strings.ContainsFunc(k.ClientID, func(r rune) bool { return r < ' ' || r == 0x7f }) {
+				d.add(p, "must not contain control characters or line breaks")
+			}
+		},
+		"tls":  func(p string, v *yaml.Node) { d.boolean(p, v, &k.TLS) },
+		"sasl": func(p string, v *yaml.Node) { k.SASL = d.kafkaSASL(p, v) },
+	})
+	if !ok {
+		return k
+	}
+	if !brokersSet {
+		d.add(join(path, "brokers"), "is required: the seed brokers, a list of host:port addresses such as [\"kafka-1:9092\", \"kafka-2:9092\"]")
+	}
+	if k.Topic == "" && !reported["topic"] {
+		d.add(join(path, "topic"), "is required: the topic every event is produced to, e.g. ferry.events")
+	}
+	return k
+}
+
+// kafkaBrokers decodes the list of seed brokers; a missing or null list is
+// reported by the caller.
+func (d *decoder) kafkaBrokers(path string, n *yaml.Node) []string {
+	if isNull(n) {
+		return nil
+	}
+	if n.Kind != yaml.SequenceNode {
+		d.add(path, "must be a list of host:port addresses such as [\"kafka-1:9092\", \"kafka-2:9092\"], got %s", kindName(n))
+		return nil
+	}
+	if len(n.Content) == 0 {
+		d.add(path, "must list at least one seed broker (host:port)")
+		return nil
+	}
+	var out []string
+	for i, item := range n.Content {
+		p := fmt.Sprintf("%s[%d]", path, i)
+		item = d.deref(p, item)
+		if item == nil {
+			continue
+		}
+		var b string
+		if !isNull(item) {
+			s, ok := d.scalar(p, item)
+			if !ok {
+				continue
+			}
+			b = s
+		}
+		if err := checkKafkaBroker(b); err != nil {
+			d.add(p, "%v", err)
+			continue
+		}
+		out = append(out, b)
+	}
+	return out
+}
+
+// checkKafkaBroker checks one seed broker address: host:port, the port
+// required (Kafka clients disagree on a default).
+func checkKafkaBroker(b string) error {
+	const example = "\"kafka-1:9092\""
+	switch {
+	case strings.TrimSpace(b) == "":
+		return fmt.Errorf("must not be empty: write a host:port address such as %s", example)
+	case strings.Contains(b, ","):
+		return fmt.Errorf("holds several addresses (%s): list each broker as its own item", quote(b))
+	case strings.Contains(b, "://"):
+		return fmt.Errorf("must be host:port without a scheme, such as %s, got %s", example, quote(b))
+	}
+	host, port, err := net.SplitHostPort(b)
+	if err != nil {
+		if !strings.Contains(b, ":") {
+			return fmt.Errorf("has no port: write host:port, such as %s (Kafka's default port is 9092), got %s", example, quote(b))
+		}
+		return fmt.Errorf("must be a host:port address such as %s (an IPv6 host in brackets: \"[::1]:9092\"), got %s", example, quote(b))
+	}
+	if host == "" || strings.ContainsAny(host, " /\t") {
+		return fmt.Errorf("must name a host before the port, such as %s, got %s", example, quote(b))
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		return fmt.Errorf("the port must be a number from 1 to 65535, got %s", quote(port))
+	}
+	return nil
+}
+
+// checkKafkaTopic applies Kafka's rules for topic names (as sink/kafka
+// does: this package does not import the sinks).
+func checkKafkaTopic(t string) error {
+	switch {
+	case t == "." || t == "..":
+		return fmt.Errorf("cannot be \".\" or \"..\" (Kafka reserves them); choose a name such as ferry.events")
+	case len(t) > maxKafkaTopicLen:
+		return fmt.Errorf("must be at most %d characters, got %d", maxKafkaTopicLen, len(t))
+	}
+	for _, c := range t {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
+			return fmt.Errorf("may contain only ASCII letters, digits, '.', '_' and '-', got %s", quote(t))
+		}
+	}
+	return nil
+}
+
+// kafkaSASL decodes the SASL settings; the password is never echoed.
+func (d *decoder) kafkaSASL(path string, n *yaml.Node) *KafkaSASL {
+	if isNull(n) {
+		return nil
+	}
+	s := &KafkaSASL{}
+	var password string
+	reported := map[string]bool{}
+	ok := d.mapping(path, n, map[string]field{
+		"mechanism": d.reporting(reported, "mechanism", func(p string, v *yaml.Node) {
+			d.enum(p, v, &s.Mechanism, KafkaSASLPlain, KafkaSASLScramSHA256, KafkaSASLScramSHA512)
+		}),
+		"user":     d.reporting(reported, "user", func(p string, v *yaml.Node) { d.str(p, v, &s.User) }),
+		"password": d.reporting(reported, "password", func(p string, v *yaml.Node) { d.str(p, v, &password) }),
+	})
+	s.Password = Secret(password)
+	if !ok {
+		return s
+	}
+	if s.Mechanism == "" && !reported["mechanism"] {
+		d.add(join(path, "mechanism"), "is required: one of %s, %s, %s", KafkaSASLPlain, KafkaSASLScramSHA256, KafkaSASLScramSHA512)
+	}
+	if s.User == "" && !reported["user"] {
+		d.add(join(path, "user"), "is required: the SASL user name")
+	}
+	if password == "" && !reported["password"] {
+		d.add(join(path, "password"), "is required: the SASL password (for example ${FERRY_KAFKA_PASSWORD})")
+	}
+	return s
+}
+
+// reporting wraps a field's decoder to note in reported[key] that its value
+// was reported as wrong, so the caller does not add "is required" on top.
+func (d *decoder) reporting(reported map[string]bool, key string, f field) field {
+	return func(p string, v *yaml.Node) {
+		before := len(d.problems)
+		f(p, v)
+		reported[key] = len(d.problems) > before
+	}
 }
 
 func (d *decoder) stdout(path string, n *yaml.Node) *Stdout {

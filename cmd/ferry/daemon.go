@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -16,6 +17,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
@@ -26,6 +31,7 @@ import (
 	"github.com/ferry-io/ferry/group"
 	"github.com/ferry-io/ferry/metrics"
 	"github.com/ferry-io/ferry/sink"
+	"github.com/ferry-io/ferry/sink/kafka"
 	"github.com/ferry-io/ferry/sink/mongoproj"
 	"github.com/ferry-io/ferry/sink/natsjs"
 	"github.com/ferry-io/ferry/sink/stdout"
@@ -277,6 +283,24 @@ func buildSink(st *config.Stream, stdoutW io.Writer, state *mongo.Database) (sin
 			opts = append(opts, natsjs.Canonical())
 		}
 		return natsjs.New(n.URL, opts...)
+	case st.Sink.Kafka != nil:
+		k := st.Sink.Kafka
+		copts := []kgo.Opt{kgo.ClientID(k.ClientID)}
+		if k.TLS {
+			copts = append(copts, kgo.DialTLSConfig(&tls.Config{MinVersion: tls.VersionTLS12}))
+		}
+		if k.SASL != nil {
+			m, err := kafkaSASL(k.SASL)
+			if err != nil {
+				return nil, err
+			}
+			copts = append(copts, kgo.SASL(m))
+		}
+		opts := []kafka.Option{kafka.Topic(k.Topic), kafka.Timeout(k.Timeout), kafka.ClientOptions(copts...)}
+		if k.Encoding == "canonical" {
+			opts = append(opts, kafka.Canonical())
+		}
+		return kafka.New(k.Brokers, opts...)
 	case st.Sink.Stdout != nil:
 		opts := []stdout.Option{stdout.Writer(stdoutW)}
 		if st.Sink.Stdout.Encoding == "canonical" {
@@ -285,6 +309,19 @@ func buildSink(st *config.Stream, stdoutW io.Writer, state *mongo.Database) (sin
 		return stdout.New(opts...)
 	}
 	return nil, errors.New("no sink configured")
+}
+
+// kafkaSASL returns the SASL mechanism of the kafka sink's configuration.
+func kafkaSASL(c *config.KafkaSASL) (sasl.Mechanism, error) {
+	switch c.Mechanism {
+	case config.KafkaSASLPlain:
+		return plain.Auth{User: c.User, Pass: c.Password.Reveal()}.AsMechanism(), nil
+	case config.KafkaSASLScramSHA256:
+		return scram.Auth{User: c.User, Pass: c.Password.Reveal()}.AsSha256Mechanism(), nil
+	case config.KafkaSASLScramSHA512:
+		return scram.Auth{User: c.User, Pass: c.Password.Reveal()}.AsSha512Mechanism(), nil
+	}
+	return nil, fmt.Errorf("kafka.sasl.mechanism: unknown SASL mechanism %q", c.Mechanism)
 }
 
 func newLogger(c config.Log, w io.Writer) *slog.Logger {

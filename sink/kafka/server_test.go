@@ -47,10 +47,11 @@ type receiver struct {
 	partitions int32
 	cl         *kgo.Client
 
+	sinktest.Faults
+
 	mu   sync.Mutex
 	got  []record
 	next map[int32]int64 // next offset to read per partition
-	fail map[string]sinktest.Fault
 }
 
 func newReceiver(t testing.TB, c *kfake.Cluster, partitions int32) *receiver {
@@ -65,7 +66,7 @@ func newReceiver(t testing.TB, c *kfake.Cluster, partitions int32) *receiver {
 		t.Fatal(err)
 	}
 	t.Cleanup(cl.Close)
-	return &receiver{t: t, cluster: c, partitions: partitions, cl: cl, next: map[int32]int64{}, fail: map[string]sinktest.Fault{}}
+	return &receiver{t: t, cluster: c, partitions: partitions, cl: cl, next: map[int32]int64{}}
 }
 
 // endOffsets asks the broker for each partition's high watermark.
@@ -151,36 +152,14 @@ func (r *receiver) Received() []sinktest.Delivery {
 	return out
 }
 
-func (r *receiver) Fail(id string, f sinktest.Fault) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.fail[id] = f
-	return true
-}
-
-func (r *receiver) Heal() {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	clear(r.fail)
-}
-
 // fault fails events the way the client would: a leader election outlasting
 // the produce (retryable) or a record above the batch limit (permanent).
-func (r *receiver) fault(ev *ferry.Event) error {
-	r.mu.Lock()
-	f := r.fail[ev.ID()]
-	r.mu.Unlock()
-	switch f {
-	case sinktest.FaultRetryable:
-		return kerr.NotLeaderForPartition
-	case sinktest.FaultPermanent:
-		return kerr.MessageTooLarge
-	}
-	return nil
+func (r *receiver) fault() func(*ferry.Event) error {
+	return r.Hook(kerr.NotLeaderForPartition, kerr.MessageTooLarge)
 }
 
 func (r *receiver) newSink(t testing.TB, opts ...kafka.Option) *kafka.Sink {
-	opts = append([]kafka.Option{kafka.Topic(topic), kafka.WithFault(r.fault), kafka.Timeout(5 * time.Second)}, opts...)
+	opts = append([]kafka.Option{kafka.Topic(topic), kafka.WithFault(r.fault()), kafka.Timeout(5 * time.Second)}, opts...)
 	s, err := kafka.New(r.cluster.ListenAddrs(), opts...)
 	if err != nil {
 		t.Fatal(err)

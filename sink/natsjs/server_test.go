@@ -99,10 +99,11 @@ type receiver struct {
 	b   *broker
 	sub *nats.Subscription
 
+	sinktest.Faults
+
 	mu    sync.Mutex
 	sinks []*natsjs.Sink
 	got   []sinktest.Delivery
-	fail  map[string]sinktest.Fault
 }
 
 func newReceiver(t *testing.T, b *broker) *receiver {
@@ -117,7 +118,7 @@ func newReceiver(t *testing.T, b *broker) *receiver {
 	if err := b.nc.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	return &receiver{t: t, b: b, sub: sub, fail: map[string]sinktest.Fault{}}
+	return &receiver{t: t, b: b, sub: sub}
 }
 
 func delivery(m *nats.Msg) sinktest.Delivery {
@@ -181,37 +182,15 @@ func (r *receiver) Received() []sinktest.Delivery {
 	return append([]sinktest.Delivery(nil), r.got...)
 }
 
-func (r *receiver) Fail(id string, f sinktest.Fault) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.fail[id] = f
-	return true
-}
-
-func (r *receiver) Heal() {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	clear(r.fail)
-}
-
 // fault fails events the way the client library would: a publish whose ack
 // did not come in time (retryable) or a message above the server's max
 // payload (permanent).
-func (r *receiver) fault(ev *ferry.Event) error {
-	r.mu.Lock()
-	f := r.fail[ev.ID()]
-	r.mu.Unlock()
-	switch f {
-	case sinktest.FaultRetryable:
-		return context.DeadlineExceeded
-	case sinktest.FaultPermanent:
-		return nats.ErrMaxPayload
-	}
-	return nil
+func (r *receiver) fault() func(*ferry.Event) error {
+	return r.Hook(context.DeadlineExceeded, nats.ErrMaxPayload)
 }
 
 func (r *receiver) NewSink(t *testing.T) sink.Sink {
-	s, err := natsjs.New(r.b.url, natsjs.WithFault(r.fault), natsjs.Timeout(5*time.Second))
+	s, err := natsjs.New(r.b.url, natsjs.WithFault(r.fault()), natsjs.Timeout(5*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}

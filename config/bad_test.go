@@ -106,7 +106,7 @@ func TestBadConfigs(t *testing.T) {
 		{"negative lease ttl", edit("    sink:", "    group: {lease_ttl: -10s}\n    sink:"), "streams[0].group.lease_ttl", "at least 100ms"},
 		{"tiny lease ttl", edit("    sink:", "    group: {lease_ttl: 1ms}\n    sink:"), "streams[0].group.lease_ttl", "at least 100ms"},
 		{"group not a mapping", edit("    sink:", "    group: 3\n    sink:"), "streams[0].group", "must be a mapping"},
-		{"unknown sink", edit("      webhook:", "      rabbitmq: {}\n      webhook:"), "streams[0].sink.rabbitmq", "known types: kafka, mongodb, nats, stdout, webhook"},
+		{"unknown sink", edit("      webhook:", "      rabbitmq: {}\n      webhook:"), "streams[0].sink.rabbitmq", "known types: kafka, mongodb, nats, pubsub, stdout, webhook"},
 		{"two sinks", edit("    sink:\n", "    sink:\n      stdout: {}\n"), "streams[0].sink", "exactly one sink type, got stdout and webhook"},
 		{"no sink", strings.SplitN(minimal, "    sink:", 2)[0], "streams[0].sink", "is required"},
 		{"empty sink", strings.SplitN(minimal, "    sink:", 2)[0] + "    sink: {}\n", "streams[0].sink", "choose one sink type"},

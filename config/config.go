@@ -126,6 +126,20 @@ type Sink struct {
 	MongoDB *MongoDB `yaml:"mongodb,omitempty"`
 	NATS    *NATS    `yaml:"nats,omitempty"`
 	Kafka   *Kafka   `yaml:"kafka,omitempty"`
+	PubSub  *PubSub  `yaml:"pubsub,omitempty"`
+}
+
+// PubSub publishes each event to a Google Cloud Pub/Sub topic
+// (sink/pubsub) with the event id in the ferry-event-id attribute and the
+// documentKey as ordering key. Credentials come from Application Default
+// Credentials; Emulator connects to an emulator without TLS or credentials.
+type PubSub struct {
+	Project  string        `yaml:"project"`            // project id
+	Topic    string        `yaml:"topic"`              // topic id, or projects/<project>/topics/<id>
+	Endpoint string        `yaml:"endpoint,omitempty"` // host:port of a regional endpoint
+	Emulator string        `yaml:"emulator,omitempty"` // host:port of an emulator
+	Encoding string        `yaml:"encoding"`           // canonical or relaxed Extended JSON
+	Timeout  time.Duration `yaml:"timeout"`            // per publish, until Pub/Sub's ack
 }
 
 // NATS publishes each event to NATS JetStream (sink/natsjs) with the event
@@ -180,10 +194,11 @@ const (
 	SinkMongoDB = "mongodb"
 	SinkNATS    = "nats"
 	SinkKafka   = "kafka"
+	SinkPubSub  = "pubsub"
 )
 
 // SinkTypes lists the known sink types.
-var SinkTypes = []string{SinkKafka, SinkMongoDB, SinkNATS, SinkStdout, SinkWebhook}
+var SinkTypes = []string{SinkKafka, SinkMongoDB, SinkNATS, SinkPubSub, SinkStdout, SinkWebhook}
 
 // Webhook POSTs each event to URL, signed with Secret (Standard Webhooks).
 type Webhook struct {
@@ -219,6 +234,8 @@ const (
 	DefaultKafkaTimeout    = 10 * time.Second
 	DefaultKafkaEncoding   = "relaxed"
 	DefaultKafkaClientID   = "ferry"
+	DefaultPubSubTimeout   = 10 * time.Second
+	DefaultPubSubEncoding  = "relaxed"
 	maxKafkaTopicLen       = 249
 	MinLeaseTTL            = 100 * time.Millisecond
 	maxStreamNameLen       = 100

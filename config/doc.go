@@ -155,6 +155,23 @@
 //	          user: ferry    required
 //	          password: ${FERRY_KAFKA_PASSWORD}   required; redacted in
 //	                         Redacted output
+//	      pubsub:            one Google Cloud Pub/Sub message per event
+//	                         (sink/pubsub): data = the event, ordering key =
+//	                         the documentKey, attributes ferry-event-id
+//	                         (de-duplicate replays on it), ferry-epoch,
+//	                         ferry-operation, ferry-namespace. Credentials:
+//	                         Application Default Credentials.
+//	        project: my-project   required: the topic's project id
+//	        topic: ferry-events   required: a topic id (3 to 255 of letters,
+//	                         digits, - _ . ~ + %, starting with a letter,
+//	                         not "goog…") or projects/<project>/topics/<id>
+//	        endpoint: us-east1-pubsub.googleapis.com:443   optional regional
+//	                         endpoint (publish to one region for ordering)
+//	        emulator: localhost:8085   optional: an emulator, without TLS
+//	                         or credentials (not with endpoint)
+//	        encoding: relaxed   canonical | relaxed (default relaxed)
+//	        timeout: 10s     per publish, until Pub/Sub's ack, >= 1ms
+//	                         (default 10s)
 //
 // A nats sink, nats: {url, subject, encoding, timeout}, publishes to NATS
 // JetStream (sink/natsjs) with the event id as Nats-Msg-Id. A mongodb sink,
@@ -164,7 +181,8 @@
 // state on the same cluster).
 //
 // See examples/webhook.yaml, examples/stdout.yaml, examples/mongodb.yaml,
-// examples/nats.yaml and examples/kafka.yaml in the repository.
+// examples/nats.yaml, examples/kafka.yaml and examples/pubsub.yaml in the
+// repository.
 //
 // # Using a configuration
 //
@@ -181,7 +199,7 @@
 //		group.Consumer(copts...))...)
 //
 // Sinks are built by the daemon from the typed Sink (Webhook, Stdout,
-// MongoDB, NATS or Kafka); this package does not depend on the sink
+// MongoDB, NATS, Kafka or PubSub); this package does not depend on the sink
 // packages. StateURI gives the
 // state store's connection string (state.uri or the source's).
 //

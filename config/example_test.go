@@ -15,6 +15,7 @@ var exampleEnv = map[string]string{
 	"FERRY_WEBHOOK_SECRET": "whsec_c2VjcmV0LXNpZ25pbmcta2V5",
 	"FERRY_KAFKA_USER":     "ferry-producer",
 	"FERRY_KAFKA_PASSWORD": "k4fka-sasl-pa55",
+	"FERRY_GCP_PROJECT":    "ferry-prod",
 }
 
 func TestExamplesLoad(t *testing.T) {
@@ -52,7 +53,7 @@ func TestExampleSinks(t *testing.T) {
 	}
 	for file, typ := range map[string]string{
 		"webhook.yaml": config.SinkWebhook, "stdout.yaml": config.SinkStdout, "mongodb.yaml": config.SinkMongoDB,
-		"nats.yaml": config.SinkNATS, "kafka.yaml": config.SinkKafka,
+		"nats.yaml": config.SinkNATS, "kafka.yaml": config.SinkKafka, "pubsub.yaml": config.SinkPubSub,
 	} {
 		cfg, err := config.Load(filepath.Join("..", "examples", file))
 		if err != nil {

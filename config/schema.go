@@ -368,6 +368,9 @@ func (d *decoder) sink(path string, n *yaml.Node, s *Sink) {
 		case SinkKafka:
 			types = append(types, k.Value)
 			s.Kafka = d.kafkaSink(p, v)
+		case SinkPubSub:
+			types = append(types, k.Value)
+			s.PubSub = d.pubsubSink(p, v)
 		default:
 			d.add(p, "unknown sink type (known types: %s)", strings.Join(SinkTypes, ", "))
 		}
@@ -562,6 +565,104 @@ func (d *decoder) kafkaSink(path string, n *yaml.Node) *Kafka {
 		d.add(join(path, "topic"), "is required: the topic every event is produced to, e.g. ferry.events")
 	}
 	return k
+}
+
+func (d *decoder) pubsubSink(path string, n *yaml.Node) *PubSub {
+	s := &PubSub{Encoding: DefaultPubSubEncoding, Timeout: DefaultPubSubTimeout}
+	if isNull(n) {
+		n = &yaml.Node{Kind: yaml.MappingNode} // `pubsub:`: report the required keys
+	}
+	reported := map[string]bool{} // keys whose value was wrong: not "required" as well
+	ok := d.mapping(path, n, map[string]field{
+		"project": d.reporting(reported, "project", func(p string, v *yaml.Node) {
+			d.str(p, v, &s.Project)
+			if s.Project != "" && strings.ContainsAny(s.Project, "/ \t\r\n") {
+				d.add(p, "must be a project id such as my-project, without '/' or whitespace, got %s", quote(s.Project))
+			}
+		}),
+		"topic": d.reporting(reported, "topic", func(p string, v *yaml.Node) { d.str(p, v, &s.Topic) }),
+		"endpoint": func(p string, v *yaml.Node) {
+			d.str(p, v, &s.Endpoint)
+			if err := checkHostPort(s.Endpoint, "us-east1-pubsub.googleapis.com:443"); err != nil {
+				d.add(p, "%v", err)
+			}
+		},
+		"emulator": func(p string, v *yaml.Node) {
+			d.str(p, v, &s.Emulator)
+			if err := checkHostPort(s.Emulator, "localhost:8085"); err != nil {
+				d.add(p, "%v", err)
+			}
+		},
+		"encoding": func(p string, v *yaml.Node) { d.enum(p, v, &s.Encoding, encodingCanonical, encodingRelaxed) },
+		"timeout":  func(p string, v *yaml.Node) { d.duration(p, v, &s.Timeout, time.Millisecond) },
+	})
+	if !ok {
+		return s
+	}
+	if s.Project == "" && !reported["project"] {
+		d.add(join(path, "project"), "is required: the Google Cloud project id of the topic, e.g. my-project")
+	}
+	switch {
+	case s.Topic == "" && !reported["topic"]:
+		d.add(join(path, "topic"), "is required: the topic id (e.g. ferry-events) or its full name projects/<project>/topics/<id>")
+	case s.Topic != "":
+		if err := checkPubSubTopic(s.Topic, s.Project); err != nil {
+			d.add(join(path, "topic"), "%v", err)
+		}
+	}
+	if s.Endpoint != "" && s.Emulator != "" {
+		d.add(join(path, "emulator"), "cannot be combined with endpoint: the emulator is the endpoint (remove one)")
+	}
+	return s
+}
+
+// checkPubSubTopic applies Pub/Sub's rules for topic ids (as sink/pubsub
+// does): 3 to 255 characters, starting with a letter, of letters, digits
+// and - _ . ~ + %, not starting with "goog"; or a full name in project.
+func checkPubSubTopic(t, project string) error {
+	id := t
+	if strings.HasPrefix(t, "projects/") {
+		parts := strings.Split(t, "/")
+		if len(parts) != 4 || parts[2] != "topics" || parts[3] == "" {
+			return fmt.Errorf("must be a topic id such as ferry-events or projects/<project>/topics/<id>, got %s", quote(t))
+		}
+		if project != "" && parts[1] != project {
+			return fmt.Errorf("names project %s but project is %s: use the topic id alone, or make them agree", quote(parts[1]), quote(project))
+		}
+		id = parts[3]
+	}
+	switch {
+	case len(id) < 3 || len(id) > 255:
+		return fmt.Errorf("a topic id has 3 to 255 characters, got %d (%s)", len(id), quote(id))
+	case !(id[0] >= 'a' && id[0] <= 'z' || id[0] >= 'A' && id[0] <= 'Z'):
+		return fmt.Errorf("a topic id starts with a letter, got %s", quote(id))
+	case strings.HasPrefix(strings.ToLower(id), "goog"):
+		return fmt.Errorf("a topic id cannot start with \"goog\" (Google reserves it), got %s", quote(id))
+	}
+	for _, r := range id {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_.~+%", r)) {
+			return fmt.Errorf("character %q is not allowed in a topic id (only ASCII letters, digits and - _ . ~ + %%)", r)
+		}
+	}
+	return nil
+}
+
+// checkHostPort checks an optional host:port address.
+func checkHostPort(a, example string) error {
+	if a == "" {
+		return fmt.Errorf("must not be empty: write host:port such as %s, or leave the key out", example)
+	}
+	if strings.Contains(a, "://") {
+		return fmt.Errorf("must be host:port without a scheme, such as %s, got %s", example, quote(a))
+	}
+	host, port, err := net.SplitHostPort(a)
+	if err != nil || host == "" || strings.ContainsAny(host, " /\t") {
+		return fmt.Errorf("must be a host:port address such as %s, got %s", example, quote(a))
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		return fmt.Errorf("the port must be a number from 1 to 65535, got %s", quote(port))
+	}
+	return nil
 }
 
 // kafkaBrokers decodes the list of seed brokers; a missing or null list is

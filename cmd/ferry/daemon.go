@@ -24,6 +24,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
+	"google.golang.org/api/option"
 
 	"github.com/ferry-io/ferry"
 	"github.com/ferry-io/ferry/checkpoint/boltstore"
@@ -34,6 +35,7 @@ import (
 	"github.com/ferry-io/ferry/sink/kafka"
 	"github.com/ferry-io/ferry/sink/mongoproj"
 	"github.com/ferry-io/ferry/sink/natsjs"
+	"github.com/ferry-io/ferry/sink/pubsub"
 	"github.com/ferry-io/ferry/sink/stdout"
 	"github.com/ferry-io/ferry/sink/webhook"
 )
@@ -301,6 +303,19 @@ func buildSink(st *config.Stream, stdoutW io.Writer, state *mongo.Database) (sin
 			opts = append(opts, kafka.Canonical())
 		}
 		return kafka.New(k.Brokers, opts...)
+	case st.Sink.PubSub != nil:
+		ps := st.Sink.PubSub
+		opts := []pubsub.Option{pubsub.Timeout(ps.Timeout)}
+		if ps.Emulator != "" {
+			opts = append(opts, pubsub.Emulator(ps.Emulator))
+		}
+		if ps.Endpoint != "" {
+			opts = append(opts, pubsub.ClientOptions(option.WithEndpoint(ps.Endpoint)))
+		}
+		if ps.Encoding == "canonical" {
+			opts = append(opts, pubsub.Canonical())
+		}
+		return pubsub.New(ps.Project, ps.Topic, opts...)
 	case st.Sink.Stdout != nil:
 		opts := []stdout.Option{stdout.Writer(stdoutW)}
 		if st.Sink.Stdout.Encoding == "canonical" {

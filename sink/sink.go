@@ -225,20 +225,36 @@ func KeyOf(ev *ferry.Event) string {
 // error; a cancelled ctx stops the loop the same way.
 func EachInOrder(ctx context.Context, batch []*ferry.Event, deliver func(context.Context, *ferry.Event) error, stop func(error) bool) error {
 	be := NewBatchError(len(batch))
+	eachInOrder(ctx, batch, be, func(_ int, ev *ferry.Event) error { return deliver(ctx, ev) }, stop)
+	return be.Err()
+}
+
+// Submit is EachInOrder for sinks that put a whole batch in flight at once
+// and learn each event's fate later (a producer's callback, a publish
+// result): submit(i, ev) puts event i in flight, or returns why it could
+// not, which Submit records in be. Later events of a key whose submit
+// failed are not submitted (ErrSkipped, retryable); a cancelled ctx fails
+// the events not yet submitted (retryable). The sink records the fates of
+// the submitted events in be itself.
+func Submit(ctx context.Context, batch []*ferry.Event, be *BatchError, submit func(i int, ev *ferry.Event) error) {
+	eachInOrder(ctx, batch, be, submit, nil)
+}
+
+func eachInOrder(ctx context.Context, batch []*ferry.Event, be *BatchError, deliver func(int, *ferry.Event) error, stop func(error) bool) {
 	var failedKeys map[string]bool
 	for i, ev := range batch {
 		if err := ctx.Err(); err != nil {
 			for j := i; j < len(batch); j++ {
 				be.Set(j, Retryable(err))
 			}
-			break
+			return
 		}
 		key := KeyOf(ev)
 		if failedKeys[key] {
 			be.Set(i, Retryable(ErrSkipped))
 			continue
 		}
-		err := deliver(ctx, ev)
+		err := deliver(i, ev)
 		if err == nil {
 			continue
 		}
@@ -247,12 +263,11 @@ func EachInOrder(ctx context.Context, batch []*ferry.Event, deliver func(context
 			for j := i + 1; j < len(batch); j++ {
 				be.Set(j, err)
 			}
-			break
+			return
 		}
 		if failedKeys == nil {
 			failedKeys = make(map[string]bool)
 		}
 		failedKeys[key] = true
 	}
-	return be.Err()
 }

@@ -219,45 +219,30 @@ func (s *Sink) Write(ctx context.Context, batch []*ferry.Event) error {
 		return sink.Retryable(sink.ErrNotConnected)
 	}
 	be := sink.NewBatchError(len(batch))
-	var failedKeys map[string]bool
 	var (
 		wg        sync.WaitGroup
-		mu        sync.Mutex // guards be, pending and abandoned against the callbacks
+		mu        sync.Mutex // guards pending and abandoned against the callbacks
 		abandoned bool
 		pending   = make([]bool, len(batch))
 	)
-	for i, ev := range batch {
-		if err := ctx.Err(); err != nil {
-			for j := i; j < len(batch); j++ {
-				be.Set(j, sink.Retryable(err))
-			}
-			break
-		}
-		key := sink.KeyOf(ev)
-		if failedKeys[key] {
-			be.Set(i, sink.Retryable(sink.ErrSkipped))
-			continue
-		}
+	sink.Submit(ctx, batch, be, func(i int, ev *ferry.Event) error {
 		rec, err := s.record(ev)
-		if err == nil && s.cfg.fault != nil {
-			if ferr := s.cfg.fault(ev); ferr != nil {
-				err = classify(ev, s.cfg.topic, ferr)
-			}
-		}
 		if err != nil {
-			be.Set(i, err)
-			if failedKeys == nil {
-				failedKeys = make(map[string]bool)
+			return err
+		}
+		if s.cfg.fault != nil {
+			if err := s.cfg.fault(ev); err != nil {
+				return classify(ev, s.cfg.topic, err)
 			}
-			failedKeys[key] = true
-			continue
 		}
 		if s.cfg.noProduce {
-			continue
+			return nil
 		}
 		rctx, cancel := context.WithTimeout(ctx, s.cfg.timeout)
 		wg.Add(1)
+		mu.Lock()
 		pending[i] = true
+		mu.Unlock()
 		cl.Produce(rctx, rec, func(_ *kgo.Record, err error) {
 			defer wg.Done()
 			defer cancel()
@@ -271,7 +256,8 @@ func (s *Sink) Write(ctx context.Context, batch []*ferry.Event) error {
 				be.Set(i, classify(ev, s.cfg.topic, err))
 			}
 		})
-	}
+		return nil
+	})
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()
 	// The client fails a record on its context only when that is safe for

@@ -271,47 +271,18 @@ func TestForcedReplay(t *testing.T) {
 }
 
 // BenchmarkWrite produces batches of 100 events to the in-process cluster
-// and, as a baseline, does the same with the produce skipped; it prints
-// both rates and their ratio.
+// next to the no-op baseline (sinktest.Benchmark).
 func BenchmarkWrite(b *testing.B) {
 	c := startCluster(b, 4)
-	const batchSize = 100
-	rates := map[string]float64{}
-	run := func(name string, opts ...kafka.Option) {
-		b.Run(name, func(b *testing.B) {
-			s, err := kafka.New(c.ListenAddrs(), append([]kafka.Option{kafka.Topic(topic)}, opts...)...)
-			if err != nil {
-				b.Fatal(err)
-			}
-			ctx := context.Background()
-			if err := s.Connect(ctx); err != nil {
-				b.Fatal(err)
-			}
-			defer s.Close(ctx)
-			batch := make([]*ferry.Event, batchSize)
-			seq := 0
-			b.ResetTimer()
-			for i := 0; i < b.N; i++ {
-				b.StopTimer()
-				for j := range batch {
-					batch[j] = sinktest.NewEvent(seq, fmt.Sprintf("k%d", seq%32), 1)
-					seq++
-				}
-				b.StartTimer()
-				if err := s.Write(ctx, batch); err != nil {
-					b.Fatal(err)
-				}
-			}
-			b.StopTimer()
-			rate := float64(b.N*batchSize) / b.Elapsed().Seconds()
-			b.ReportMetric(rate, "events/s")
-			rates[name] = rate
-		})
-	}
-	run("noop", kafka.WithoutProduce())
-	run("kfake")
-	if rates["noop"] > 0 && rates["kfake"] > 0 {
-		fmt.Printf("kafka: kfake %.0f events/s, no-op %.0f events/s, ratio %.3f\n",
-			rates["kfake"], rates["noop"], rates["kfake"]/rates["noop"])
-	}
+	sinktest.Benchmark(b, "kafka", "kfake", func(b *testing.B, baseline bool) sink.Sink {
+		opts := []kafka.Option{kafka.Topic(topic)}
+		if baseline {
+			opts = append(opts, kafka.WithoutProduce())
+		}
+		s, err := kafka.New(c.ListenAddrs(), opts...)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return s
+	})
 }

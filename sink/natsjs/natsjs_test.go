@@ -243,47 +243,18 @@ func TestForcedReplay(t *testing.T) {
 }
 
 // BenchmarkWrite publishes batches of 100 events to the in-process server
-// and, as a baseline, does the same with the publish skipped; it prints
-// both rates and their ratio.
+// next to the no-op baseline (sinktest.Benchmark).
 func BenchmarkWrite(b *testing.B) {
 	br := startBroker(b)
-	const batchSize = 100
-	rates := map[string]float64{}
-	run := func(name string, opts ...natsjs.Option) {
-		b.Run(name, func(b *testing.B) {
-			s, err := natsjs.New(br.url, opts...)
-			if err != nil {
-				b.Fatal(err)
-			}
-			ctx := context.Background()
-			if err := s.Connect(ctx); err != nil {
-				b.Fatal(err)
-			}
-			defer s.Close(ctx)
-			batch := make([]*ferry.Event, batchSize)
-			seq := 0
-			b.ResetTimer()
-			for i := 0; i < b.N; i++ {
-				b.StopTimer()
-				for j := range batch {
-					batch[j] = sinktest.NewEvent(seq, fmt.Sprintf("k%d", seq%32), 1)
-					seq++
-				}
-				b.StartTimer()
-				if err := s.Write(ctx, batch); err != nil {
-					b.Fatal(err)
-				}
-			}
-			b.StopTimer()
-			rate := float64(b.N*batchSize) / b.Elapsed().Seconds()
-			b.ReportMetric(rate, "events/s")
-			rates[name] = rate
-		})
-	}
-	run("noop", natsjs.WithoutPublish())
-	run("jetstream")
-	if rates["noop"] > 0 && rates["jetstream"] > 0 {
-		fmt.Printf("natsjs: jetstream %.0f events/s, no-op %.0f events/s, ratio %.3f\n",
-			rates["jetstream"], rates["noop"], rates["jetstream"]/rates["noop"])
-	}
+	sinktest.Benchmark(b, "natsjs", "jetstream", func(b *testing.B, baseline bool) sink.Sink {
+		var opts []natsjs.Option
+		if baseline {
+			opts = append(opts, natsjs.WithoutPublish())
+		}
+		s, err := natsjs.New(br.url, opts...)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return s
+	})
 }

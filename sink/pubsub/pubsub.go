@@ -252,41 +252,24 @@ func (s *Sink) Write(ctx context.Context, batch []*ferry.Event) error {
 		return sink.Retryable(sink.ErrNotConnected)
 	}
 	be := sink.NewBatchError(len(batch))
-	var failedKeys map[string]bool
 	results := make([]*gps.PublishResult, len(batch))
 	orderingKeys := make([]string, len(batch))
-	for i, ev := range batch {
-		if err := ctx.Err(); err != nil {
-			for j := i; j < len(batch); j++ {
-				be.Set(j, sink.Retryable(err))
-			}
-			break
-		}
-		key := sink.KeyOf(ev)
-		if failedKeys[key] {
-			be.Set(i, sink.Retryable(sink.ErrSkipped))
-			continue
-		}
+	sink.Submit(ctx, batch, be, func(i int, ev *ferry.Event) error {
 		msg, err := s.message(ev)
-		if err == nil && s.cfg.fault != nil {
-			if ferr := s.cfg.fault(ev); ferr != nil {
-				err = classify(ev, s.topic, ferr)
-			}
-		}
 		if err != nil {
-			be.Set(i, err)
-			if failedKeys == nil {
-				failedKeys = make(map[string]bool)
+			return err
+		}
+		if s.cfg.fault != nil {
+			if err := s.cfg.fault(ev); err != nil {
+				return classify(ev, s.topic, err)
 			}
-			failedKeys[key] = true
-			continue
 		}
-		if s.cfg.noPublish {
-			continue
+		if !s.cfg.noPublish {
+			orderingKeys[i] = msg.OrderingKey
+			results[i] = pub.Publish(ctx, msg)
 		}
-		orderingKeys[i] = msg.OrderingKey
-		results[i] = pub.Publish(ctx, msg)
-	}
+		return nil
+	})
 	// The client gives up on a publish after PublishSettings.Timeout; wait
 	// a grace longer for its verdict, then report what is still pending
 	// as unacknowledged (retryable, possibly delivered later: a duplicate

@@ -445,49 +445,20 @@ func TestForcedReplay(t *testing.T) {
 	}
 }
 
-// BenchmarkWrite publishes batches of 100 events to pstest and, as a
-// baseline, does the same with the publish skipped; it prints both rates
-// and their ratio.
+// BenchmarkWrite publishes batches of 100 events to pstest next to the
+// no-op baseline (sinktest.Benchmark).
 func BenchmarkWrite(b *testing.B) {
 	srv := startServer(b)
-	const batchSize = 100
-	rates := map[string]float64{}
-	run := func(name string, opts ...pubsub.Option) {
-		b.Run(name, func(b *testing.B) {
-			s, err := pubsub.New(project, topicID, append([]pubsub.Option{pubsub.Emulator(srv.Addr)}, opts...)...)
-			if err != nil {
-				b.Fatal(err)
-			}
-			ctx := context.Background()
-			if err := s.Connect(ctx); err != nil {
-				b.Fatal(err)
-			}
-			defer s.Close(ctx)
-			batch := make([]*ferry.Event, batchSize)
-			seq := 0
-			b.ResetTimer()
-			for i := 0; i < b.N; i++ {
-				b.StopTimer()
-				for j := range batch {
-					batch[j] = sinktest.NewEvent(seq, fmt.Sprintf("k%d", seq%32), 1)
-					seq++
-				}
-				b.StartTimer()
-				if err := s.Write(ctx, batch); err != nil {
-					b.Fatal(err)
-				}
-			}
-			b.StopTimer()
-			rate := float64(b.N*batchSize) / b.Elapsed().Seconds()
-			b.ReportMetric(rate, "events/s")
-			rates[name] = rate
-			srv.ClearMessages()
-		})
-	}
-	run("noop", pubsub.WithoutPublish())
-	run("pstest")
-	if rates["noop"] > 0 && rates["pstest"] > 0 {
-		fmt.Printf("pubsub: pstest %.0f events/s, no-op %.0f events/s, ratio %.3f\n",
-			rates["pstest"], rates["noop"], rates["pstest"]/rates["noop"])
-	}
+	sinktest.Benchmark(b, "pubsub", "pstest", func(b *testing.B, baseline bool) sink.Sink {
+		opts := []pubsub.Option{pubsub.Emulator(srv.Addr)}
+		if baseline {
+			opts = append(opts, pubsub.WithoutPublish())
+		}
+		s, err := pubsub.New(project, topicID, opts...)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(srv.ClearMessages)
+		return s
+	})
 }

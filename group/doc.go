@@ -37,6 +37,12 @@
 //   - Control events (drop, rename, dropDatabase, invalidate) have no
 //     documentKey; every partition sees them and applies the invalidate
 //     policy, and partition 0 hands them to the handler (see package ferry).
+//   - Lost history: with ferry.OnHistoryLost(ferry.HistoryLostBackfill) a
+//     partition whose checkpoint fell off the oplog rescans its own slice of
+//     the source, under its lease and delivery mode. Its sweeper (what the
+//     scan did not touch) must be given per partition with Sweeper, not
+//     through Consumer(ferry.WithSweeper(...)): a shared sweeper does not
+//     know which partition swept, and would delete the others' documents.
 //   - Leaving: on cancellation a member drains, checkpoints and releases its
 //     leases, so others take over at once instead of waiting for expiry.
 //   - Repartition changes the partition count explicitly, with the group

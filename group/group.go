@@ -60,6 +60,7 @@ type config struct {
 	leaseOpts   []lease.Option
 	drain       time.Duration
 	ledgerStore *ledger.Store
+	sweeper     func(partition, partitions int) ferry.Sweeper
 }
 
 // Option configures a Group.
@@ -87,6 +88,20 @@ func StateDatabase(db *mongo.Database) Option { return func(c *config) { c.state
 // DeadLetters itself.
 func Consumer(opts ...ferry.Option) Option {
 	return func(c *config) { c.consumer = append(c.consumer, opts...) }
+}
+
+// Sweeper sets the sweeper of each partition's backfill (see
+// ferry.WithSweeper and ferry.OnHistoryLost): f is called with the
+// partition and the partition count each time this member starts a
+// partition. A backfill scans only its own partition, so its sweep must
+// only remove that partition's documents; a sweeper passed through
+// Consumer(ferry.WithSweeper(...)) is shared by every partition, does not
+// know which one is sweeping, and (with more than one partition) would
+// delete the documents other partitions wrote before the scan began.
+// The group checks that the lease is still provably valid before each
+// sweep. mongoproj.Sink.SweepPartition fits.
+func Sweeper(f func(partition, partitions int) ferry.Sweeper) Option {
+	return func(c *config) { c.sweeper = f }
 }
 
 // DeliveryMode sets the delivery mode (default AtLeastOnce).
@@ -342,6 +357,16 @@ func (g *Group) start(ctx context.Context, runs map[int]*running, p int, ended c
 	opts := append([]ferry.Option{}, cfg.consumer...)
 	opts = append(opts, ferry.Stream(cfg.name), ferry.Partition(p, cfg.partitions), ferry.Epoch(epoch),
 		ferry.Checkpoints(g.cps), ferry.DeadLetters(g.dlq), ferry.DrainTimeout(min(cfg.drain, cfg.ttl/2)))
+	if cfg.sweeper != nil {
+		if sweep := cfg.sweeper(p, cfg.partitions); sweep != nil {
+			opts = append(opts, ferry.WithSweeper(func(ctx context.Context, since time.Time) error {
+				if !held.Valid() {
+					return ferry.StopPartition(ErrLeaseLost)
+				}
+				return sweep(ctx, since)
+			}))
+		}
+	}
 	c, err := ferry.NewConsumer(g.client, g.wrap(held, p), opts...)
 	if err != nil {
 		g.log.Error("consumer", "partition", p, "err", err)

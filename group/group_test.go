@@ -540,3 +540,80 @@ func TestQuietPartitionsKeepTheirPlace(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// TestSweeperPerPartition: each partition's backfill calls the sweeper made
+// for that partition (a shared one would not know which partition it
+// sweeps), after its scan.
+func TestSweeperPerPartition(t *testing.T) {
+	c := newCluster(t)
+	const partitions = 3
+	ctx := context.Background()
+	for i := range 30 {
+		if _, err := c.source.Collection("c").InsertOne(ctx, bson.D{{Key: "_id", Value: i}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var mu sync.Mutex
+	swept := map[int]int{} // partition → sweeps
+	scanned := 0           // backfill events applied when the last sweep began
+	made := 0
+	g, err := group.New(c.client, c.handler,
+		group.Name("orders"), group.Partitions(partitions), group.MemberID("solo"), group.StateDatabase(c.state),
+		group.LeaseTTL(2*time.Second), group.RebalanceInterval(50*time.Millisecond),
+		group.Sweeper(func(p, n int) ferry.Sweeper {
+			mu.Lock()
+			made++
+			mu.Unlock()
+			if n != partitions {
+				t.Errorf("sweeper made for partition %d of %d, want of %d", p, n, partitions)
+			}
+			return func(context.Context, time.Time) error {
+				c.mu.Lock()
+				applied := len(c.applied)
+				c.mu.Unlock()
+				mu.Lock()
+				swept[p]++
+				scanned = applied
+				mu.Unlock()
+				return nil
+			}
+		}),
+		group.Consumer(ferry.WatchCollection(c.source.Name(), "c"), ferry.MaxAwaitTime(50*time.Millisecond),
+			ferry.StartAt(ferry.StartWithBackfill())))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- g.Run(rctx) }()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		mu.Lock()
+		n := len(swept)
+		mu.Unlock()
+		if n == partitions {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("swept partitions %v, want all %d", swept, partitions)
+		}
+		time.Sleep(10 * time.Millisecond) // polling the sweeps
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for p, k := range swept {
+		if k != 1 {
+			t.Errorf("partition %d swept %d times, want once", p, k)
+		}
+	}
+	if made != partitions {
+		t.Errorf("%d sweepers made, want one per partition (%d)", made, partitions)
+	}
+	if scanned != 30 {
+		t.Errorf("%d documents backfilled before the last sweep, want all 30", scanned)
+	}
+}

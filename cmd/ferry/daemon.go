@@ -124,11 +124,12 @@ func runDaemon(ctx context.Context, args []string, stdoutW, stderr io.Writer) er
 			return fmt.Errorf("streams[%d]: %w", i, err)
 		}
 		copts = append(copts, ferry.WithHooks(m), ferry.Logger(log))
-		if p, ok := s.(*mongoproj.Sink); ok {
-			copts = append(copts, ferry.WithSweeper(p.Sweep)) // a backfill removes what it did not touch
-		}
+		proj, _ := s.(*mongoproj.Sink)
 		h := sink.Handler(s)
 		if cfg.State.Bolt != nil {
+			if proj != nil {
+				copts = append(copts, ferry.WithSweeper(proj.Sweep)) // a backfill removes what it did not touch
+			}
 			store, err := boltstore.Open(cfg.State.Bolt.Path)
 			if err != nil {
 				return fmt.Errorf("state.bolt.path: %w", err)
@@ -147,6 +148,10 @@ func runDaemon(ctx context.Context, args []string, stdoutW, stderr io.Writer) er
 		}
 		gopts := append(st.GroupOptions(), group.StateDatabase(stateClient.Database(cfg.State.Database)),
 			group.Consumer(copts...), group.Logger(log))
+		if proj != nil {
+			// Each partition's backfill sweeps only its own documents.
+			gopts = append(gopts, group.Sweeper(proj.SweepPartition))
+		}
 		g, err := group.New(client, h, gopts...)
 		if err != nil {
 			return fmt.Errorf("streams[%d]: %w", i, err)

@@ -379,17 +379,8 @@ streams:
 	ctx := context.Background()
 	// Collections written inside transactions exist beforehand.
 	_ = client.Database("readmodel").CreateCollection(ctx, "orders")
-	var out, errOut syncBuffer
-	rctx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- runDaemon(rctx, []string{"-c", cfgPath}, &out, &errOut) }()
-	waitFor(t, func() string {
-		n, _ := client.Database("ferry_state").Collection("checkpoints").CountDocuments(ctx, bson.D{{Key: "token", Value: bson.D{{Key: "$ne", Value: nil}}}})
-		if n >= 2 {
-			return "ok"
-		}
-		return ""
-	})
+	run := startRun(t, cfgPath)
+	run.waitStarted(t, client, "ferry_state", 2)
 	src := client.Database("shop").Collection("orders")
 	for i := range 20 {
 		if _, err := src.InsertOne(ctx, bson.D{{Key: "_id", Value: i}, {Key: "v", Value: i}}); err != nil {
@@ -416,8 +407,5 @@ streams:
 	if ledger != 41 { // 20 inserts, 20 updates, 1 delete
 		t.Fatalf("ledger holds %d entries, want 41", ledger)
 	}
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	run.stop(t)
 }

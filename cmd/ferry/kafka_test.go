@@ -122,17 +122,6 @@ func (r *kafkaReader) total() int64 {
 	return sum
 }
 
-// stopped fails the test if the daemon started with runDaemon has
-// returned, rather than waiting for what will not come.
-func stopped(t *testing.T, done <-chan error, stderr *syncBuffer) {
-	t.Helper()
-	select {
-	case err := <-done:
-		t.Fatalf("the daemon stopped: %v\n%s", err, stderr.String())
-	default:
-	}
-}
-
 // headers returns a record's headers by name, each with all its values.
 func headers(rec *kgo.Record) map[string][]string {
 	h := map[string][]string{}
@@ -170,25 +159,14 @@ streams:
         client_id: ferry-e2e
 `)
 	ctx := context.Background()
-	var out, errOut syncBuffer
-	rctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- runDaemon(rctx, []string{"-c", cfgPath}, &out, &errOut) }()
+	run := startRun(t, cfgPath)
 	client, err := mongo.Connect(options.Client().ApplyURI(srv.URI()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer client.Disconnect(ctx)
 	// Both partitions record their start position before reading.
-	waitFor(t, func() string {
-		stopped(t, done, &errOut)
-		n, _ := client.Database("ferry").Collection("checkpoints").CountDocuments(ctx, bson.D{{Key: "token", Value: bson.D{{Key: "$ne", Value: nil}}}})
-		if n >= 2 {
-			return "ok"
-		}
-		return ""
-	})
+	run.waitStarted(t, client, "ferry", 2)
 	coll := client.Database("shop").Collection("orders")
 	for i := range int32(inserts) {
 		if _, err := coll.InsertOne(ctx, bson.D{{Key: "_id", Value: i}, {Key: "v", Value: 0}}); err != nil {
@@ -207,10 +185,7 @@ streams:
 	}
 	r := newKafkaReader(t, kc, partitions)
 	recs := r.read(changes)
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatalf("run: %v\n%s", err, errOut.String())
-	}
+	run.stop(t)
 	// The daemon has stopped (its sink flushed and closed): nothing more
 	// can arrive, so the topic's size is final.
 	if n := r.total(); n != changes || len(recs) != changes {
@@ -423,23 +398,16 @@ func TestKafkaSecretsNeverShown(t *testing.T) {
 	}
 
 	// The right password: the daemon runs (its sink connected) until stopped.
-	var rout, rerr syncBuffer
-	rctx, cancel = context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- runDaemon(rctx, []string{"-c", cfgPath}, &rout, &rerr) }()
+	d := startRun(t, cfgPath)
 	waitFor(t, func() string {
-		stopped(t, done, &rerr)
-		if regexp.MustCompile(`"msg":"listening"`).MatchString(rerr.String()) {
+		d.alive(t)
+		if regexp.MustCompile(`"msg":"listening"`).MatchString(d.errOut.String()) {
 			return "ok"
 		}
 		return ""
 	})
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatalf("run with the right SASL password: %v", err)
-	}
-	all.WriteString(rout.String() + rerr.String())
+	d.stop(t)
+	all.WriteString(d.out.String() + d.errOut.String())
 
 	if strings.Contains(all.String(), password) {
 		t.Fatalf("the SASL password appeared in ferry's output:\n%s", all.String())

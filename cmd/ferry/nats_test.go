@@ -53,22 +53,13 @@ streams:
     delivery: {mode: idempotent}
     sink: {nats: {url: "`+ns.ClientURL()+`"}}
 `)
-	var out, errOut syncBuffer
-	rctx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- runDaemon(rctx, []string{"-c", cfgPath}, &out, &errOut) }()
+	run := startRun(t, cfgPath)
 	client, err := mongo.Connect(options.Client().ApplyURI(srv.URI()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer client.Disconnect(ctx)
-	waitFor(t, func() string {
-		n, _ := client.Database("ferry").Collection("checkpoints").CountDocuments(ctx, bson.D{{Key: "token", Value: bson.D{{Key: "$ne", Value: nil}}}})
-		if n >= 1 {
-			return "ok"
-		}
-		return ""
-	})
+	run.waitStarted(t, client, "ferry", 1)
 	for i := range 25 {
 		if _, err := client.Database("shop").Collection("orders").InsertOne(ctx, bson.D{{Key: "_id", Value: i}}); err != nil {
 			t.Fatal(err)
@@ -81,10 +72,7 @@ streams:
 		}
 		return ""
 	})
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	run.stop(t)
 	info, _ := stream.Info(ctx)
 	if info.State.Msgs != 25 {
 		t.Fatalf("stream holds %d messages, want 25", info.State.Msgs)

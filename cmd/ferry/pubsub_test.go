@@ -37,22 +37,13 @@ streams:
     delivery: {mode: idempotent}
     sink: {pubsub: {project: ferry-test, topic: orders, emulator: "`+ps.Addr+`"}}
 `)
-	var out, errOut syncBuffer
-	rctx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- runDaemon(rctx, []string{"-c", cfgPath}, &out, &errOut) }()
+	run := startRun(t, cfgPath)
 	client, err := mongo.Connect(options.Client().ApplyURI(srv.URI()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer client.Disconnect(ctx)
-	waitFor(t, func() string {
-		n, _ := client.Database("ferry").Collection("checkpoints").CountDocuments(ctx, bson.D{{Key: "token", Value: bson.D{{Key: "$ne", Value: nil}}}})
-		if n >= 2 {
-			return "ok"
-		}
-		return ""
-	})
+	run.waitStarted(t, client, "ferry", 2)
 	orders := client.Database("shop").Collection("orders")
 	const inserts, updates, deletes = 20, 8, 4
 	for i := range inserts {
@@ -72,15 +63,13 @@ streams:
 	}
 	const changes = inserts + updates + deletes
 	waitFor(t, func() string {
+		run.alive(t)
 		if len(ps.Messages()) >= changes {
 			return "ok"
 		}
 		return ""
 	})
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	run.stop(t)
 	msgs := ps.Messages()
 	if len(msgs) != changes {
 		t.Fatalf("the topic holds %d messages, want %d", len(msgs), changes)

@@ -8,6 +8,10 @@
 //		ferry.FullDocument("updateLookup"),
 //		ferry.WithSweeper(s.Sweep), ...)
 //
+// In a consumer group with more than one partition, each partition
+// backfills only its slice: give the group the per-partition sweeper,
+// group.Sweeper(s.SweepPartition), not ferry.WithSweeper(s.Sweep).
+//
 // # What each event does
 //
 //	operation                 effect on the target
@@ -60,7 +64,8 @@
 //     them. Sweep(ctx, since), a ferry.Sweeper, then deletes every target
 //     document not written since the scan began (documents deleted while
 //     the history was lost, stale tombstones, documents the sink never
-//     wrote).
+//     wrote); SweepPartition(p, n) does the same for the documents of one
+//     partition only, for partitioned streams.
 //   - Done means acknowledged: Write returns nil only after the server
 //     acknowledged the write (with the collection's write concern).
 //

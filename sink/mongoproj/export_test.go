@@ -7,3 +7,9 @@ import "github.com/ferry-io/ferry"
 func WithFault(fault func(*ferry.Event) error) Option {
 	return func(c *config) error { c.fault = fault; return nil }
 }
+
+// WithoutWrite makes the sink do everything but the update command (the
+// benchmark's baseline).
+func WithoutWrite() Option {
+	return func(c *config) error { c.noWrite = true; return nil }
+}

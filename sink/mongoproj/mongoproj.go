@@ -22,8 +22,9 @@ const Field = "_ferry"
 type Option func(*config) error
 
 type config struct {
-	index bool
-	fault func(*ferry.Event) error // tests: fail an event before writing it
+	index   bool
+	fault   func(*ferry.Event) error // tests: fail an event before writing it
+	noWrite bool                     // tests: build every write but skip the update (a benchmark's baseline)
 }
 
 // NoIndex stops Connect from creating the index on _ferry.at that Sweep
@@ -102,19 +103,51 @@ func (s *Sink) Write(ctx context.Context, batch []*ferry.Event) error {
 // Sweep deletes the target documents not written since since: after a
 // backfill scan that began at since, those are the documents deleted from
 // the source while its history was lost, stale tombstones, and documents
-// the sink never wrote. It is a ferry.Sweeper.
+// the sink never wrote. It is a ferry.Sweeper for an unpartitioned stream
+// (one consumer, or a group of one partition): a partitioned consumer's
+// backfill scans only its partition, and Sweep would also delete every
+// other partition's documents written before that scan began. Partitioned
+// streams use SweepPartition.
 func (s *Sink) Sweep(ctx context.Context, since time.Time) error {
+	return s.sweep(ctx, since, 0, 1)
+}
+
+var _ ferry.Sweeper = (*Sink)(nil).Sweep
+
+// SweepPartition returns the Sweeper for partition p of n: like Sweep, but
+// it deletes only the documents whose _id falls in that partition (the
+// same $toHashedIndexKey filter the stream and the backfill scan use), so
+// one partition's backfill leaves the others' documents alone. Its
+// signature fits group.Sweeper:
+//
+//	group.New(client, sink.Handler(s), group.Partitions(8), group.Sweeper(s.SweepPartition), ...)
+func (s *Sink) SweepPartition(p, n int) ferry.Sweeper {
+	return func(ctx context.Context, since time.Time) error { return s.sweep(ctx, since, p, n) }
+}
+
+func (s *Sink) sweep(ctx context.Context, since time.Time, p, n int) error {
 	if !s.connected.Load() {
 		return sink.ErrNotConnected
 	}
-	_, err := s.target.DeleteMany(ctx, bson.D{{Key: Field + ".at", Value: bson.D{{Key: "$not", Value: bson.D{{Key: "$gte", Value: since}}}}}})
+	filter := bson.D{{Key: Field + ".at", Value: bson.D{{Key: "$not", Value: bson.D{{Key: "$gte", Value: since}}}}}}
+	if n > 1 {
+		if p < 0 || p >= n {
+			return fmt.Errorf("mongoproj: sweep %s: partition %d is out of range [0, %d)", s.ns(), p, n)
+		}
+		filter = append(filter, bson.E{Key: "$expr", Value: bson.D{{Key: "$eq", Value: bson.A{
+			bson.D{{Key: "$abs", Value: bson.D{{Key: "$mod", Value: bson.A{bson.D{{Key: "$toHashedIndexKey", Value: "$_id"}}, int64(n)}}}}},
+			int64(p),
+		}}}})
+	}
+	_, err := s.target.DeleteMany(ctx, filter)
 	if err != nil {
+		if n > 1 {
+			return fmt.Errorf("mongoproj: sweep partition %d of %d of %s: %w", p, n, s.ns(), err)
+		}
 		return fmt.Errorf("mongoproj: sweep %s: %w", s.ns(), err)
 	}
 	return nil
 }
-
-var _ ferry.Sweeper = (*Sink)(nil).Sweep
 
 // PurgeTombstones deletes the tombstones written before before and returns
 // how many. Purge only tombstones older than the consumer's checkpoint (no

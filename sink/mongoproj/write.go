@@ -60,6 +60,9 @@ func (s *Sink) apply(ctx context.Context, ev *ferry.Event) error {
 		return err
 	}
 	pipeline := bson.A{bson.D{{Key: "$replaceWith", Value: replacement}}}
+	if s.cfg.noWrite {
+		return nil
+	}
 	_, err = s.target.UpdateOne(ctx, bson.D{{Key: "_id", Value: id}}, pipeline, options.UpdateOne().SetUpsert(true))
 	if err != nil {
 		return classify(fmt.Errorf("mongoproj: %s of %s in %s: %w", ev.OperationType, shortID(ev), s.ns(), err))

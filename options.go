@@ -46,6 +46,22 @@ func StartNow() StartPosition { return StartPosition{kind: "now"} }
 // clusterTime >= t.
 func StartAtTime(t bson.Timestamp) StartPosition { return StartPosition{kind: "time", at: t} }
 
+// IsNow reports whether p is StartNow.
+func (p StartPosition) IsNow() bool { return p.kind == "now" || p.kind == "" }
+
+// StartOf returns the start position opts set: StartNow when none sets one.
+// A consumer group uses it to decide whether to give its partitions a
+// common origin (see package group).
+func StartOf(opts ...Option) StartPosition {
+	c := config{start: StartNow()}
+	for _, o := range opts {
+		if o != nil {
+			o.apply(&c)
+		}
+	}
+	return c.start
+}
+
 // StartWithBackfill scans the watched collections first, handing every
 // document to the handler as a backfill event, then streams from the point
 // the scan began.

@@ -274,6 +274,13 @@ func (r *runner) startPosition(ctx context.Context) (position, bool, error) {
 		if cp.Token != nil {
 			return position{resumeAfter: cp.Token}, false, nil
 		}
+		if !cp.ClusterTime.IsZero() {
+			// A start point without a token: a consumer group's common
+			// origin (package group seeds every partition with it), so
+			// every partition starts there however late it first opens.
+			t := cp.ClusterTime
+			return position{startAt: &t}, false, nil
+		}
 	}
 	switch cfg.start.kind {
 	case "time":

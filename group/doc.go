@@ -37,6 +37,13 @@
 //   - Control events (drop, rename, dropDatabase, invalidate) have no
 //     documentKey; every partition sees them and applies the invalidate
 //     policy, and partition 0 hands them to the handler (see package ferry).
+//   - One origin: a new group (consumer options starting at StartNow, the
+//     default) records the source's cluster time as the start of every
+//     partition that has no checkpoint yet, before any member runs a
+//     partition. A partition that first opens late (its member slow to
+//     start, a hand-off before the first owner opened it) still delivers
+//     every event written since the group started. An origin that has
+//     fallen off the oplog by then is lost history, handled like any other.
 //   - Lost history: with ferry.OnHistoryLost(ferry.HistoryLostBackfill) a
 //     partition whose checkpoint fell off the oplog rescans its own slice of
 //     the source, under its lease and delivery mode. Its sweeper (what the

@@ -242,6 +242,14 @@ func (g *Group) Run(ctx context.Context) error {
 		}
 		cfg.ledgerStore = l
 	}
+	if ferry.StartOf(cfg.consumer...).IsNow() {
+		if err := g.seedOrigin(ctx); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+	}
 	for {
 		member, err := g.leases.Join(ctx, cfg.name, cfg.memberID, nil)
 		if err != nil {

@@ -617,3 +617,70 @@ func TestSweeperPerPartition(t *testing.T) {
 		t.Errorf("%d documents backfilled before the last sweep, want all 30", scanned)
 	}
 }
+
+// TestGroupOriginCoversLateStart holds two partitions' leases outside the
+// group while a new group starts and events are written, so those
+// partitions first open their streams only after the writes. They still
+// deliver every event written after the group started: every partition
+// starts at the group's common origin, not at its own first open.
+func TestGroupOriginCoversLateStart(t *testing.T) {
+	c := newCluster(t)
+	const partitions = 4
+	ctx := context.Background()
+	ls, err := lease.New(c.state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var blocked []*lease.Held
+	for _, p := range []int{1, 3} {
+		h, err := ls.Hold(ctx, "orders", p, "outsider", time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		blocked = append(blocked, h)
+	}
+	c.join("m0", partitions)
+	// The member runs the two free partitions, whose streams are open
+	// (their start is recorded as a token).
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		n, err := c.state.Collection("checkpoints").CountDocuments(ctx, bson.D{{Key: "token", Value: bson.D{{Key: "$ne", Value: nil}}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 2 && len(c.members["m0"].g.Owned()) == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d checkpoints, owned %v", n, c.members["m0"].g.Owned())
+		}
+		time.Sleep(10 * time.Millisecond) // polling interval
+	}
+	const writes = 80
+	for i := range writes {
+		if _, err := c.source.Collection("c").InsertOne(ctx, bson.D{{Key: "_id", Value: i}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, h := range blocked {
+		if err := h.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline = time.Now().Add(30 * time.Second)
+	for {
+		c.mu.Lock()
+		n := len(c.applied)
+		c.mu.Unlock()
+		if n == writes {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d events applied: partitions that opened late missed the writes before their first open", n, writes)
+		}
+		time.Sleep(10 * time.Millisecond) // polling interval
+	}
+	if owned := c.members["m0"].g.Owned(); len(owned) != partitions {
+		t.Errorf("m0 owns %v, want all %d partitions", owned, partitions)
+	}
+}

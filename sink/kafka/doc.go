@@ -34,14 +34,17 @@
 //     with sink.ErrSkipped (retryable). An event the broker rejects may be
 //     followed by a later record of the same document that was already in
 //     flight; that one is reported as it really went (delivered or not).
-//   - No duplicates within one producer session: the idempotent producer
+//   - No duplicates from the client's own retries: the idempotent producer
 //     numbers its records, and the broker drops a retried batch it already
-//     wrote.
+//     wrote. A record reported failed after Timeout may still be written
+//     later (see Failures), so ferry's retry can duplicate it even within
+//     one session.
 //   - Duplicates across sessions are possible: a replay after a crash
 //     between the broker's ack and ferry's checkpoint, or after a lease
 //     takeover, comes from a new producer id, which the broker cannot tie to
 //     the first write, so the topic holds such events twice (with the same
-//     ferry-event-id, key, epoch and value). Receivers de-duplicate on the
+//     ferry-event-id, key and value; ferry-epoch is the new owner's after a
+//     takeover). Receivers de-duplicate on the
 //     ferry-event-id header (keep the ids they applied, in the same
 //     transaction as the effect or as a unique key); ferry-epoch tells an
 //     older lease holder's write from a newer one's.

@@ -43,8 +43,8 @@
 //     de-duplication. A replay after a crash between Pub/Sub's ack and
 //     ferry's checkpoint, after a lease takeover, or after a publish the
 //     client retried internally (its ack was lost) is stored as a second
-//     message with a new message id and the same ferry-event-id, data,
-//     ordering key and epoch. That is within Pub/Sub's at-least-once
+//     message with a new message id and the same ferry-event-id, data and
+//     ordering key (ferry-epoch is the new owner's after a takeover). That is within Pub/Sub's at-least-once
 //     contract; receivers drop such duplicates by ferry-event-id.
 //   - Failures: a message above Pub/Sub's request limit
 //     (pubsub.ErrOversizedMessage), a request Pub/Sub rejects as invalid

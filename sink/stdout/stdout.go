@@ -9,7 +9,8 @@
 // returned without error; a write error fails the event retryably (and the
 // later events of its document in the batch). An event whose BSON cannot be
 // rendered as Extended JSON fails permanently. The id is the idempotency key:
-// a replayed event produces an identical line.
+// a replayed event produces a line with the same id and event (its epoch is
+// the new owner's after a lease takeover).
 package stdout
 
 import (

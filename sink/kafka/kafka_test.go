@@ -131,26 +131,7 @@ func TestTooLargeIsPermanent(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close(ctx)
-	evs := []*ferry.Event{sinktest.NewEvent(1, "a", 1), sinktest.NewEvent(2, "b", 1)}
-	// Pad the second event's raw document above 2048 bytes.
-	big, err := bson.Marshal(bson.D{{Key: "_id", Value: evs[1].Token}, {Key: "pad", Value: strings.Repeat("x", 4096)}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	evs[1].Raw = big
-	errs := sink.Errors(s.Write(ctx, evs), len(evs))
-	if errs[0] != nil {
-		t.Errorf("small event: %v", errs[0])
-	}
-	if errs[1] == nil || sink.IsRetryable(errs[1]) || !errors.Is(errs[1], kerr.MessageTooLarge) {
-		t.Errorf("too large event: %v, want a permanent MessageTooLarge", errs[1])
-	}
-	if err := sink.Handler(s)(ctx, evs[1]); !errors.Is(err, ferry.ErrPermanent) {
-		t.Errorf("Handler = %v, want ferry.Permanent", err)
-	}
-	if got := r.Received(); len(got) != 1 || got[0].EventID != evs[0].ID() {
-		t.Errorf("topic holds %d records, want only the small event", len(got))
-	}
+	sinktest.CheckTooLarge(t, s, r, 4096, kerr.MessageTooLarge)
 }
 
 func TestBrokerDownIsRetryable(t *testing.T) {

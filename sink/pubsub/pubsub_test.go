@@ -210,25 +210,7 @@ func TestOversizedIsPermanent(t *testing.T) {
 	if err := s.Connect(ctx); err != nil {
 		t.Fatal(err)
 	}
-	evs := []*ferry.Event{sinktest.NewEvent(1, "a", 1), sinktest.NewEvent(2, "b", 1)}
-	big, err := bson.Marshal(bson.D{{Key: "_id", Value: evs[1].Token}, {Key: "pad", Value: strings.Repeat("x", 11<<20)}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	evs[1].Raw = big
-	errs := sink.Errors(s.Write(ctx, evs), len(evs))
-	if errs[0] != nil {
-		t.Errorf("small event: %v", errs[0])
-	}
-	if errs[1] == nil || sink.IsRetryable(errs[1]) || !errors.Is(errs[1], gps.ErrOversizedMessage) {
-		t.Errorf("oversized event: %v, want a permanent ErrOversizedMessage", errs[1])
-	}
-	if err := sink.Handler(s)(ctx, evs[1]); !errors.Is(err, ferry.ErrPermanent) {
-		t.Errorf("Handler = %v, want ferry.Permanent", err)
-	}
-	if got := r.Received(); len(got) != 1 || got[0].EventID != evs[0].ID() {
-		t.Errorf("the topic holds %d messages, want only the small event", len(got))
-	}
+	sinktest.CheckTooLarge(t, s, r, 11<<20, gps.ErrOversizedMessage)
 }
 
 // TestServerErrors has the server fail every publish: PermissionDenied is

@@ -5,8 +5,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/ferry-io/ferry"
 	"github.com/ferry-io/ferry/sink"
@@ -329,5 +332,34 @@ func testPerKeyOrder(t *testing.T, s sink.Sink, r Receiver) {
 		if len(seqs) != perKey || !sortedRuns(seqs, 1) {
 			t.Errorf("key %s: arrival order %v, want %d events in ascending order", key, seqs, perKey)
 		}
+	}
+}
+
+// CheckTooLarge writes a small event and one whose raw document is padded
+// with pad bytes, above what the destination accepts: the sink must report
+// the big one permanent (wrapping want, the destination's own error), so
+// Handler dead-letters it at once, and deliver the small one. s must be
+// connected; r is its receiver.
+func CheckTooLarge(t *testing.T, s sink.Sink, r Receiver, pad int, want error) {
+	t.Helper()
+	ctx := context.Background()
+	evs := []*ferry.Event{NewEvent(1, "a", 1), NewEvent(2, "b", 1)}
+	big, err := bson.Marshal(bson.D{{Key: "_id", Value: evs[1].Token}, {Key: "pad", Value: strings.Repeat("x", pad)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs[1].Raw = big
+	errs := sink.Errors(s.Write(ctx, evs), len(evs))
+	if errs[0] != nil {
+		t.Errorf("small event: %v", errs[0])
+	}
+	if errs[1] == nil || sink.IsRetryable(errs[1]) || !errors.Is(errs[1], want) {
+		t.Errorf("too large event: %v, want a permanent error wrapping %v", errs[1], want)
+	}
+	if err := sink.Handler(s)(ctx, evs[1]); !errors.Is(err, ferry.ErrPermanent) {
+		t.Errorf("Handler = %v, want ferry.Permanent", err)
+	}
+	if got := r.Received(); len(got) != 1 || got[0].EventID != evs[0].ID() {
+		t.Errorf("the destination holds %d deliveries, want only the small event", len(got))
 	}
 }

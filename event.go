@@ -24,11 +24,12 @@ func (n Namespace) String() string {
 // Event is one change handed to the handler. Its fields are decoded from
 // Raw; the handler must not modify the byte slices.
 type Event struct {
-	// Token is the event's resume token (its _id), opaque.
+	// Token is the event's resume token (its _id), opaque; nil for a
+	// backfill event.
 	Token bson.Raw
 	// OperationType is insert, update, replace, delete, drop, rename,
-	// dropDatabase, ... or "backfill" for documents handed over by a
-	// backfill scan.
+	// dropDatabase, ... or "backfill" (OperationBackfill) for documents
+	// handed over by a backfill scan.
 	OperationType            string
 	Namespace                Namespace
 	DocumentKey              bson.Raw
@@ -37,7 +38,9 @@ type Event struct {
 	UpdateDescription        bson.Raw
 	ClusterTime              bson.Timestamp
 	WallTime                 time.Time
-	// Raw is the whole change event as the server sent it.
+	// Raw is the whole change event as the server sent it; for a backfill
+	// event, the scanned document (also FullDocument), whose DocumentKey is
+	// {_id: document._id}.
 	Raw bson.Raw
 	// Partition and Epoch identify the lease the event is applied under.
 	Partition int
@@ -70,8 +73,10 @@ func EventID(token bson.Raw) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// ParseEvent decodes a raw change event (as stored in a dead-letter entry,
-// for instance) into an Event for partition and epoch.
+// ParseEvent decodes a raw change event into an Event for partition and
+// epoch. It reads change events only: a backfill event's Raw is the bare
+// source document, which has no resume token. To rebuild the event of a
+// dead-letter entry, of either kind, use DeadLetterEvent.
 func ParseEvent(raw bson.Raw, partition int, epoch int64) (*Event, error) {
 	return decodeEvent(raw, partition, epoch)
 }

@@ -8,7 +8,6 @@ import (
 	"runtime/debug"
 	"time"
 
-	"github.com/ferry-io/ferry/deadletter"
 	"github.com/ferry-io/ferry/mongoerr"
 )
 
@@ -90,9 +89,7 @@ func (r *runner) process(it *item) {
 			cfg.name, cfg.partition, shortID(ev.ID()), ev.OperationType, ev.Namespace, ev.Attempt, lastErr)})
 		return
 	}
-	entry := deadletter.Entry{Stream: cfg.name, Partition: cfg.partition, EventID: ev.ID(), Operation: ev.OperationType,
-		Namespace: ev.Namespace.String(), Event: ev.Raw, Error: lastErr.Error(), Attempts: ev.Attempt,
-		FirstAt: first.UTC(), LastAt: time.Now().UTC(), Epoch: ev.Epoch}
+	entry := deadLetterEntry(cfg.name, ev, lastErr, ev.Attempt, first, time.Now())
 	backoff = cfg.backoffMin
 	for {
 		err := cfg.dlq.Put(ctx, entry)

@@ -1,6 +1,21 @@
 // Package deadletter keeps the events a Ferry consumer gave up on: each
-// entry records the event (its raw change document), the last error, how
-// many attempts were made and when, so an operator can list and replay it.
+// entry records the event (its raw document), the last error, how many
+// attempts were made and when, so an operator can list and replay it.
+//
+// An entry holds one of two kinds of event (Kind):
+//
+//   - KindChange: Event is the change event as the server sent it; its
+//     _id is the resume token, from which the event id is derived.
+//   - KindBackfill: Event is a source document a backfill scan read, handed
+//     to the handler as operation "backfill". It has no resume token: its
+//     event id (derived from the scan's start marker) is only in EventID,
+//     and its namespace only in Namespace ("db.coll"). DocumentKey is
+//     {_id: <the document's _id>}.
+//
+// ferry.DeadLetterEvent turns an entry back into the event the handler saw,
+// with the same event id, for either kind. Entries written before Kind and
+// DocumentKey were recorded have neither; Operation "backfill" then marks a
+// backfill entry, and its DocumentKey is taken from the document's _id.
 //
 // Guarantees: Put is idempotent per (stream, event id) — putting the same
 // event twice keeps one entry with the latest error and attempt count — so
@@ -22,19 +37,36 @@ import (
 // ErrNotFound is returned when an entry does not exist.
 var ErrNotFound = errors.New("deadletter: not found")
 
+// Kinds of entries (Entry.Kind).
+const (
+	KindChange   = "change"   // Event is a change event; its _id is the resume token
+	KindBackfill = "backfill" // Event is a document read by a backfill scan
+)
+
 // Entry is one dead-lettered event.
 type Entry struct {
-	Stream    string    `bson:"stream"`
-	Partition int       `bson:"partition"`
-	EventID   string    `bson:"eventId"`
-	Operation string    `bson:"operationType"`
-	Namespace string    `bson:"ns"`
-	Event     bson.Raw  `bson:"event"` // the change event as received
-	Error     string    `bson:"error"`
-	Attempts  int       `bson:"attempts"`
-	FirstAt   time.Time `bson:"firstAttemptAt"`
-	LastAt    time.Time `bson:"lastAttemptAt"`
-	Epoch     int64     `bson:"epoch"`
+	Stream    string `bson:"stream"`
+	Partition int    `bson:"partition"`
+	// EventID is the event id the handler saw (ferry.Event.ID).
+	EventID string `bson:"eventId"`
+	// Kind is KindChange or KindBackfill; empty in entries written before
+	// it was recorded (Operation "backfill" then means KindBackfill).
+	Kind      string `bson:"kind,omitempty"`
+	Operation string `bson:"operationType"`
+	// Namespace is "db.coll" (or "db" for a database-level event). A
+	// database name never contains a dot, so the first dot splits it.
+	Namespace string `bson:"ns"`
+	// DocumentKey is the event's documentKey; empty for control events and
+	// in entries written before it was recorded.
+	DocumentKey bson.Raw `bson:"documentKey,omitempty"`
+	// Event is the change event as received (KindChange) or the scanned
+	// document (KindBackfill).
+	Event    bson.Raw  `bson:"event"`
+	Error    string    `bson:"error"`
+	Attempts int       `bson:"attempts"`
+	FirstAt  time.Time `bson:"firstAttemptAt"`
+	LastAt   time.Time `bson:"lastAttemptAt"`
+	Epoch    int64     `bson:"epoch"`
 }
 
 // Store keeps dead-lettered events.
@@ -66,16 +98,34 @@ func (m *Mongo) Put(ctx context.Context, e Entry) error {
 	if len(e.Event) == 0 {
 		event = nil
 	}
-	_, err := m.coll.UpdateOne(ctx, bson.D{{Key: "_id", Value: entryID(e.Stream, e.EventID)}},
-		bson.D{
-			{Key: "$set", Value: bson.D{
-				{Key: "stream", Value: e.Stream}, {Key: "partition", Value: e.Partition},
-				{Key: "eventId", Value: e.EventID}, {Key: "operationType", Value: e.Operation},
-				{Key: "ns", Value: e.Namespace}, {Key: "event", Value: event}, {Key: "error", Value: e.Error},
-				{Key: "attempts", Value: e.Attempts}, {Key: "lastAttemptAt", Value: e.LastAt}, {Key: "epoch", Value: e.Epoch},
-			}},
-			{Key: "$setOnInsert", Value: bson.D{{Key: "firstAttemptAt", Value: e.FirstAt}}},
-		}, options.UpdateOne().SetUpsert(true))
+	set := bson.D{
+		{Key: "stream", Value: e.Stream}, {Key: "partition", Value: e.Partition},
+		{Key: "eventId", Value: e.EventID}, {Key: "operationType", Value: e.Operation},
+		{Key: "ns", Value: e.Namespace}, {Key: "event", Value: event}, {Key: "error", Value: e.Error},
+		{Key: "attempts", Value: e.Attempts}, {Key: "lastAttemptAt", Value: e.LastAt}, {Key: "epoch", Value: e.Epoch},
+	}
+	// The optional fields are set when known and removed otherwise, so a
+	// refreshed entry never keeps a stale value.
+	var unset bson.D
+	if e.Kind != "" {
+		set = append(set, bson.E{Key: "kind", Value: e.Kind})
+	} else {
+		unset = append(unset, bson.E{Key: "kind", Value: ""})
+	}
+	if len(e.DocumentKey) > 0 {
+		set = append(set, bson.E{Key: "documentKey", Value: e.DocumentKey})
+	} else {
+		unset = append(unset, bson.E{Key: "documentKey", Value: ""})
+	}
+	update := bson.D{
+		{Key: "$set", Value: set},
+		{Key: "$setOnInsert", Value: bson.D{{Key: "firstAttemptAt", Value: e.FirstAt}}},
+	}
+	if len(unset) > 0 {
+		update = append(update, bson.E{Key: "$unset", Value: unset})
+	}
+	_, err := m.coll.UpdateOne(ctx, bson.D{{Key: "_id", Value: entryID(e.Stream, e.EventID)}}, update,
+		options.UpdateOne().SetUpsert(true))
 	if err != nil {
 		return fmt.Errorf("deadletter: put %s: %w", e.EventID, err)
 	}

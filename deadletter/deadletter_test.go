@@ -27,8 +27,9 @@ func TestMongoStore(t *testing.T) {
 	ctx := context.Background()
 	raw, _ := bson.Marshal(bson.D{{Key: "operationType", Value: "insert"}})
 	t0 := time.Now().UTC().Truncate(time.Millisecond)
-	e := deadletter.Entry{Stream: "s", EventID: "e1", Operation: "insert", Namespace: "d.c", Event: raw,
-		Error: "boom", Attempts: 3, FirstAt: t0, LastAt: t0}
+	key, _ := bson.Marshal(bson.D{{Key: "_id", Value: 1}})
+	e := deadletter.Entry{Stream: "s", EventID: "e1", Kind: deadletter.KindChange, Operation: "insert", Namespace: "d.c",
+		DocumentKey: key, Event: raw, Error: "boom", Attempts: 3, FirstAt: t0, LastAt: t0}
 	if err := s.Put(ctx, e); err != nil {
 		t.Fatal(err)
 	}
@@ -44,8 +45,13 @@ func TestMongoStore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(got) != 1 || got[0].Error != "boom again" || got[0].Attempts != 5 || !got[0].FirstAt.Equal(t0) || string(got[0].Event) != string(raw) {
+	if len(got) != 1 || got[0].Error != "boom again" || got[0].Attempts != 5 || !got[0].FirstAt.Equal(t0) || string(got[0].Event) != string(raw) ||
+		got[0].Kind != deadletter.KindChange || string(got[0].DocumentKey) != string(key) {
 		t.Fatalf("List = %+v", got)
+	}
+	// An entry without an event, kind or documentKey lists with none.
+	if other, err := s.List(ctx, "other", 0); err != nil || len(other) != 1 || other[0].Event != nil || other[0].Kind != "" || other[0].DocumentKey != nil {
+		t.Fatalf("List(other) = %+v, %v", other, err)
 	}
 	if err := s.Put(ctx, deadletter.Entry{Stream: "s"}); err == nil {
 		t.Fatal("Put without an event id succeeded")

@@ -3,9 +3,11 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -311,6 +313,132 @@ streams:
 	}
 	if n, _ := client.Database("ferry").Collection("dlq").CountDocuments(ctx, bson.D{}); n != 0 {
 		t.Fatalf("%d dead letters left after a successful replay", n)
+	}
+}
+
+// webhookRequest is one POST a test receiver got.
+type webhookRequest struct {
+	id, idempotencyKey, body string
+	status                   int
+}
+
+// TestDLQReplayBackfill: backfill events (start_at: backfill) that the
+// webhook receiver rejects with 400 are dead-lettered; `ferry dlq replay`
+// re-delivers each as the same event — the scanned document as the body,
+// the same webhook-id and Idempotency-Key as the rejected attempt — and
+// clears the entries. One document has an ObjectId _id, one a document _id.
+func TestDLQReplayBackfill(t *testing.T) {
+	srv := mongotest.New(t)
+	client, err := mongo.Connect(options.Client().ApplyURI(srv.URI()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Disconnect(context.Background())
+	ctx := context.Background()
+	oid := bson.NewObjectID()
+	if _, err := client.Database("shop").Collection("orders").InsertMany(ctx, []any{
+		bson.D{{Key: "_id", Value: oid}, {Key: "v", Value: 1}},
+		bson.D{{Key: "_id", Value: bson.D{{Key: "tenant", Value: "a"}, {Key: "n", Value: 1}}}, {Key: "v", Value: 2}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var got []webhookRequest
+	accept := false
+	rejected := make(chan struct{}, 10)
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		status := http.StatusBadRequest
+		if accept {
+			status = http.StatusOK
+		}
+		got = append(got, webhookRequest{id: r.Header.Get("Webhook-Id"), idempotencyKey: r.Header.Get("Idempotency-Key"),
+			body: string(body), status: status})
+		mu.Unlock()
+		w.WriteHeader(status)
+		if status != http.StatusOK {
+			rejected <- struct{}{}
+		}
+	}))
+	defer hook.Close()
+	t.Setenv("FERRY_TEST_WEBHOOK_SECRET", "whsec_"+base64.StdEncoding.EncodeToString([]byte("replay-secret-replay-secret-32by")))
+	cfgPath := writeFile(t, `
+listen: 127.0.0.1:0
+state: {uri: "`+srv.URI()+`", database: ferry_state}
+streams:
+  - name: orders
+    source: {uri: "`+srv.URI()+`", scope: {collection: shop.orders}, start_at: backfill}
+    sink: {webhook: {url: "`+hook.URL+`/hook", secret: "${FERRY_TEST_WEBHOOK_SECRET}"}}
+`)
+	daemon := startRun(t, cfgPath)
+	for range 2 {
+		select {
+		case <-rejected:
+		case err := <-daemon.done:
+			t.Fatalf("ferry run stopped: %v\n%s", err, daemon.errOut.String())
+		case <-time.After(30 * time.Second):
+			t.Fatalf("the backfill events did not reach the receiver\n%s", daemon.errOut.String())
+		}
+	}
+	// A 400 is permanent: no retry, straight to the dead-letter store,
+	// before the drain on stop ends.
+	daemon.stop(t)
+	dlq := client.Database("ferry_state").Collection("dlq")
+	if n, _ := dlq.CountDocuments(ctx, bson.D{{Key: "operationType", Value: "backfill"}}); n != 2 {
+		t.Fatalf("%d backfill dead letters, want 2\n%s", n, daemon.errOut.String())
+	}
+	mu.Lock()
+	first := append([]webhookRequest(nil), got...)
+	accept = true
+	mu.Unlock()
+	if len(first) != 2 {
+		t.Fatalf("the receiver got %d requests before the replay, want 2: %+v", len(first), first)
+	}
+
+	var out, errOut bytes.Buffer
+	if code := run(ctx, []string{"dlq", "replay", "-c", cfgPath, "-stream", "orders"}, &out, &errOut); code != 0 {
+		t.Fatalf("dlq replay: exit %d: %s", code, errOut.String())
+	}
+	if !strings.Contains(errOut.String(), "replayed 2, still failing 0") {
+		t.Fatalf("replay output:\n%s", errOut.String())
+	}
+	if n, _ := dlq.CountDocuments(ctx, bson.D{}); n != 0 {
+		t.Fatalf("%d dead letters left after a successful replay", n)
+	}
+	mu.Lock()
+	replays := append([]webhookRequest(nil), got[len(first):]...)
+	mu.Unlock()
+	if len(replays) != 2 {
+		t.Fatalf("the receiver got %d replayed requests, want 2: %+v", len(replays), replays)
+	}
+	byID := map[string]webhookRequest{}
+	for _, f := range first {
+		if f.id == "" || f.idempotencyKey != f.id {
+			t.Fatalf("original request: webhook-id %q, Idempotency-Key %q", f.id, f.idempotencyKey)
+		}
+		byID[f.id] = f
+	}
+	for _, r := range replays {
+		f, ok := byID[r.id]
+		if !ok {
+			t.Fatalf("replay carries webhook-id %q, not one of the original attempts' %v", r.id, byID)
+		}
+		delete(byID, r.id)
+		if r.idempotencyKey != f.idempotencyKey || r.body != f.body || r.status != http.StatusOK {
+			t.Fatalf("replay %+v differs from the original attempt %+v", r, f)
+		}
+		// The body is the scanned document, not a change event.
+		var doc bson.M
+		if err := bson.UnmarshalExtJSON([]byte(r.body), false, &doc); err != nil {
+			t.Fatalf("replayed body %s: %v", r.body, err)
+		}
+		if _, ok := doc["operationType"]; ok || doc["v"] == nil {
+			t.Fatalf("replayed body %s is not the source document", r.body)
+		}
+	}
+	if !strings.Contains(first[0].body+first[1].body, oid.Hex()) || !strings.Contains(first[0].body+first[1].body, `"tenant":"a"`) {
+		t.Fatalf("bodies %s %s are not the two documents", first[0].body, first[1].body)
 	}
 }
 

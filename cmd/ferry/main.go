@@ -23,7 +23,8 @@ Usage:
   ferry reset -c ferry.yaml -stream S
                                 delete a stopped stream's checkpoints (after a changed definition)
   ferry dlq list|replay -c ferry.yaml [-stream S]
-                                dead-lettered events; replay re-delivers them through the stream's sink
+                                dead-lettered events; replay re-delivers each through the stream's sink
+                                as the same event (change or backfill) with its original event id
   ferry demo [-n N]             TTL expiries delivered once by a 3-member group to a webhook, one member killed midway
   ferry help                    show this help
 `

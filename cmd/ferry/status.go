@@ -199,7 +199,10 @@ func runDLQ(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 }
 
 // runDLQReplay re-delivers dead-lettered events through their stream's sink
-// and removes each entry once its sink acknowledged it.
+// and removes each entry once its sink acknowledged it. Each entry is turned
+// back into the event the handler saw (ferry.DeadLetterEvent): a change
+// event or a backfill event (the scanned document), with its original event
+// id, so receivers de-duplicate the replay.
 func runDLQReplay(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("dlq replay", flag.ContinueOnError)
 	stream := fs.String("stream", "", "stream name (required)")
@@ -236,11 +239,15 @@ func runDLQReplay(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 	replayed, failed := 0, 0
 	for _, e := range entries {
-		ev, err := ferry.ParseEvent(e.Event, e.Partition, e.Epoch)
-		if err == nil {
-			err = s.Write(ctx, []*ferry.Event{ev})
-		}
+		// The event as the handler saw it, change or backfill event, with
+		// its original event id (the receiver's idempotency key).
+		ev, err := ferry.DeadLetterEvent(e)
 		if err != nil {
+			failed++
+			fmt.Fprintf(stderr, "event %s: %v\n", shortEventID(e.EventID), err) // names the entry and the way out
+			continue
+		}
+		if err := s.Write(ctx, []*ferry.Event{ev}); err != nil {
 			failed++
 			fmt.Fprintf(stderr, "event %s: still failing: %v\n", shortEventID(e.EventID), err)
 			continue

@@ -1,0 +1,7 @@
+package ferry
+
+// Exported for the external tests.
+var (
+	NewBackfillEvent = newBackfillEvent
+	DeadLetterEntry  = deadLetterEntry
+)

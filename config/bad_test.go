@@ -27,7 +27,9 @@ streams:
 // Secret values the tests put in the environment; no error may contain them.
 const (
 	dbPassword = "pa55-w0rd-db"
-	hookSecret = "whsec_hook-secret-value"
+	hookSecret = "whsec_aG9vay1zZWNyZXQtdmFsdWUtZnJvbS10aGUtZW52ISE=" // a valid signing secret
+	// hookSecretInFile is written in the file itself by some tests.
+	hookSecretInFile = "whsec_aG9vay1zZWNyZXQtaW4tZmlsZS1mb3ItcmVkYWN0ISE="
 )
 
 func testEnv(extra map[string]string) func(string) (string, bool) {
@@ -137,6 +139,14 @@ func TestBadConfigs(t *testing.T) {
 		{"bad listen", "listen: localhost\n" + minimal, "listen", "host:port"},
 		{"bad log level", "log: {level: loud}\n" + minimal, "log.level", "debug, info, warn, error"},
 		{"reserved header", edit("        secret:", "        headers: {Webhook-Signature: x}\n        secret:"), "streams[0].sink.webhook.headers.Webhook-Signature", "cannot be overridden"},
+		{"reserved header Ferry-Epoch", edit("        secret:", "        headers: {ferry-epoch: \"1\"}\n        secret:"), "streams[0].sink.webhook.headers.ferry-epoch", "is set by the webhook sink and cannot be overridden"},
+		{"header value control character", edit("        secret:", "        headers: {X-Team: \"a\\x01b\"}\n        secret:"), "streams[0].sink.webhook.headers.X-Team", "control characters"},
+		{"secret without whsec_", edit("${HOOK_SECRET}", "notawhsec"), "streams[0].sink.webhook.secret", `does not start with "whsec_": the secret must be "whsec_" followed by the base64 of 24 to 64 random bytes`},
+		{"secret not base64", edit("${HOOK_SECRET}", "whsec_not*base64"), "streams[0].sink.webhook.secret", `the part after "whsec_" is not valid base64`},
+		{"secret too short", edit("${HOOK_SECRET}", "whsec_c2VjcmV0LXNpZ25pbmcta2V5"), "streams[0].sink.webhook.secret", "encodes 18 bytes"},
+		{"nats subject placeholder", strings.SplitN(minimal, "    sink:", 2)[0] + "    sink: {nats: {url: \"nats://nats-1:4222\", subject: \"ferry.{foo}.>\"}}\n", "streams[0].sink.nats.subject", "is not a valid subject template: unknown placeholder {foo} (want {db}, {coll} or {op})"},
+		{"nats url with a path", strings.SplitN(minimal, "    sink:", 2)[0] + "    sink: {nats: {url: \"nats://u:1/${DB_PASSWORD}@nats-1:4222\"}}\n", "streams[0].sink.nats.url", "a server URL has no path"},
+		{"mongodb sink whenAvailable", strings.SplitN(edit("      scope:", "      full_document: whenAvailable\n      scope:"), "    sink:", 2)[0] + "    sink: {mongodb: {database: rm, collection: orders}}\n", "streams[0].source.full_document", "whenAvailable cannot be used with the mongodb sink"},
 		{"bad header name", edit("        secret:", "        headers: {\"bad header\": x}\n        secret:"), "streams[0].sink.webhook.headers.bad header", "not a valid HTTP header name"},
 		{"bad stdout encoding", strings.SplitN(minimal, "    sink:", 2)[0] + "    sink: {stdout: {encoding: pretty}}\n", "streams[0].sink.stdout.encoding", "canonical, relaxed"},
 		{"stream is a string", "streams: [orders]\n", "streams[0]", "must be a mapping"},
@@ -172,8 +182,9 @@ func TestBadConfigs(t *testing.T) {
 
 func checkNoSecrets(t *testing.T, s string) {
 	t.Helper()
-	for _, secret := range []string{dbPassword, hookSecret, "db-secret-in-file", "hook-secret-in-file"} {
-		if strings.Contains(s, secret) {
+	for _, secret := range []string{dbPassword, hookSecret, "db-secret-in-file", hookSecretInFile} {
+		// The key alone (without "whsec_") must not show either.
+		if strings.Contains(s, strings.TrimPrefix(secret, "whsec_")) {
 			t.Errorf("output contains the secret %q:\n%s", secret, s)
 		}
 	}

@@ -145,7 +145,7 @@ type PubSub struct {
 // NATS publishes each event to NATS JetStream (sink/natsjs) with the event
 // id as Nats-Msg-Id, so the stream's duplicate window drops replays.
 type NATS struct {
-	URL      string        `yaml:"url"`
+	URL      string        `yaml:"url"`      // may hold credentials: redacted in Redacted output
 	Subject  string        `yaml:"subject"`  // template with {db} {coll} {op}
 	Encoding string        `yaml:"encoding"` // canonical or relaxed Extended JSON
 	Timeout  time.Duration `yaml:"timeout"`
@@ -378,8 +378,8 @@ func (c *Config) Stream(name string) *Stream {
 
 // Redacted returns the configuration as YAML, defaults filled in, with URI
 // credentials, secret URI options, webhook secrets, webhook URL passwords,
-// credential-looking header values and Kafka SASL passwords replaced by
-// "REDACTED". It is safe to log.
+// credential-looking header values, NATS URL credentials and Kafka SASL
+// passwords replaced by "REDACTED". It is safe to log.
 func (c *Config) Redacted() string {
 	out, err := yaml.Marshal(c)
 	if err != nil {
@@ -429,6 +429,15 @@ func (w Webhook) MarshalYAML() (any, error) {
 			c.Headers[k] = v
 		}
 	}
+	return c, nil
+}
+
+// MarshalYAML writes the NATS sink with the credentials of its server URLs
+// (user:password@ or token@) redacted.
+func (n NATS) MarshalYAML() (any, error) {
+	type plain NATS
+	c := plain(n)
+	c.URL = redactNATSURL(n.URL)
 	return c, nil
 }
 

@@ -8,7 +8,9 @@
 //   - Load and Parse never connect to anything (no MongoDB, no DNS lookup for
 //     mongodb+srv, no HTTP): they are what `ferry validate -c ferry.yaml`
 //     runs. A configuration they return is complete (defaults filled in) and
-//     valid.
+//     valid: it passes the checks the sinks make when `ferry run` builds
+//     them (the webhook secret's format, reserved headers, the NATS subject
+//     template, ...).
 //   - Every problem is reported, not only the first, each with its path:
 //     `streams[0].sink.webhook.url: must be an absolute http(s) URL`. The
 //     error is an *Error listing Problems (Path, Message); Load prefixes the
@@ -17,12 +19,13 @@
 //   - Parse never panics, whatever the input; alias "bombs", recursive
 //     aliases and deep nesting end with an error (a node budget bounds the
 //     work).
-//   - Errors never contain MongoDB URIs, URI credentials, webhook URLs or
-//     secrets (values of these fields are never echoed). Redacted (and
-//     Config.String) prints the whole configuration with URI credentials,
-//     credential-bearing URI options, webhook secrets, webhook URL
-//     passwords, credential-looking header values and Kafka SASL passwords
-//     replaced by "REDACTED". Secret and MongoURI values redact themselves
+//   - Errors never contain MongoDB URIs, URI credentials, webhook URLs, NATS
+//     URLs or secrets (values of these fields are never echoed). Redacted
+//     (and Config.String) prints the whole configuration with URI
+//     credentials, credential-bearing URI options, webhook secrets, webhook
+//     URL passwords, credential-looking header values, NATS URL credentials
+//     (user:password@ or token@) and Kafka SASL passwords replaced by
+//     "REDACTED". Secret and MongoURI values redact themselves
 //     in fmt (%v, %+v, %#v) and YAML output; call Reveal to use them.
 //
 // # Environment variables
@@ -121,16 +124,22 @@
 //	      webhook:
 //	        url: https://…   required: absolute http(s) URL
 //	        secret: ${FERRY_WEBHOOK_SECRET}   required: the Standard
-//	                         Webhooks signing secret
+//	                         Webhooks signing secret, "whsec_" followed by
+//	                         the base64 of 24 to 64 random bytes (printf
+//	                         'whsec_%s' "$(head -c 32 /dev/urandom | base64)")
 //	        timeout: 10s     per request, > 0 (default 10s)
 //	        encoding: canonical   canonical | relaxed Extended JSON
 //	                         (default canonical)
 //	        headers:         extra request headers (name: value). The
 //	          X-Team: core   sink's own headers (Content-Type, webhook-id,
 //	                         webhook-timestamp, webhook-signature,
-//	                         Idempotency-Key, Host, Content-Length) cannot be
-//	                         set. Values of credential-looking names
-//	                         (Authorization, *token*, *key*, …) are redacted.
+//	                         Idempotency-Key, Ferry-Epoch, Host,
+//	                         Content-Length; any case) cannot be set. A
+//	                         User-Agent replaces the default
+//	                         "ferry-webhook/1". Values must not contain
+//	                         control characters (tab is allowed). Values of
+//	                         credential-looking names (Authorization,
+//	                         *token*, *key*, …) are redacted.
 //	      stdout:            one event per line
 //	        encoding: relaxed   canonical | relaxed (default relaxed)
 //	      kafka:             one record per event (sink/kafka): key = the
@@ -174,11 +183,22 @@
 //	                         (default 10s)
 //
 // A nats sink, nats: {url, subject, encoding, timeout}, publishes to NATS
-// JetStream (sink/natsjs) with the event id as Nats-Msg-Id. A mongodb sink,
-// mongodb: {database, collection}, keeps a projection of the source in the
-// state store's cluster (sink/mongoproj); it needs source.full_document and
-// is the one sink that allows delivery.mode transactional (source and
-// state on the same cluster).
+// JetStream (sink/natsjs) with the event id as Nats-Msg-Id. url (required)
+// is a nats:// or tls:// server URL without path or query, or a
+// comma-separated list of them; credentials in it (user:password@ or
+// token@, percent-encoded) are redacted. subject (default
+// ferry.{db}.{coll}.{op}) is checked as sink/natsjs checks it: '.'-separated
+// literal tokens and the placeholders {db}, {coll} and {op}, no wildcards
+// ('*', '>'), whitespace or empty tokens. encoding is canonical or relaxed
+// (default relaxed); timeout bounds one publish (default 10s).
+//
+// A mongodb sink, mongodb: {database, collection}, keeps a projection of the
+// source in the state store's cluster (sink/mongoproj); it needs
+// source.full_document updateLookup, or required (with pre- and post-images
+// enabled on the collection): not whenAvailable, under which an update
+// without a recorded post-image would be lost. It is the one sink that
+// allows delivery.mode transactional (source and state on the same
+// cluster).
 //
 // See examples/webhook.yaml, examples/stdout.yaml, examples/mongodb.yaml,
 // examples/nats.yaml, examples/kafka.yaml and examples/pubsub.yaml in the

@@ -12,7 +12,7 @@ import (
 // example must load.
 var exampleEnv = map[string]string{
 	"FERRY_SOURCE_URI":     "mongodb+srv://ferry:s3cr3t-pa55@cluster0.example.net/?retryWrites=true",
-	"FERRY_WEBHOOK_SECRET": "whsec_c2VjcmV0LXNpZ25pbmcta2V5",
+	"FERRY_WEBHOOK_SECRET": "whsec_ZXhhbXBsZS13ZWJob29rLXNpZ25pbmcta2V5LTAwMDE=",
 	"FERRY_KAFKA_USER":     "ferry-producer",
 	"FERRY_KAFKA_PASSWORD": "k4fka-sasl-pa55",
 	"FERRY_GCP_PROJECT":    "ferry-prod",
@@ -33,7 +33,7 @@ func TestExamplesLoad(t *testing.T) {
 				t.Fatal(err)
 			}
 			out := cfg.Redacted()
-			for _, secret := range []string{"s3cr3t-pa55", "c2VjcmV0LXNpZ25pbmcta2V5", "k4fka-sasl-pa55"} {
+			for _, secret := range []string{"s3cr3t-pa55", "ZXhhbXBsZS13ZWJob29rLXNpZ25pbmcta2V5LTAwMDE", "k4fka-sasl-pa55"} {
 				if strings.Contains(out, secret) {
 					t.Errorf("Redacted leaks %q:\n%s", secret, out)
 				}

@@ -25,7 +25,7 @@ func FuzzParse(f *testing.F) {
 			}
 		}
 	}
-	env := testEnv(map[string]string{"TENANT": "acme", "FERRY_SOURCE_URI": "mongodb://u:p@h", "FERRY_WEBHOOK_SECRET": "s",
+	env := testEnv(map[string]string{"TENANT": "acme", "FERRY_SOURCE_URI": "mongodb://u:p@h", "FERRY_WEBHOOK_SECRET": "whsec_ZnV6ei13ZWJob29rLXNpZ25pbmcta2V5LTAwMDAwMQ==",
 		"FERRY_KAFKA_USER": "u", "FERRY_KAFKA_PASSWORD": "p"})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		cfg, err := config.Parse(data, env)

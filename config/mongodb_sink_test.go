@@ -30,6 +30,8 @@ func TestMongoDBSink(t *testing.T) {
 	}
 	bad := []struct{ name, from, to, path string }{
 		{"no full document", "      full_document: updateLookup\n", "", "streams[0].source.full_document"},
+		{"full document whenAvailable", "full_document: updateLookup", "full_document: whenAvailable", "streams[0].source.full_document"},
+		{"full document default", "full_document: updateLookup", "full_document: default", "streams[0].source.full_document"},
 		{"missing collection", "collection: orders}", "}", "streams[0].sink.mongodb.collection"},
 		{"bad database", "database: readmodel", "database: read.model", "streams[0].sink.mongodb.database"},
 		{"other cluster for transactional", "streams:", "state: {uri: \"mongodb://other:27017/?replicaSet=rs1\"}\nstreams:", "streams[0].delivery.mode"},

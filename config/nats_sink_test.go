@@ -29,6 +29,9 @@ streams:
 		{`nats://127.0.0.1:4222`, `http://x`, "streams[0].sink.nats.url"},
 		{`timeout: 3s`, `timeout: -1s`, "streams[0].sink.nats.timeout"},
 		{`timeout: 3s`, `colour: red`, "streams[0].sink.nats.colour"},
+		{`timeout: 3s`, `subject: "ferry.{foo}.>"`, "streams[0].sink.nats.subject"},
+		{`timeout: 3s`, `subject: ""`, "streams[0].sink.nats.subject"},
+		{`nats://127.0.0.1:4222`, `nats://127.0.0.1:4222,http://x`, "streams[0].sink.nats.url"},
 	} {
 		_, err := config.Parse([]byte(strings.Replace(base, c.from, c.to, 1)), testEnv(nil))
 		found := false

@@ -12,6 +12,7 @@ import (
 
 	"github.com/ferry-io/ferry"
 	"github.com/ferry-io/ferry/group"
+	"github.com/ferry-io/ferry/internal/natssubject"
 )
 
 // config decodes the root mapping, fills in defaults and checks the rules
@@ -387,8 +388,10 @@ func (d *decoder) sink(path string, n *yaml.Node, s *Sink) {
 	}
 }
 
-// reservedHeaders are set by the webhook sink itself.
-var reservedHeaders = []string{"content-type", "content-length", "host", "webhook-id", "webhook-timestamp", "webhook-signature", "idempotency-key"}
+// reservedHeaders are set by the webhook sink itself, which refuses them
+// (webhook.Header); keep the two lists equal. User-Agent is not reserved:
+// a configured one replaces the sink's default.
+var reservedHeaders = []string{"content-type", "content-length", "host", "webhook-id", "webhook-timestamp", "webhook-signature", "idempotency-key", "ferry-epoch"}
 
 func (d *decoder) webhook(path string, n *yaml.Node) *Webhook {
 	w := &Webhook{Timeout: DefaultWebhookTimeout, Encoding: DefaultWebhookEncoding}
@@ -411,6 +414,11 @@ func (d *decoder) webhook(path string, n *yaml.Node) *Webhook {
 			var s string
 			d.str(p, v, &s)
 			w.Secret, secretSet = Secret(s), s != ""
+			if secretSet {
+				if err := checkWebhookSecret(s); err != nil {
+					d.add(p, "%v", err)
+				}
+			}
 		},
 		"timeout":  func(p string, v *yaml.Node) { d.duration(p, v, &w.Timeout, time.Nanosecond) },
 		"encoding": func(p string, v *yaml.Node) { d.enum(p, v, &w.Encoding, encodingCanonical, encodingRelaxed) },
@@ -443,8 +451,8 @@ func (d *decoder) webhook(path string, n *yaml.Node) *Webhook {
 				if !ok {
 					continue
 				}
-				if strings.ContainsAny(val, "\r\n\x00") {
-					d.add(hp, "the value must not contain line breaks or NUL")
+				if strings.ContainsFunc(val, func(r rune) bool { return r < ' ' && r != '\t' || r == 0x7f }) {
+					d.add(hp, "the value must not contain line breaks or other control characters (tabs are allowed)")
 					continue
 				}
 				w.Headers[http1Canonical(name)] = val
@@ -506,17 +514,29 @@ func (d *decoder) mongodbSink(path string, n *yaml.Node) *MongoDB {
 }
 
 func (d *decoder) natsSink(path string, n *yaml.Node) *NATS {
-	s := &NATS{Subject: "ferry.{db}.{coll}.{op}", Encoding: encodingRelaxed, Timeout: 10 * time.Second}
+	s := &NATS{Subject: natssubject.Default, Encoding: encodingRelaxed, Timeout: 10 * time.Second}
 	d.mapping(path, n, map[string]field{
-		"url":      func(p string, v *yaml.Node) { d.str(p, v, &s.URL) },
-		"subject":  func(p string, v *yaml.Node) { d.str(p, v, &s.Subject) },
+		"url": func(p string, v *yaml.Node) { d.str(p, v, &s.URL) },
+		"subject": func(p string, v *yaml.Node) {
+			before := len(d.problems)
+			d.str(p, v, &s.Subject)
+			if len(d.problems) > before {
+				return
+			}
+			if s.Subject == "" {
+				d.add(p, "must not be empty: leave subject out for the default %s", natssubject.Default)
+			} else if _, err := natssubject.Parse(s.Subject); err != nil {
+				// The rules of sink/natsjs, which parses it the same way.
+				d.add(p, "is not a valid subject template: %v; write '.'-separated literal tokens and the placeholders {db}, {coll} and {op}, such as %s", err, natssubject.Default)
+			}
+		},
 		"encoding": func(p string, v *yaml.Node) { d.enum(p, v, &s.Encoding, encodingCanonical, encodingRelaxed) },
 		"timeout":  func(p string, v *yaml.Node) { d.duration(p, v, &s.Timeout, time.Millisecond) },
 	})
 	if s.URL == "" {
 		d.add(join(path, "url"), "is required: the NATS server URL, e.g. nats://127.0.0.1:4222")
-	} else if !strings.HasPrefix(s.URL, "nats://") && !strings.HasPrefix(s.URL, "tls://") {
-		d.add(join(path, "url"), "must be a nats:// or tls:// URL")
+	} else if err := checkNATSURL(s.URL); err != nil {
+		d.add(join(path, "url"), "%v", err)
 	}
 	return s
 }
@@ -817,7 +837,9 @@ func (d *decoder) crossChecks(c *Config) {
 		}
 		if s.Sink.Type == SinkMongoDB {
 			switch s.Source.FullDocument {
-			case "updateLookup", "required", "whenAvailable":
+			case "updateLookup", "required":
+			case "whenAvailable":
+				d.add(join(p, "source.full_document"), "whenAvailable cannot be used with the mongodb sink: an update whose post-image was not recorded arrives without its full document, and the projection would miss that change; set updateLookup, or required (with changeStreamPreAndPostImages enabled on the collection)")
 			default:
 				d.add(join(p, "source.full_document"), "the mongodb sink needs the full document of updates: set updateLookup (or required with pre/post-images)")
 			}

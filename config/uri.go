@@ -1,7 +1,9 @@
 package config
 
 import (
+	"encoding/base64"
 	"errors"
+	"fmt"
 	"net"
 	"net/url"
 	"strconv"
@@ -244,4 +246,99 @@ func looksSecret(name string) bool {
 		}
 	}
 	return false
+}
+
+// checkWebhookSecret applies sink/webhook's rule for signing secrets
+// (webhook.DecodeSecret): "whsec_" followed by the standard base64 of 24 to
+// 64 bytes. Its errors never contain the secret or a part of it.
+func checkWebhookSecret(s string) error {
+	const want = `the secret must be "whsec_" followed by the base64 of 24 to 64 random bytes; generate one with printf 'whsec_%s' "$(head -c 32 /dev/urandom | base64)"`
+	rest, ok := strings.CutPrefix(s, "whsec_")
+	if !ok {
+		return errors.New(`does not start with "whsec_": ` + want)
+	}
+	key, err := base64.StdEncoding.DecodeString(rest)
+	if err != nil {
+		return errors.New(`the part after "whsec_" is not valid base64: ` + want)
+	}
+	if len(key) < 24 || len(key) > 64 {
+		return fmt.Errorf("encodes %d bytes: %s", len(key), want)
+	}
+	return nil
+}
+
+// natsServerURLs splits a NATS server URL list as the NATS client does:
+// comma-separated, spaces trimmed, empty entries dropped.
+func natsServerURLs(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// checkNATSURL validates a NATS server URL, or a comma-separated list of
+// them, as sink/natsjs and the NATS client parse it. Its errors never
+// contain the URL or parts of it (it may hold a password or a token).
+func checkNATSURL(s string) error {
+	const want = "must be a nats:// or tls:// URL such as nats://127.0.0.1:4222 (or a comma-separated list of them)"
+	urls := natsServerURLs(s)
+	if len(urls) == 0 {
+		return errors.New(want)
+	}
+	for i, raw := range urls {
+		which := ""
+		if len(urls) > 1 {
+			which = fmt.Sprintf(" (URL %d of %d)", i+1, len(urls))
+		}
+		if !strings.HasPrefix(raw, "nats://") && !strings.HasPrefix(raw, "tls://") {
+			return errors.New(want + which)
+		}
+		u, err := url.Parse(raw)
+		switch {
+		case err != nil:
+			return errors.New(want + which + ": it does not parse; percent-encode reserved characters (such as '@', ':', '/', '?', '#' and spaces) in the user name, password or token")
+		case u.Hostname() == "":
+			return errors.New(want + which + ": no host")
+		case u.Port() != "":
+			if n, err := strconv.Atoi(u.Port()); err != nil || n < 1 || n > 65535 {
+				return errors.New(want + which + ": the port must be a number from 1 to 65535")
+			}
+		}
+		if (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" || strings.Contains(raw, "#") {
+			return errors.New(want + which + ": a server URL has no path, query or fragment (percent-encode '/', '?' and '#' in the user name, password or token)")
+		}
+	}
+	return nil
+}
+
+// redactNATSURL hides the user info (user:password, or a token) of every
+// URL in a NATS server URL list. A URL that does not parse is hidden
+// entirely, and anything after the host replaced.
+func redactNATSURL(s string) string {
+	if s == "" {
+		return ""
+	}
+	urls := natsServerURLs(s)
+	for i, raw := range urls {
+		if !strings.Contains(raw, "://") {
+			raw = "nats://" + raw // as the NATS client reads it
+		}
+		u, err := url.Parse(raw)
+		if err != nil {
+			urls[i] = Redaction
+			continue
+		}
+		r := url.URL{Scheme: u.Scheme, Host: u.Host}
+		if u.User != nil {
+			r.User = url.User(Redaction)
+		}
+		if (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" || u.Opaque != "" {
+			r.Path = "/" + Redaction
+		}
+		urls[i] = r.String()
+	}
+	return strings.Join(urls, ",")
 }

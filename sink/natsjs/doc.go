@@ -38,6 +38,19 @@
 //     default), no responders while a stream exists, connection loss and
 //     other server errors are retryable.
 //
+// # Subjects and credentials
+//
+// The template rules (package internal/natssubject) are shared with package
+// config, so `ferry validate` rejects what Subject would: placeholders other
+// than {db}, {coll} and {op}, unbalanced braces, the wildcards '*' and '>',
+// whitespace or control characters, and empty tokens.
+//
+// Credentials in the server URL (nats://user:password@host,
+// nats://token@host) never appear in errors: they name the servers as
+// scheme://host:port, and New refuses a URL that does not parse without
+// repeating it. Other credentials (NKeys, creds files, TLS) go through
+// NATSOptions.
+//
 // # Idempotent consumers beyond the window
 //
 // The duplicate window is bounded, so a replay older than it (a consumer

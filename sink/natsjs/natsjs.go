@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -86,8 +89,10 @@ func NATSOptions(opts ...nats.Option) Option {
 
 // Sink publishes change events to JetStream. It is safe for concurrent use.
 type Sink struct {
-	url string
-	cfg config
+	url     string
+	where   string   // the server URLs without user info, for errors
+	secrets []string // passwords and tokens in url, never put in errors
+	cfg     config
 
 	mu sync.RWMutex
 	nc *nats.Conn
@@ -96,16 +101,23 @@ type Sink struct {
 
 var _ sink.Sink = (*Sink)(nil)
 
-// New returns an unconnected sink publishing to the NATS server at url.
+// New returns an unconnected sink publishing to the NATS server at url: a
+// URL such as nats://host:4222, or a comma-separated list of them, as
+// nats.Connect takes. Credentials in the URLs (nats://user:password@host,
+// nats://token@host) never appear in errors.
 func New(url string, opts ...Option) (*Sink, error) {
 	if url == "" {
 		return nil, errors.New("natsjs: New: empty server URL")
+	}
+	where, secrets, err := serverURLs(url)
+	if err != nil {
+		return nil, err
 	}
 	def, err := parseTemplate(DefaultSubject)
 	if err != nil {
 		return nil, err
 	}
-	s := &Sink{url: url, cfg: config{subject: def, timeout: DefaultTimeout}}
+	s := &Sink{url: url, where: where, secrets: secrets, cfg: config{subject: def, timeout: DefaultTimeout}}
 	for _, o := range opts {
 		if o == nil {
 			return nil, errors.New("natsjs: New: nil option")
@@ -132,7 +144,7 @@ func (s *Sink) Connect(ctx context.Context) error {
 	opts := append([]nats.Option{nats.Name("ferry"), nats.MaxReconnects(-1)}, s.cfg.natsOpts...)
 	nc, err := nats.Connect(s.url, opts...)
 	if err != nil {
-		return fmt.Errorf("natsjs: connecting to %s: %w", s.url, err)
+		return fmt.Errorf("natsjs: connecting to %s: %w", s.where, s.scrub(err))
 	}
 	js, err := jetstream.New(nc)
 	if err != nil {
@@ -142,6 +154,87 @@ func (s *Sink) Connect(ctx context.Context) error {
 	s.nc, s.js = nc, js
 	return nil
 }
+
+// serverURLs parses the comma-separated server URLs as nats.Connect does
+// (a URL without a scheme is nats://). It returns them without user info,
+// for errors, and the credentials they hold. Its errors never contain the
+// URLs: a URL that does not parse may hold a password.
+func serverURLs(raw string) (where string, secrets []string, err error) {
+	var hosts []string
+	parts := strings.Split(raw, ",")
+	for i, p := range parts {
+		p = strings.TrimSpace(p)
+		if p == "" {
+			continue
+		}
+		if !strings.Contains(p, "://") {
+			p = "nats://" + p
+		}
+		u, perr := url.Parse(p)
+		if perr != nil {
+			which := "the server URL"
+			if len(parts) > 1 {
+				which = fmt.Sprintf("server URL %d of %d", i+1, len(parts))
+			}
+			return "", nil, fmt.Errorf("natsjs: New: %s does not parse as a URL (percent-encode reserved characters such as '@', ':', '/' in the user name and password)", which)
+		}
+		if u.User != nil {
+			// user:password, or a token alone (nats://token@host): the
+			// secret decoded, and as written.
+			secret := u.User.Username()
+			if pw, ok := u.User.Password(); ok {
+				secret = pw
+			}
+			authority := p[strings.Index(p, "://")+3:]
+			if j := strings.IndexAny(authority, "/?#"); j >= 0 {
+				authority = authority[:j]
+			}
+			info := authority[:max(strings.LastIndexByte(authority, '@'), 0)]
+			if _, pw, ok := strings.Cut(info, ":"); ok {
+				info = pw
+			}
+			for _, x := range []string{secret, info} {
+				if x != "" && !slices.Contains(secrets, x) {
+					secrets = append(secrets, x)
+				}
+			}
+		}
+		hosts = append(hosts, (&url.URL{Scheme: u.Scheme, Host: u.Host}).String())
+	}
+	// Longest first, so that no part of a longer one survives.
+	slices.SortFunc(secrets, func(a, b string) int { return len(b) - len(a) })
+	return strings.Join(hosts, ","), secrets, nil
+}
+
+// scrub keeps the credentials of the server URLs out of a connection
+// error. The NATS client does not put them in its errors today; this holds
+// if that changes.
+func (s *Sink) scrub(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) { // its message holds the whole URL
+		return errors.New("a server URL does not parse as a URL")
+	}
+	msg := err.Error()
+	clean := msg
+	for _, secret := range s.secrets {
+		clean = strings.ReplaceAll(clean, secret, "REDACTED")
+	}
+	if clean == msg {
+		return err
+	}
+	return &scrubbedError{msg: clean, err: err}
+}
+
+// scrubbedError is an error whose text had credentials removed. It matches
+// the original's sentinels (errors.Is) but does not unwrap to it, since the
+// original's text holds the credentials.
+type scrubbedError struct {
+	msg string
+	err error
+}
+
+func (e *scrubbedError) Error() string        { return e.msg }
+func (e *scrubbedError) Is(target error) bool { return errors.Is(e.err, target) }
 
 // Close flushes what was published and closes the connection; later writes
 // fail with sink.ErrNotConnected. Publishes still waiting for their ack fail

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/ferry-io/ferry"
+	"github.com/ferry-io/ferry/internal/natssubject"
 	"github.com/ferry-io/ferry/sink"
 	"github.com/ferry-io/ferry/sink/natsjs"
 	"github.com/ferry-io/ferry/sink/sinktest"
@@ -257,4 +259,74 @@ func BenchmarkWrite(b *testing.B) {
 		}
 		return s
 	})
+}
+
+func TestDefaultSubjectIsShared(t *testing.T) {
+	if natsjs.DefaultSubject != natssubject.Default {
+		t.Errorf("DefaultSubject %q, natssubject.Default %q", natsjs.DefaultSubject, natssubject.Default)
+	}
+}
+
+// closedPort returns a local address nothing listens on.
+func closedPort(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	return addr
+}
+
+// TestCredentialsNeverInErrors checks that user:password and token
+// credentials in the server URL stay out of New's and Connect's errors,
+// which name the server without them.
+func TestCredentialsNeverInErrors(t *testing.T) {
+	const password, token = "n4ts-pa55w0rd-771", "s3cr3t-n4ts-t0ken-42"
+	addr := closedPort(t)
+	ctx := context.Background()
+	for _, c := range []struct {
+		name, url, where string
+		secrets          []string
+	}{
+		{"user and password", "nats://ferry:" + password + "@" + addr, "nats://" + addr, []string{password}},
+		{"token", "nats://" + token + "@" + addr, "nats://" + addr, []string{token}},
+		{"percent-encoded", "tls://ferry:" + password + "%2F%40x@" + addr, "tls://" + addr, []string{password, "%2F%40x", "/@x"}},
+		{"list without scheme", "nats://" + addr + ", ferry:" + password + "@" + addr, "nats://" + addr + ",nats://" + addr, []string{password}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s, err := natsjs.New(c.url)
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = s.Connect(ctx)
+			if err == nil {
+				s.Close(ctx)
+				t.Fatal("Connect to a closed port succeeded")
+			}
+			for _, secret := range c.secrets {
+				if strings.Contains(err.Error(), secret) {
+					t.Errorf("Connect error reveals %q: %v", secret, err)
+				}
+			}
+			if !strings.Contains(err.Error(), "natsjs: connecting to "+c.where+": ") {
+				t.Errorf("Connect error does not name the server %s: %v", c.where, err)
+			}
+		})
+	}
+	// A URL that does not parse is refused by New, without echoing it
+	// (url.Parse's own error repeats the whole URL).
+	for _, u := range []string{
+		"nats://ferry:" + password + " x@" + addr,
+		"nats://ferry:" + password + "%zz@" + addr,
+		"nats://" + addr + ",nats://ferry:" + password + "/x@" + addr,
+	} {
+		_, err := natsjs.New(u)
+		if err == nil || !strings.Contains(err.Error(), "does not parse as a URL") {
+			t.Errorf("New(unparsable URL) = %v, want a parse error", err)
+		} else if strings.Contains(err.Error(), password) {
+			t.Errorf("New error reveals the password: %v", err)
+		}
+	}
 }

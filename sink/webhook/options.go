@@ -103,7 +103,10 @@ func MaxIdleConns(n int) Option {
 	}
 }
 
-// reserved headers are set by the sink itself.
+// reserved headers are set by the sink itself; Header refuses them (package
+// config keeps the same list, so `ferry validate` refuses them too).
+// User-Agent is not reserved: a Header value replaces the default
+// "ferry-webhook/1".
 var reserved = map[string]bool{
 	"Content-Type": true, "Content-Length": true, "Host": true,
 	"Webhook-Id": true, "Webhook-Timestamp": true, "Webhook-Signature": true,
@@ -111,11 +114,16 @@ var reserved = map[string]bool{
 }
 
 // Header adds a header to every request (for example an authorization token
-// for a gateway in front of the receiver). Its value is never logged.
+// for a gateway in front of the receiver). Its value is never logged. The
+// name must be an HTTP token and not one the sink sets (Content-Type,
+// Content-Length, Host, webhook-id, webhook-timestamp, webhook-signature,
+// Idempotency-Key, Ferry-Epoch); the value must not contain control
+// characters other than tab. A User-Agent header replaces the default
+// "ferry-webhook/1".
 func Header(name, value string) Option {
 	return func(c *config) error {
 		canon := http.CanonicalHeaderKey(name)
-		if name == "" || strings.ContainsAny(name, " :\r\n\t") {
+		if !validHeaderName(name) {
 			return optErr("Header", "invalid header name %q", name)
 		}
 		if reserved[canon] {
@@ -124,9 +132,26 @@ func Header(name, value string) Option {
 		if strings.ContainsAny(value, "\r\n") {
 			return optErr("Header", "value of %s contains a line break", canon)
 		}
+		if strings.ContainsFunc(value, func(r rune) bool { return r < ' ' && r != '\t' || r == 0x7f }) {
+			return optErr("Header", "value of %s contains a control character", canon)
+		}
 		c.headers.Add(canon, value)
 		return nil
 	}
+}
+
+// validHeaderName reports whether s is an HTTP token (RFC 9110), as
+// net/http requires of a header name when it sends the request.
+func validHeaderName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, c := range s {
+		if c > 127 || !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.ContainsRune("!#$%&'*+-.^_`|~", c)) {
+			return false
+		}
+	}
+	return true
 }
 
 func parseURL(raw string) (*url.URL, error) {

@@ -10,12 +10,21 @@
 //	webhook-signature: v1,<base64 HMAC-SHA256(key, id + "." + timestamp + "." + body)>
 //	Idempotency-Key: <event id>
 //	Ferry-Epoch: <lease epoch>
+//	User-Agent: ferry-webhook/1         (unless set with Header)
 //
 //	<the change event as relaxed (default) or canonical Extended JSON>
 //
-// The key is the base64-decoded part of the "whsec_..." secret. Receivers
-// verify the signature over the raw body, reject timestamps too far from
-// their clock, and deduplicate on the event id (examples/node-receiver).
+// The key is the base64-decoded part of the "whsec_..." secret: "whsec_"
+// followed by the standard base64 (with padding) of 24 to 64 random bytes
+// (DecodeSecret). Receivers verify the signature over the raw body, reject
+// timestamps too far from their clock, and deduplicate on the event id
+// (examples/node-receiver).
+//
+// Header adds headers to every request. It refuses, in any case, the ones
+// the sink sets itself: Content-Type, Content-Length, Host, webhook-id,
+// webhook-timestamp, webhook-signature, Idempotency-Key and Ferry-Epoch.
+// A User-Agent set with Header replaces the default: a gateway may route or
+// allow-list on it.
 //
 // # What done means, and retry classes
 //
@@ -72,6 +81,7 @@ import (
 
 // Defaults.
 const (
+	DefaultUserAgent     = "ferry-webhook/1" // unless Header sets User-Agent
 	DefaultTimeout       = 10 * time.Second
 	DefaultMaxRetryAfter = 60 * time.Second
 	DefaultMaxIdleConns  = 16
@@ -206,7 +216,9 @@ func (s *Sink) post(ctx context.Context, ev *ferry.Event) error {
 	}
 	h := req.Header
 	h.Set("Content-Type", "application/json")
-	h.Set("User-Agent", "ferry-webhook/1")
+	if _, set := s.cfg.headers["User-Agent"]; !set {
+		h.Set("User-Agent", DefaultUserAgent)
+	}
 	h.Set("Webhook-Id", id)
 	h.Set("Webhook-Timestamp", strconv.FormatInt(ts, 10))
 	h.Set("Webhook-Signature", Sign(s.cfg.key, id, ts, body))

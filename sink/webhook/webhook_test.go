@@ -260,6 +260,36 @@ func TestCanonicalAndHeaders(t *testing.T) {
 	}
 }
 
+// TestUserAgent checks that the sink sends ferry-webhook/1 by default and
+// a User-Agent set with Header instead, and that a tab in a value is fine.
+func TestUserAgent(t *testing.T) {
+	var got http.Header
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { got = r.Header.Clone() }))
+	defer srv.Close()
+	for _, c := range []struct {
+		opts []webhook.Option
+		want string
+	}{
+		{nil, webhook.DefaultUserAgent},
+		{[]webhook.Option{webhook.Header("user-agent", "acme-gateway/2\t(ferry)")}, "acme-gateway/2\t(ferry)"},
+	} {
+		s, err := webhook.New(srv.URL, append(c.opts, webhook.Secret(testSecret))...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		connected(t, s)
+		if err := write1(s, sinktest.NewEvent(1, "a", 1)); err != nil {
+			t.Fatal(err)
+		}
+		if ua := got.Values("User-Agent"); len(ua) != 1 || ua[0] != c.want {
+			t.Errorf("User-Agent = %q, want [%q]", ua, c.want)
+		}
+	}
+	if webhook.DefaultUserAgent != "ferry-webhook/1" {
+		t.Errorf("DefaultUserAgent = %q", webhook.DefaultUserAgent)
+	}
+}
+
 func TestOptionErrors(t *testing.T) {
 	short := "whsec_" + base64.StdEncoding.EncodeToString([]byte("too short"))
 	cases := []struct {
@@ -278,6 +308,12 @@ func TestOptionErrors(t *testing.T) {
 		{"http://example.com", []webhook.Option{webhook.Secret(testSecret), webhook.MaxIdleConns(0)}, "MaxIdleConns: must be at least 1"},
 		{"http://example.com", []webhook.Option{webhook.Secret(testSecret), webhook.Header("webhook-signature", "x")}, "Header: Webhook-Signature is set by the sink"},
 		{"http://example.com", []webhook.Option{webhook.Secret(testSecret), webhook.Header("X-A", "a\r\nb")}, "Header: value of X-A contains a line break"},
+		{"http://example.com", []webhook.Option{webhook.Secret(testSecret), webhook.Header("X-A", "a\x00b")}, "Header: value of X-A contains a control character"},
+		{"http://example.com", []webhook.Option{webhook.Secret(testSecret), webhook.Header("X-A", "a\x7fb")}, "Header: value of X-A contains a control character"},
+		{"http://example.com", []webhook.Option{webhook.Secret(testSecret), webhook.Header("ferry-epoch", "7")}, "Header: Ferry-Epoch is set by the sink"},
+		{"http://example.com", []webhook.Option{webhook.Secret(testSecret), webhook.Header("IDEMPOTENCY-KEY", "k")}, "Header: Idempotency-Key is set by the sink"},
+		{"http://example.com", []webhook.Option{webhook.Secret(testSecret), webhook.Header("X(A)", "a")}, `Header: invalid header name "X(A)"`},
+		{"http://example.com", []webhook.Option{webhook.Secret(testSecret), webhook.Header("", "a")}, `Header: invalid header name ""`},
 		{"http://example.com", []webhook.Option{webhook.Secret(testSecret), nil}, "nil option"},
 	}
 	for _, c := range cases {

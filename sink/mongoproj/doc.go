@@ -16,8 +16,8 @@
 //
 //	operation                 effect on the target
 //	insert, replace, update   upsert of the event's fullDocument (the stream must carry one:
-//	                          FullDocument("updateLookup"), or post-images with "required" /
-//	                          "whenAvailable"); an update event without a fullDocument field is a
+//	                          FullDocument("updateLookup"), or post-images with "required"; not
+//	                          "whenAvailable", see Limits); an update event without a fullDocument field is a
 //	                          permanent error naming that fix; an update whose fullDocument is
 //	                          null (the document was deleted before the lookup) is skipped: its
 //	                          delete event follows

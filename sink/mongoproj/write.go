@@ -29,7 +29,7 @@ func (s *Sink) apply(ctx context.Context, ev *ferry.Event) error {
 				return nil // deleted before the lookup: its delete event follows
 			}
 			return sink.Permanent(fmt.Errorf("mongoproj: %s event without fullDocument: open the change stream with "+
-				"ferry.FullDocument(\"updateLookup\") (or post-images: \"required\"/\"whenAvailable\" with "+
+				"ferry.FullDocument(\"updateLookup\") (or post-images: \"required\" with "+
 				"changeStreamPreAndPostImages enabled on the source collection)", ev.OperationType))
 		}
 		st, err := stamp(ev, false)

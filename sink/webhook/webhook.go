@@ -5,14 +5,14 @@
 //
 //	POST <url>
 //	Content-Type: application/json
-//	webhook-id: <event id>              (hex sha256 of the resume token)
+//	webhook-id: <event id>              (ferry.Event.ID: for a change event the hex sha256 of its resume token)
 //	webhook-timestamp: <unix seconds>   (time of this attempt)
 //	webhook-signature: v1,<base64 HMAC-SHA256(key, id + "." + timestamp + "." + body)>
 //	Idempotency-Key: <event id>
 //	Ferry-Epoch: <lease epoch>
 //	User-Agent: ferry-webhook/1         (unless set with Header)
 //
-//	<the change event as relaxed (default) or canonical Extended JSON>
+//	<the change event (for a backfill event, the scanned document) as relaxed (default) or canonical Extended JSON>
 //
 // The key is the base64-decoded part of the "whsec_..." secret: "whsec_"
 // followed by the standard base64 (with padding) of 24 to 64 random bytes

@@ -1,11 +1,9 @@
 package ferry_test
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -19,6 +17,7 @@ import (
 	"github.com/ferry-io/ferry"
 	"github.com/ferry-io/ferry/checkpoint/boltstore"
 	"github.com/ferry-io/ferry/deadletter"
+	"github.com/ferry-io/ferry/internal/childproc"
 )
 
 // The crash tests run the consumer in a child process (this test binary,
@@ -26,24 +25,18 @@ import (
 
 const childEnv = "FERRY_FAULT_CHILD"
 
-// maybeChild runs the child consumer when this binary was started as one,
-// and reports whether it did.
+// maybeChild runs the child consumer when this binary was started as one
+// (and exits); otherwise it reports false.
 func maybeChild() bool {
-	spec := os.Getenv(childEnv)
-	if spec == "" {
-		return false
-	}
-	// spec: uri|bolt path|db|mode|target _id|start T|start I
-	parts := strings.Split(spec, "|")
-	var start bson.Timestamp
-	fmt.Sscan(parts[5], &start.T)
-	fmt.Sscan(parts[6], &start.I)
-	if err := runChild(parts[0], parts[1], parts[2], parts[3], parts[4], start); err != nil {
-		fmt.Fprintln(os.Stderr, "child:", err)
-		os.Exit(1)
-	}
-	os.Exit(0)
-	return true
+	childproc.RunIfChild(childEnv, func(spec string) error {
+		// spec: uri|bolt path|db|mode|target _id|start T|start I
+		parts := strings.Split(spec, "|")
+		var start bson.Timestamp
+		fmt.Sscan(parts[5], &start.T)
+		fmt.Sscan(parts[6], &start.I)
+		return runChild(parts[0], parts[1], parts[2], parts[3], parts[4], start)
+	})
+	return false
 }
 
 func runChild(uri, boltPath, dbName, mode, target string, start bson.Timestamp) error {
@@ -83,45 +76,11 @@ func runChild(uri, boltPath, dbName, mode, target string, start bson.Timestamp) 
 	return c.Run(context.Background())
 }
 
-// child starts a consumer process and returns it with a reader of its
-// stdout lines.
-func child(t *testing.T, uri, boltPath, db, mode, target string, start bson.Timestamp) (*exec.Cmd, *bufio.Scanner) {
+// child starts a consumer process.
+func child(t *testing.T, uri, boltPath, db, mode, target string, start bson.Timestamp) *childproc.Child {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), childEnv+"="+strings.Join([]string{uri, boltPath, db, mode, target,
+	return childproc.Start(t, childEnv, strings.Join([]string{uri, boltPath, db, mode, target,
 		fmt.Sprint(start.T), fmt.Sprint(start.I)}, "|"))
-	cmd.Stderr = os.Stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	return cmd, bufio.NewScanner(out)
-}
-
-func waitLine(t *testing.T, sc *bufio.Scanner, want string) {
-	t.Helper()
-	got := make(chan bool, 1)
-	go func() {
-		for sc.Scan() {
-			if sc.Text() == want {
-				got <- true
-				return
-			}
-		}
-		got <- false
-	}()
-	select {
-	case ok := <-got:
-		if !ok {
-			t.Fatalf("child exited before printing %s", want)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatalf("child did not print %s", want)
-	}
 }
 
 // countEffects waits until the last event (_id 5) has its effect, then
@@ -170,14 +129,11 @@ func crashTest(t *testing.T, mode string, wantTarget int) {
 	if e.srv != nil {
 		srvURI = e.srv.URI()
 	}
-	first, sc := child(t, srvURI, boltPath, e.db.Name(), mode, targetID, startAt)
-	waitLine(t, sc, "READY")
-	if err := first.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
+	first := child(t, srvURI, boltPath, e.db.Name(), mode, targetID, startAt)
+	first.WaitLine("READY", 30*time.Second)
+	first.Signal(syscall.SIGKILL)
 	_ = first.Wait()
-	_, sc2 := child(t, srvURI, boltPath, e.db.Name(), "normal", targetID, startAt)
-	waitLine(t, sc2, "STARTED")
+	child(t, srvURI, boltPath, e.db.Name(), "normal", targetID, startAt).WaitLine("STARTED", 30*time.Second)
 	// The second process applies events in order (one lane): once event 5
 	// has its effect, event 3 has been dealt with.
 	if got := countEffects(t, e.db, targetID); got != wantTarget {

@@ -1,11 +1,8 @@
 package group_test
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"os"
-	"os/exec"
 	"os/signal"
 	"strconv"
 	"strings"
@@ -21,6 +18,7 @@ import (
 
 	"github.com/ferry-io/ferry"
 	"github.com/ferry-io/ferry/group"
+	"github.com/ferry-io/ferry/internal/childproc"
 	"github.com/ferry-io/ferry/lease"
 )
 
@@ -30,14 +28,7 @@ import (
 const childEnv = "FERRY_GROUP_CHILD"
 
 func TestMain(m *testing.M) {
-	if spec := os.Getenv(childEnv); spec != "" {
-		if err := runChild(spec); err != nil {
-			fmt.Fprintln(os.Stderr, "child:", err)
-			os.Exit(1)
-		}
-		os.Exit(0)
-	}
-	goleak.VerifyTestMain(m)
+	childproc.Main(m, childEnv, runChild, func(m *testing.M) { goleak.VerifyTestMain(m) })
 }
 
 // childSpec: uri|source db|state db|member|mode|partitions|ttl ms
@@ -83,72 +74,13 @@ func parseU32(s string) uint32 {
 	return uint32(n)
 }
 
-// proc is a member running in a child process.
-type proc struct {
-	cmd   *exec.Cmd
-	mu    sync.Mutex
-	lines []string
-	seen  chan struct{}
-}
-
-func (c *cluster) spawn(t *testing.T, member string, mode group.Mode, partitions int, ttl time.Duration, start bson.Timestamp) *proc {
+func (c *cluster) spawn(t *testing.T, member string, mode group.Mode, partitions int, ttl time.Duration, start bson.Timestamp) *childproc.Child {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	spec := strings.Join([]string{c.uri, c.source.Name(), c.state.Name(), member, string(mode), strconv.Itoa(partitions),
 		strconv.Itoa(int(ttl.Milliseconds())), fmt.Sprint(start.T), fmt.Sprint(start.I)}, "|")
-	cmd.Env = append(os.Environ(), childEnv+"="+spec)
-	cmd.Stderr = os.Stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	p := &proc{cmd: cmd, seen: make(chan struct{}, 1)}
-	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			p.mu.Lock()
-			p.lines = append(p.lines, sc.Text())
-			p.mu.Unlock()
-			select {
-			case p.seen <- struct{}{}:
-			default:
-			}
-		}
-	}()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGCONT)
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-	})
+	p := childproc.Start(t, childEnv, spec)
+	p.Name = "the member"
 	return p
-}
-
-// waitLine waits for a line with the prefix.
-func (p *proc) waitLine(t *testing.T, prefix string, within time.Duration) {
-	t.Helper()
-	deadline := time.NewTimer(within)
-	defer deadline.Stop()
-	for {
-		p.mu.Lock()
-		for _, l := range p.lines {
-			if strings.HasPrefix(l, prefix) {
-				p.mu.Unlock()
-				return
-			}
-		}
-		p.mu.Unlock()
-		select {
-		case <-p.seen:
-		case <-deadline.C:
-			p.mu.Lock()
-			lines := append([]string(nil), p.lines...)
-			p.mu.Unlock()
-			t.Fatalf("no %q line within %v; the member printed %q", prefix, within, lines)
-		}
-	}
 }
 
 // ownersNow returns partition → live owner from the leases (server clock).
@@ -267,7 +199,7 @@ func killTest(t *testing.T, mode group.Mode) {
 	}
 	_ = c.state.CreateCollection(context.Background(), "effects")
 	start := c.opTime(t)
-	procs := map[string]*proc{}
+	procs := map[string]*childproc.Child{}
 	for _, m := range []string{"m0", "m1", "m2"} {
 		procs[m] = c.spawn(t, m, mode, partitions, ttl, start)
 	}
@@ -275,9 +207,7 @@ func killTest(t *testing.T, mode group.Mode) {
 	load := c.writeLoad(t, 300, 5*time.Millisecond)
 	c.effectsPerEvent(t, 30) // the kill lands in the middle of the load
 	victim := c.ownersNow(t)
-	if err := procs["m1"].cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
+	procs["m1"].Signal(syscall.SIGKILL)
 	took := c.waitOwned(t, partitions, 30*time.Second, func(l lease.Lease) bool { return l.Owner != "m1" })
 	had := 0
 	for _, l := range victim {
@@ -323,15 +253,13 @@ func TestGracefulLeaveTakeover(t *testing.T) {
 		}
 		return len(owners) == 2
 	})
-	if err := a.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
+	a.Signal(syscall.SIGTERM)
 	took := c.waitOwned(t, partitions, 30*time.Second, func(l lease.Lease) bool { return l.Owner == "b" })
 	fmt.Printf("group: takeover after SIGTERM: %d ms (lease TTL %d ms)\n", took.Milliseconds(), ttl.Milliseconds())
 	if took > 2*time.Second {
 		t.Fatalf("takeover after SIGTERM took %v, want within 2s (leases released, not expired)", took)
 	}
-	if err := a.cmd.Wait(); err != nil {
+	if err := a.Wait(); err != nil {
 		t.Fatalf("member a did not exit cleanly after SIGTERM: %v", err)
 	}
 }
@@ -345,11 +273,9 @@ func TestZombieMakesNoEffect(t *testing.T) {
 	_ = c.state.CreateCollection(context.Background(), "effects")
 	start := c.opTime(t)
 	z := c.spawn(t, "zombie", group.Transactional, partitions, ttl, start)
-	z.waitLine(t, "ASSIGNED", 30*time.Second)
+	z.WaitLine("ASSIGNED", 30*time.Second)
 	c.spawn(t, "heir", group.Transactional, partitions, ttl, start)
-	if err := z.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
+	z.Signal(syscall.SIGSTOP)
 	c.waitOwned(t, partitions, 30*time.Second, func(l lease.Lease) bool { return l.Owner == "heir" })
 	newEpoch := c.ownersNow(t)[0].Epoch
 	// Writes while the zombie is frozen; the heir applies them.
@@ -359,10 +285,8 @@ func TestZombieMakesNoEffect(t *testing.T) {
 		}
 	}
 	c.effectsPerEvent(t, 20)
-	if err := z.cmd.Process.Signal(syscall.SIGCONT); err != nil {
-		t.Fatal(err)
-	}
-	z.waitLine(t, "LOST 0", 30*time.Second)
+	z.Signal(syscall.SIGCONT)
+	z.WaitLine("LOST 0", 30*time.Second)
 	for i := 20; i < 40; i++ {
 		if _, err := c.source.Collection("c").InsertOne(context.Background(), bson.D{{Key: "_id", Value: i}}); err != nil {
 			t.Fatal(err)

@@ -1,15 +1,12 @@
 package mongoproj_test
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"os"
-	"os/exec"
 	"os/signal"
 	"strconv"
 	"strings"
@@ -27,6 +24,7 @@ import (
 	"github.com/ferry-io/ferry/checkpoint"
 	"github.com/ferry-io/ferry/checkpoint/mongostore"
 	"github.com/ferry-io/ferry/group"
+	"github.com/ferry-io/ferry/internal/childproc"
 	"github.com/ferry-io/ferry/internal/resumetoken"
 	"github.com/ferry-io/ferry/lease"
 	"github.com/ferry-io/ferry/mongotest"
@@ -39,16 +37,7 @@ import (
 
 const groupChildEnv = "FERRY_MONGOPROJ_GROUP_CHILD"
 
-func TestMain(m *testing.M) {
-	if spec := os.Getenv(groupChildEnv); spec != "" {
-		if err := runGroupChild(spec); err != nil {
-			fmt.Fprintln(os.Stderr, "child:", err)
-			os.Exit(1)
-		}
-		os.Exit(0)
-	}
-	os.Exit(m.Run())
-}
+func TestMain(m *testing.M) { childproc.Main(m, groupChildEnv, runGroupChild, nil) }
 
 // groupSpec is what a child member needs, passed as JSON.
 type groupSpec struct {
@@ -154,21 +143,6 @@ func runGroupChild(raw string) error {
 	return g.Run(ctx)
 }
 
-// groupProc is a member running in a child process.
-type groupProc struct {
-	name string
-	cmd  *exec.Cmd
-	mu   sync.Mutex
-	outs []string
-	eof  chan struct{}
-}
-
-func (p *groupProc) lines() []string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return append([]string(nil), p.outs...)
-}
-
 // groupRun is one run of the test: the server, the collections and the
 // members started so far.
 type groupRun struct {
@@ -181,7 +155,7 @@ type groupRun struct {
 	cps    *mongostore.Store
 }
 
-func (r *groupRun) spawn(t *testing.T, member string) *groupProc {
+func (r *groupRun) spawn(t *testing.T, member string) *childproc.Child {
 	t.Helper()
 	spec := r.spec
 	spec.Member = member
@@ -189,64 +163,23 @@ func (r *groupRun) spawn(t *testing.T, member string) *groupProc {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), groupChildEnv+"="+string(raw))
-	cmd.Stderr = os.Stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	p := &groupProc{name: member, cmd: cmd, eof: make(chan struct{})}
-	go func() {
-		defer close(p.eof)
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			p.mu.Lock()
-			p.outs = append(p.outs, sc.Text())
-			p.mu.Unlock()
-		}
-	}()
-	t.Cleanup(func() {
-		if cmd.ProcessState == nil {
-			_ = cmd.Process.Kill()
-			<-p.eof
-			_ = cmd.Wait()
-		}
-	})
+	p := childproc.Start(t, groupChildEnv, string(raw))
+	p.Name = "member " + member
 	t.Cleanup(func() {
 		if t.Failed() {
-			lines := p.lines()
+			lines := p.Lines()
 			t.Logf("member %s printed %d lines; the last ones:\n%s", member, len(lines), strings.Join(lines[max(0, len(lines)-25):], "\n"))
 		}
 	})
 	return p
 }
 
-// kill SIGKILLs a member, waits until it is gone and requires that it died
-// of the SIGKILL (not of anything else before it).
-func (r *groupRun) kill(t *testing.T, p *groupProc) {
-	t.Helper()
-	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	<-p.eof
-	_ = p.cmd.Wait()
-	ws, ok := p.cmd.ProcessState.Sys().(syscall.WaitStatus)
-	if !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
-		t.Fatalf("member %s did not die of SIGKILL: %v (it printed %q)", p.name, p.cmd.ProcessState, p.lines())
-	}
-}
-
 // waitExit waits for a member sent SIGTERM and requires a clean exit (a
 // graceful leave; a race report in the child would fail it too).
-func (r *groupRun) waitExit(t *testing.T, p *groupProc) {
+func (r *groupRun) waitExit(t *testing.T, p *childproc.Child) {
 	t.Helper()
-	<-p.eof
-	if err := p.cmd.Wait(); err != nil {
-		t.Errorf("member %s did not leave cleanly after SIGTERM: %v", p.name, err)
+	if err := p.Wait(); err != nil {
+		t.Errorf("%s did not leave cleanly after SIGTERM: %v", p.Name, err)
 	}
 }
 
@@ -440,7 +373,7 @@ func TestGroupProjectionEqualsSourceAfterKillsAndHistoryLost(t *testing.T) {
 
 	// Phase 1: three members under load; two of them are killed midway
 	// and replaced.
-	m := map[string]*groupProc{}
+	m := map[string]*childproc.Child{}
 	for _, name := range []string{"m0", "m1", "m2"} {
 		m[name] = r.spawn(t, name)
 	}
@@ -473,7 +406,7 @@ func TestGroupProjectionEqualsSourceAfterKillsAndHistoryLost(t *testing.T) {
 		if owned == 0 {
 			t.Fatalf("victim %s owns no partition (owners %v)", victim, before)
 		}
-		r.kill(t, m[victim])
+		m[victim].Kill() // and requires that it died of the SIGKILL
 		kills++
 	}
 	phase("two members killed")
@@ -496,7 +429,7 @@ func TestGroupProjectionEqualsSourceAfterKillsAndHistoryLost(t *testing.T) {
 	// source changes while nobody reads; then the oplog is flooded until
 	// no checkpoint can be resumed from.
 	for _, name := range []string{"m0", "m3", "m4"} {
-		r.kill(t, m[name])
+		m[name].Kill()
 		kills++
 	}
 	stopLoad()
@@ -563,7 +496,7 @@ func TestGroupProjectionEqualsSourceAfterKillsAndHistoryLost(t *testing.T) {
 	scan := func() {
 		backfilledDocs = 0
 		for _, name := range final {
-			for _, l := range m[name].lines() {
+			for _, l := range m[name].Lines() {
 				f := strings.Fields(l)
 				switch {
 				case len(f) == 3 && f[0] == "RESUME" && f[2] == "history-lost":
@@ -635,9 +568,7 @@ func TestGroupProjectionEqualsSourceAfterKillsAndHistoryLost(t *testing.T) {
 	// Every final member leaves gracefully (at once: one by one, each
 	// leave would hand its partitions to the others first).
 	for _, name := range final {
-		if err := m[name].cmd.Process.Signal(syscall.SIGTERM); err != nil {
-			t.Fatal(err)
-		}
+		m[name].Signal(syscall.SIGTERM)
 	}
 	for _, name := range final {
 		r.waitExit(t, m[name])

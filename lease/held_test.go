@@ -23,6 +23,33 @@ const (
 	hMargin = 2 * time.Second
 )
 
+// heldStart is where the local clocks of the Held tests start.
+var heldStart = time.Date(2031, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// heldEnv starts a Held test that needs the emulator (for why): the holder's
+// store, with application name app, runs on the fake clock clk; other, with
+// application name otherApp, is a competing member's store on real time.
+func heldEnv(t *testing.T, why, app, otherApp string) (e *env, clk *fakeClock, s, other *lease.Store) {
+	t.Helper()
+	e = newEnv(t)
+	e.needEmulator(t, why)
+	clk = newFakeClock(heldStart)
+	s = e.store(t, app, lease.WithClock(clk))
+	other = e.store(t, otherApp)
+	return e, clk, s, other
+}
+
+// waitDone fails the test with msg unless h's Done channel closes within
+// 20s.
+func waitDone(t *testing.T, h *lease.Held, msg string) {
+	t.Helper()
+	select {
+	case <-h.Done():
+	case <-time.After(20 * time.Second):
+		t.Fatal(msg)
+	}
+}
+
 func hold(t *testing.T, s *lease.Store, partition int, owner string) *lease.Held {
 	t.Helper()
 	h, err := s.Hold(ctx(t), "g", partition, owner, hTTL, lease.RenewInterval(hRenew), lease.SafetyMargin(hMargin))
@@ -36,11 +63,7 @@ func hold(t *testing.T, s *lease.Store, partition int, owner string) *lease.Held
 // TestHeldRenewsInBackground: the renewal extends the lease on the server,
 // and Release frees it at once for another owner.
 func TestHeldRenewsInBackground(t *testing.T) {
-	e := newEnv(t)
-	e.needEmulator(t, "clock control (AdvanceClock)")
-	clk := newFakeClock(time.Date(2031, 1, 1, 0, 0, 0, 0, time.UTC))
-	s := e.store(t, "", lease.WithClock(clk))
-	other := e.store(t, "")
+	e, clk, s, other := heldEnv(t, "clock control (AdvanceClock)", "", "")
 	ctx := ctx(t)
 
 	h := hold(t, s, 0, "a")
@@ -83,11 +106,7 @@ func TestHeldRenewsInBackground(t *testing.T) {
 // holder stops trusting its lease ttl-margin after the last successful
 // send, while the server still counts it as the holder's.
 func TestHeldSelfFencesBeforeServerExpiry(t *testing.T) {
-	e := newEnv(t)
-	e.needEmulator(t, "Go fail-point API")
-	clk := newFakeClock(time.Date(2031, 1, 1, 0, 0, 0, 0, time.UTC))
-	s := e.store(t, "a", lease.WithClock(clk))
-	other := e.store(t, "b")
+	e, clk, s, other := heldEnv(t, "Go fail-point API", "a", "b")
 	ctx := ctx(t)
 
 	h := hold(t, s, 0, "a")
@@ -106,11 +125,7 @@ func TestHeldSelfFencesBeforeServerExpiry(t *testing.T) {
 		}
 	}
 	clk.Advance(2 * time.Second) // ttl - margin since the acquire was sent
-	select {
-	case <-h.Done():
-	case <-time.After(20 * time.Second):
-		t.Fatal("Done not closed ttl-margin after the last successful renewal")
-	}
+	waitDone(t, h, "Done not closed ttl-margin after the last successful renewal")
 	if h.Valid() || h.Remaining() != 0 {
 		t.Fatal("Valid after ttl-margin without a renewal")
 	}
@@ -140,11 +155,7 @@ func TestHeldSelfFencesBeforeServerExpiry(t *testing.T) {
 // clock did not move, the server's did) learns at its next renewal that
 // another owner took over.
 func TestHeldLostToNewOwner(t *testing.T) {
-	e := newEnv(t)
-	e.needEmulator(t, "clock control (AdvanceClock)")
-	clk := newFakeClock(time.Date(2031, 1, 1, 0, 0, 0, 0, time.UTC))
-	s := e.store(t, "", lease.WithClock(clk))
-	other := e.store(t, "")
+	e, clk, s, other := heldEnv(t, "clock control (AdvanceClock)", "", "")
 	ctx := ctx(t)
 	h := hold(t, s, 2, "a")
 	e.srv.AdvanceClock(hTTL + time.Second)
@@ -154,11 +165,7 @@ func TestHeldLostToNewOwner(t *testing.T) {
 	}
 	clk.settle(t, h.Done())
 	clk.Advance(hRenew)
-	select {
-	case <-h.Done():
-	case <-time.After(20 * time.Second):
-		t.Fatal("Done not closed after the renewal found the lease taken")
-	}
+	waitDone(t, h, "Done not closed after the renewal found the lease taken")
 	if err := h.Err(); !errors.Is(err, lease.ErrLost) || !strings.Contains(err.Error(), `"b" holds it at epoch 2`) || h.Valid() {
 		t.Fatalf("Err = %v, valid %v; want ErrLost naming b", err, h.Valid())
 	}
@@ -175,7 +182,7 @@ func TestHeldLostToNewOwner(t *testing.T) {
 // its own $$NOW, later than the send.
 func TestValidityCountsFromBeforeTheSend(t *testing.T) {
 	e := newEnv(t)
-	clk := newFakeClock(time.Date(2031, 1, 1, 0, 0, 0, 0, time.UTC))
+	clk := newFakeClock(heldStart)
 	const inFlight = 2 * time.Second // less than hRenew: no renewal is due yet
 	var once sync.Once
 	mon := &event.CommandMonitor{Started: func(_ context.Context, ev *event.CommandStartedEvent) {

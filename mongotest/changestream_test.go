@@ -37,10 +37,7 @@ func TestChangeStreamEventShapes(t *testing.T) {
 	_, db, _ := connect(t)
 	ctx := ctx(t)
 	c := db.Collection("orders")
-	cs, err := c.Watch(ctx, mongo.Pipeline{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cs := watch(t, ctx, c, mongo.Pipeline{})
 	defer cs.Close(ctx)
 	mustDo(t, func() error {
 		_, err := c.InsertOne(ctx, bson.D{{Key: "_id", Value: 1}, {Key: "a", Value: 1}})
@@ -121,10 +118,7 @@ func TestChangeStreamUpdateLookup(t *testing.T) {
 	_, db, _ := connect(t)
 	ctx := ctx(t)
 	c := db.Collection("c")
-	cs, err := c.Watch(ctx, mongo.Pipeline{}, options.ChangeStream().SetFullDocument(options.UpdateLookup))
-	if err != nil {
-		t.Fatal(err)
-	}
+	cs := watch(t, ctx, c, mongo.Pipeline{}, options.ChangeStream().SetFullDocument(options.UpdateLookup))
 	defer cs.Close(ctx)
 	mustDo(t, func() error {
 		_, err := c.InsertOne(ctx, bson.D{{Key: "_id", Value: "k"}, {Key: "n", Value: 1}})
@@ -148,25 +142,13 @@ func TestResumeAfterAndTokenIdentity(t *testing.T) {
 	client, db, _ := connect(t)
 	ctx := ctx(t)
 	c := db.Collection("r")
-	collStream, err := c.Watch(ctx, mongo.Pipeline{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	collStream := watch(t, ctx, c, mongo.Pipeline{})
 	defer collStream.Close(ctx)
-	filtered, err := c.Watch(ctx, mongo.Pipeline{{{Key: "$match", Value: bson.D{{Key: "fullDocument.even", Value: true}}}}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	filtered := watch(t, ctx, c, mongo.Pipeline{{{Key: "$match", Value: bson.D{{Key: "fullDocument.even", Value: true}}}}})
 	defer filtered.Close(ctx)
-	dbStream, err := db.Watch(ctx, mongo.Pipeline{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	dbStream := watch(t, ctx, db, mongo.Pipeline{})
 	defer dbStream.Close(ctx)
-	clusterStream, err := client.Watch(ctx, mongo.Pipeline{{{Key: "$match", Value: bson.D{{Key: "ns.db", Value: db.Name()}}}}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	clusterStream := watch(t, ctx, client, mongo.Pipeline{{{Key: "$match", Value: bson.D{{Key: "ns.db", Value: db.Name()}}}}})
 	defer clusterStream.Close(ctx)
 	for i := 0; i < 6; i++ {
 		mustDo(t, func() error {
@@ -194,10 +176,7 @@ func TestResumeAfterAndTokenIdentity(t *testing.T) {
 			t.Fatalf("filtered stream token for event %d = %s, want %s", i, got, tokens[i])
 		}
 	}
-	resumed, err := c.Watch(ctx, mongo.Pipeline{}, options.ChangeStream().SetResumeAfter(raw[2]))
-	if err != nil {
-		t.Fatal(err)
-	}
+	resumed := watch(t, ctx, c, mongo.Pipeline{}, options.ChangeStream().SetResumeAfter(raw[2]))
 	defer resumed.Close(ctx)
 	for i := 3; i < 6; i++ {
 		ev := next(t, resumed)
@@ -221,10 +200,7 @@ func TestStartAtOperationTime(t *testing.T) {
 	mustDo(t, func() error { _, err := c.InsertOne(sctx, bson.D{{Key: "_id", Value: 1}}); return err })
 	opTime := sess.OperationTime()
 	mustDo(t, func() error { _, err := c.InsertOne(ctx, bson.D{{Key: "_id", Value: 2}}); return err })
-	cs, err := c.Watch(ctx, mongo.Pipeline{}, options.ChangeStream().SetStartAtOperationTime(opTime))
-	if err != nil {
-		t.Fatal(err)
-	}
+	cs := watch(t, ctx, c, mongo.Pipeline{}, options.ChangeStream().SetStartAtOperationTime(opTime))
 	defer cs.Close(ctx)
 	for _, want := range []int32{1, 2} {
 		ev := next(t, cs)
@@ -239,10 +215,7 @@ func TestQuietStreamTokenAdvances(t *testing.T) {
 	ctx := ctx(t)
 	quiet := db.Collection("quiet")
 	busy := db.Collection("busy")
-	cs, err := quiet.Watch(ctx, mongo.Pipeline{}, options.ChangeStream().SetMaxAwaitTime(50*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
+	cs := watch(t, ctx, quiet, mongo.Pipeline{}, options.ChangeStream().SetMaxAwaitTime(50*time.Millisecond))
 	defer cs.Close(ctx)
 	first := cs.ResumeToken()
 	if first == nil {
@@ -273,10 +246,7 @@ func TestHistoryLost(t *testing.T) {
 	}
 	ctx := ctx(t)
 	c := db.Collection("h")
-	cs, err := c.Watch(ctx, mongo.Pipeline{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cs := watch(t, ctx, c, mongo.Pipeline{})
 	mustDo(t, func() error { _, err := c.InsertOne(ctx, bson.D{{Key: "_id", Value: 0}}); return err })
 	next(t, cs)
 	old := cs.ResumeToken()
@@ -284,7 +254,7 @@ func TestHistoryLost(t *testing.T) {
 	for i := 1; i <= 50; i++ {
 		mustDo(t, func() error { _, err := c.InsertOne(ctx, bson.D{{Key: "_id", Value: i}}); return err })
 	}
-	_, err = c.Watch(ctx, mongo.Pipeline{}, options.ChangeStream().SetResumeAfter(old))
+	_, err := c.Watch(ctx, mongo.Pipeline{}, options.ChangeStream().SetResumeAfter(old))
 	var se mongo.ServerError
 	if !errors.As(err, &se) || !se.HasErrorCode(286) || !se.HasErrorLabel("NonResumableChangeStreamError") {
 		t.Fatalf("resume from a token older than the oplog: %v, want ChangeStreamHistoryLost (286) labelled NonResumableChangeStreamError", err)
@@ -296,10 +266,7 @@ func TestInvalidateAndStartAfter(t *testing.T) {
 	ctx := ctx(t)
 	c := db.Collection("inv")
 	mustDo(t, func() error { _, err := c.InsertOne(ctx, bson.D{{Key: "_id", Value: 1}}); return err })
-	cs, err := c.Watch(ctx, mongo.Pipeline{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cs := watch(t, ctx, c, mongo.Pipeline{})
 	defer cs.Close(ctx)
 	mustDo(t, func() error { return c.Drop(ctx) })
 	if ev := next(t, cs); ev["operationType"] != "drop" {
@@ -318,15 +285,12 @@ func TestInvalidateAndStartAfter(t *testing.T) {
 		t.Fatalf("cursor id after invalidate = %d, want 0", cs.ID())
 	}
 	invTok := cs.ResumeToken()
-	_, err = c.Watch(ctx, mongo.Pipeline{}, options.ChangeStream().SetResumeAfter(invTok))
+	_, err := c.Watch(ctx, mongo.Pipeline{}, options.ChangeStream().SetResumeAfter(invTok))
 	var se mongo.ServerError
 	if !errors.As(err, &se) || !se.HasErrorCode(260) {
 		t.Fatalf("resumeAfter an invalidate token: %v, want InvalidResumeToken (260)", err)
 	}
-	after, err := c.Watch(ctx, mongo.Pipeline{}, options.ChangeStream().SetStartAfter(invTok))
-	if err != nil {
-		t.Fatal(err)
-	}
+	after := watch(t, ctx, c, mongo.Pipeline{}, options.ChangeStream().SetStartAfter(invTok))
 	defer after.Close(ctx)
 	mustDo(t, func() error { _, err := c.InsertOne(ctx, bson.D{{Key: "_id", Value: 2}}); return err })
 	ev := next(t, after)
@@ -340,12 +304,9 @@ func TestRenameInvalidates(t *testing.T) {
 	ctx := ctx(t)
 	c := db.Collection("from")
 	mustDo(t, func() error { _, err := c.InsertOne(ctx, bson.D{{Key: "_id", Value: 1}}); return err })
-	cs, err := c.Watch(ctx, mongo.Pipeline{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cs := watch(t, ctx, c, mongo.Pipeline{})
 	defer cs.Close(ctx)
-	err = db.Client().Database("admin").RunCommand(ctx, bson.D{
+	err := db.Client().Database("admin").RunCommand(ctx, bson.D{
 		{Key: "renameCollection", Value: db.Name() + ".from"}, {Key: "to", Value: db.Name() + ".to"}}).Err()
 	if err != nil {
 		t.Fatal(err)
@@ -363,10 +324,7 @@ func TestPipelineMustKeepID(t *testing.T) {
 	_, db, _ := connect(t)
 	ctx := ctx(t)
 	c := db.Collection("p")
-	cs, err := c.Watch(ctx, mongo.Pipeline{{{Key: "$project", Value: bson.D{{Key: "_id", Value: 0}}}}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cs := watch(t, ctx, c, mongo.Pipeline{{{Key: "$project", Value: bson.D{{Key: "_id", Value: 0}}}}})
 	defer cs.Close(ctx)
 	mustDo(t, func() error { _, err := c.InsertOne(ctx, bson.D{{Key: "x", Value: 1}}); return err })
 	c2, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -407,10 +365,7 @@ func TestGetMoreReturnsEarly(t *testing.T) {
 	defer client.Disconnect(context.Background())
 	base := ctx(t)
 	c := client.Database("mt_getmore_early").Collection("w")
-	cs, err := c.Watch(base, mongo.Pipeline{}, options.ChangeStream().SetMaxAwaitTime(10*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
+	cs := watch(t, base, c, mongo.Pipeline{}, options.ChangeStream().SetMaxAwaitTime(10*time.Second))
 	defer cs.Close(base)
 	got := make(chan bool, 1)
 	go func() { got <- cs.Next(base) }()
@@ -435,10 +390,7 @@ func TestTTLDeletesReachChangeStreams(t *testing.T) {
 	if _, err := c.Indexes().CreateOne(ctx, mongo.IndexModel{Keys: bson.D{{Key: "expireAt", Value: 1}}, Options: options.Index().SetExpireAfterSeconds(0)}); err != nil {
 		t.Fatal(err)
 	}
-	cs, err := c.Watch(ctx, mongo.Pipeline{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cs := watch(t, ctx, c, mongo.Pipeline{})
 	defer cs.Close(ctx)
 	now := srv.Now()
 	mustDo(t, func() error {
@@ -483,10 +435,7 @@ func TestResumeFromUnknownToken(t *testing.T) {
 	_, db, _ := connect(t)
 	ctx := ctx(t)
 	c := db.Collection("u")
-	cs, err := c.Watch(ctx, mongo.Pipeline{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cs := watch(t, ctx, c, mongo.Pipeline{})
 	defer cs.Close(ctx)
 	mustDo(t, func() error { _, err := c.InsertOne(ctx, bson.D{{Key: "_id", Value: 1}}); return err })
 	mustDo(t, func() error { _, err := c.InsertOne(ctx, bson.D{{Key: "_id", Value: 2}}); return err })
@@ -530,10 +479,7 @@ func TestResumeFromSplitEventFragment(t *testing.T) {
 		t.Fatal(err)
 	}
 	split := mongo.Pipeline{{{Key: "$changeStreamSplitLargeEvent", Value: bson.D{}}}}
-	cs, err := coll.Watch(c, split, options.ChangeStream().SetFullDocumentBeforeChange(options.Required))
-	if err != nil {
-		t.Fatal(err)
-	}
+	cs := watch(t, c, coll, split, options.ChangeStream().SetFullDocumentBeforeChange(options.Required))
 	defer cs.Close(c)
 	if _, err := coll.UpdateOne(c, bson.D{{Key: "_id", Value: 1}}, bson.D{{Key: "$set", Value: bson.D{{Key: "v", Value: strings.Repeat("b", 10<<20)}}}}); err != nil {
 		t.Fatal(err)
@@ -543,10 +489,7 @@ func TestResumeFromSplitEventFragment(t *testing.T) {
 		t.Fatalf("first fragment number %d", f)
 	}
 	tok := cs.ResumeToken()
-	resumed, err := coll.Watch(c, split, options.ChangeStream().SetFullDocumentBeforeChange(options.Required).SetResumeAfter(tok))
-	if err != nil {
-		t.Fatal(err)
-	}
+	resumed := watch(t, c, coll, split, options.ChangeStream().SetFullDocumentBeforeChange(options.Required).SetResumeAfter(tok))
 	defer resumed.Close(c)
 	next(t, resumed)
 	if f, of := resumed.Current.Lookup("splitEvent", "fragment").Int32(), resumed.Current.Lookup("splitEvent", "of").Int32(); f != 2 || of != 2 {

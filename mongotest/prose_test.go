@@ -134,15 +134,8 @@ func newProseEnv(t *testing.T, configure func(*options.ClientOptions)) *proseEnv
 	if configure != nil {
 		configure(opts)
 	}
-	client, err := mongo.Connect(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = client.Disconnect(context.Background()) })
-	db := client.Database("mt_" + sanitize(t.Name()))
-	if err := db.Drop(ctx(t)); err != nil {
-		t.Fatal(err)
-	}
+	client := connectClient(t, opts)
+	db := testDB(t, client)
 	return &proseEnv{client: client, db: db, coll: db.Collection("c"), rec: rec, app: app, srv: srv}
 }
 
@@ -358,10 +351,7 @@ func (e *proseEnv) opTimeOfInsert(t *testing.T, id any) *bson.Timestamp {
 func (e *proseEnv) invalidateToken(t *testing.T, coll *mongo.Collection) bson.Raw {
 	t.Helper()
 	e.insert(t, coll, "before-drop")
-	cs, err := coll.Watch(ctx(t), mongo.Pipeline{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cs := watch(t, ctx(t), coll, mongo.Pipeline{})
 	defer cs.Close(context.Background())
 	if err := coll.Drop(ctx(t)); err != nil {
 		t.Fatal(err)
@@ -380,10 +370,7 @@ func (e *proseEnv) invalidateToken(t *testing.T, coll *mongo.Collection) bson.Ra
 func TestProse1TracksLastToken(t *testing.T) {
 	env := newProseEnv(t, nil)
 	c := ctx(t)
-	cs, err := env.coll.Watch(c, mongo.Pipeline{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cs := watch(t, c, env.coll, mongo.Pipeline{})
 	defer cs.Close(c)
 	prev := cs.ResumeToken()
 	for i := 0; i < 3; i++ {
@@ -400,10 +387,7 @@ func TestProse1TracksLastToken(t *testing.T) {
 		prev = append(bson.Raw(nil), tok...)
 	}
 	env.insert(t, env.coll, 3)
-	resumed, err := env.coll.Watch(c, mongo.Pipeline{}, options.ChangeStream().SetResumeAfter(prev))
-	if err != nil {
-		t.Fatal(err)
-	}
+	resumed := watch(t, c, env.coll, mongo.Pipeline{}, options.ChangeStream().SetResumeAfter(prev))
 	defer resumed.Close(c)
 	nextRaw(t, resumed)
 	if got := eventKey(resumed); got != int32(3) {
@@ -418,10 +402,7 @@ func TestProse1TracksLastToken(t *testing.T) {
 func TestProse2MissingTokenIsAnError(t *testing.T) {
 	env := newProseEnv(t, nil)
 	c := ctx(t)
-	cs, err := env.coll.Watch(c, mongo.Pipeline{{{Key: "$project", Value: bson.D{{Key: "_id", Value: 0}}}}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cs := watch(t, c, env.coll, mongo.Pipeline{{{Key: "$project", Value: bson.D{{Key: "_id", Value: 0}}}}})
 	defer cs.Close(c)
 	env.insert(t, env.coll, 1)
 	nc, cancel := context.WithTimeout(c, 10*time.Second)
@@ -467,10 +448,7 @@ func TestProse3ResumesOnceWithOriginalPipeline(t *testing.T) {
 			c := ctx(t)
 			pipeline := mongo.Pipeline{{{Key: "$match", Value: bson.D{{Key: "operationType", Value: "insert"}}}}}
 			opts := options.ChangeStream().SetFullDocument(options.UpdateLookup).SetBatchSize(5).SetMaxAwaitTime(time.Second)
-			cs, err := env.coll.Watch(c, pipeline, opts)
-			if err != nil {
-				t.Fatal(err)
-			}
+			cs := watch(t, c, env.coll, pipeline, opts)
 			defer cs.Close(c)
 			env.insert(t, env.coll, 1)
 			nextRaw(t, cs)
@@ -549,10 +527,7 @@ func TestProse4NoResumeOnAggregateErrors(t *testing.T) {
 	t.Run("aggregate of a resume", func(t *testing.T) {
 		env := newProseEnv(t, noRetry)
 		c := ctx(t)
-		cs, err := env.coll.Watch(c, mongo.Pipeline{})
-		if err != nil {
-			t.Fatal(err)
-		}
+		cs := watch(t, c, env.coll, mongo.Pipeline{})
 		defer cs.Close(c)
 		// The getMore fails (a resume starts), then the resume's aggregate.
 		env.failCommand(t, 2, append(bson.D{{Key: "failCommands", Value: bson.A{"getMore", "aggregate"}}}, failure...))
@@ -582,10 +557,7 @@ func TestProse6ServerSelectionBeforeResume(t *testing.T) {
 	env := newProseEnv(t, nil)
 	c := ctx(t)
 	coll := env.db.Collection("c", options.Collection().SetReadPreference(readpref.PrimaryPreferred()))
-	cs, err := coll.Watch(c, mongo.Pipeline{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cs := watch(t, c, coll, mongo.Pipeline{})
 	defer cs.Close(c)
 	env.failCommand(t, 1, bson.D{
 		{Key: "failCommands", Value: bson.A{"getMore"}},
@@ -642,10 +614,7 @@ func eventNames(evs []recorded) []string {
 func TestProse7EmptyFirstBatchStaysOpen(t *testing.T) {
 	env := newProseEnv(t, nil)
 	c := ctx(t)
-	cs, err := env.coll.Watch(c, mongo.Pipeline{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cs := watch(t, c, env.coll, mongo.Pipeline{})
 	defer cs.Close(c)
 	reply := env.rec.lastCursorReply(t)
 	id := cursorID(t, reply)
@@ -674,10 +643,7 @@ func TestProse7EmptyFirstBatchStaysOpen(t *testing.T) {
 func TestProse8KillCursorsErrorsIgnored(t *testing.T) {
 	env := newProseEnv(t, nil)
 	c := ctx(t)
-	cs, err := env.coll.Watch(c, mongo.Pipeline{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cs := watch(t, c, env.coll, mongo.Pipeline{})
 	defer cs.Close(c)
 	env.failCommand(t, 2, bson.D{
 		{Key: "failCommands", Value: bson.A{"getMore", "killCursors"}},
@@ -706,10 +672,7 @@ func TestProse8KillCursorsErrorsIgnored(t *testing.T) {
 func TestProse11TokenIsPBRTAfterBatch(t *testing.T) {
 	env := newProseEnv(t, nil)
 	c := ctx(t)
-	cs, err := env.coll.Watch(c, mongo.Pipeline{}, options.ChangeStream().SetMaxAwaitTime(20*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
+	cs := watch(t, c, env.coll, mongo.Pipeline{}, options.ChangeStream().SetMaxAwaitTime(20*time.Millisecond))
 	defer cs.Close(c)
 	agg := env.rec.lastCursorReply(t)
 	if len(cursorBatch(t, agg)) != 0 {
@@ -753,10 +716,7 @@ func TestProse13TokenMidBatch(t *testing.T) {
 	c := ctx(t)
 	opTime := env.opTimeOfInsert(t, 0)
 	env.insert(t, env.coll, 1, 2, 3, 4)
-	cs, err := env.coll.Watch(c, mongo.Pipeline{}, options.ChangeStream().SetStartAtOperationTime(opTime).SetBatchSize(2))
-	if err != nil {
-		t.Fatal(err)
-	}
+	cs := watch(t, c, env.coll, mongo.Pipeline{}, options.ChangeStream().SetStartAtOperationTime(opTime).SetBatchSize(2))
 	defer cs.Close(c)
 	var afterFirstBatch bson.Raw
 	midBatch := 0
@@ -779,10 +739,7 @@ func TestProse13TokenMidBatch(t *testing.T) {
 	if n := len(cursorBatch(t, env.rec.commands(0, "succeeded", "aggregate")[0].body)); n != 2 {
 		t.Fatalf("first batch holds %d events, want batchSize 2", n)
 	}
-	resumed, err := env.coll.Watch(c, mongo.Pipeline{}, options.ChangeStream().SetResumeAfter(afterFirstBatch))
-	if err != nil {
-		t.Fatal(err)
-	}
+	resumed := watch(t, c, env.coll, mongo.Pipeline{}, options.ChangeStream().SetResumeAfter(afterFirstBatch))
 	defer resumed.Close(c)
 	for want := int32(2); want < 5; want++ {
 		nextRaw(t, resumed)
@@ -821,19 +778,13 @@ func TestProse14TokenBeforeIteration(t *testing.T) {
 			opTime := env.opTimeOfInsert(t, 0)
 			env.insert(t, env.coll, 1, 2, 3, 4)
 			// The token of event 0, from a stream that starts at it.
-			first, err := env.coll.Watch(c, mongo.Pipeline{}, options.ChangeStream().SetStartAtOperationTime(opTime))
-			if err != nil {
-				t.Fatal(err)
-			}
+			first := watch(t, c, env.coll, mongo.Pipeline{}, options.ChangeStream().SetStartAtOperationTime(opTime))
 			nextRaw(t, first)
 			tok0 := eventID(t, first)
 			first.Close(c)
 
 			mark := env.rec.mark()
-			cs, err := env.coll.Watch(c, mongo.Pipeline{}, tc.opts(tok0, opTime))
-			if err != nil {
-				t.Fatal(err)
-			}
+			cs := watch(t, c, env.coll, mongo.Pipeline{}, tc.opts(tok0, opTime))
 			defer cs.Close(c)
 			aggs := env.rec.commands(mark, "succeeded", "aggregate")
 			if len(aggs) != 1 {
@@ -872,10 +823,7 @@ func TestProse17StartAfterBeforeFirstResult(t *testing.T) {
 	invTok := env.invalidateToken(t, env.coll)
 
 	mark := env.rec.mark()
-	cs, err := env.coll.Watch(c, mongo.Pipeline{}, options.ChangeStream().SetStartAfter(invTok))
-	if err != nil {
-		t.Fatal(err)
-	}
+	cs := watch(t, c, env.coll, mongo.Pipeline{}, options.ChangeStream().SetStartAfter(invTok))
 	defer cs.Close(c)
 	agg := env.rec.commands(mark, "succeeded", "aggregate")[0].body
 	if n, id := len(cursorBatch(t, agg)), cursorID(t, agg); n != 0 || id == 0 {
@@ -886,7 +834,7 @@ func TestProse17StartAfterBeforeFirstResult(t *testing.T) {
 	// What a conforming driver's resume sends: the same $changeStream with
 	// startAfter. It must succeed and deliver the event after the invalidate.
 	var reply bson.Raw
-	err = env.db.RunCommand(c, bson.D{
+	err := env.db.RunCommand(c, bson.D{
 		{Key: "aggregate", Value: env.coll.Name()},
 		{Key: "pipeline", Value: bson.A{bson.D{{Key: "$changeStream", Value: bson.D{{Key: "startAfter", Value: invTok}}}}}},
 		{Key: "cursor", Value: bson.D{}},
@@ -930,10 +878,7 @@ func TestProse18ResumeAfterOnceResultsSeen(t *testing.T) {
 	env := newProseEnv(t, nil)
 	c := ctx(t)
 	invTok := env.invalidateToken(t, env.coll)
-	cs, err := env.coll.Watch(c, mongo.Pipeline{}, options.ChangeStream().SetStartAfter(invTok))
-	if err != nil {
-		t.Fatal(err)
-	}
+	cs := watch(t, c, env.coll, mongo.Pipeline{}, options.ChangeStream().SetStartAfter(invTok))
 	defer cs.Close(c)
 	env.insert(t, env.coll, 1) // recreates the collection
 	nextRaw(t, cs)
@@ -989,11 +934,8 @@ func TestProse19SplitLargeEvent(t *testing.T) {
 	if _, err := coll.InsertOne(c, bson.D{{Key: "value", Value: strings.Repeat("q", size)}}); err != nil {
 		t.Fatal(err)
 	}
-	cs, err := coll.Watch(c, mongo.Pipeline{{{Key: "$changeStreamSplitLargeEvent", Value: bson.D{}}}},
+	cs := watch(t, c, coll, mongo.Pipeline{{{Key: "$changeStreamSplitLargeEvent", Value: bson.D{}}}},
 		options.ChangeStream().SetFullDocumentBeforeChange(options.Required))
-	if err != nil {
-		t.Fatal(err)
-	}
 	defer cs.Close(c)
 	if _, err := coll.UpdateOne(c, bson.D{}, bson.D{{Key: "$set", Value: bson.D{{Key: "value", Value: strings.Repeat("z", size)}}}}); err != nil {
 		t.Fatal(err)

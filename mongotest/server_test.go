@@ -19,16 +19,31 @@ import (
 func connect(t *testing.T, opts ...mongotest.Option) (*mongo.Client, *mongo.Database, *mongotest.Server) {
 	t.Helper()
 	uri, srv := mongotest.URI(t, opts...)
-	client, err := mongo.Connect(options.Client().ApplyURI(uri))
+	client := connectClient(t, options.Client().ApplyURI(uri))
+	return client, testDB(t, client), srv
+}
+
+// connectClient connects a client with opts, disconnected when the test
+// ends.
+func connectClient(t *testing.T, opts *options.ClientOptions) *mongo.Client {
+	t.Helper()
+	client, err := mongo.Connect(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = client.Disconnect(context.Background()) })
+	return client
+}
+
+// testDB returns the database unique to the test on client, dropped so
+// that the test starts from nothing.
+func testDB(t *testing.T, client *mongo.Client) *mongo.Database {
+	t.Helper()
 	db := client.Database("mt_" + sanitize(t.Name()))
 	if err := db.Drop(ctx(t)); err != nil {
 		t.Fatal(err)
 	}
-	return client, db, srv
+	return db
 }
 
 func sanitize(s string) string {
@@ -48,6 +63,23 @@ func ctx(t *testing.T) context.Context {
 	c, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	t.Cleanup(cancel)
 	return c
+}
+
+// watcher is what a change stream can be opened on: a collection, a
+// database or a client.
+type watcher interface {
+	Watch(ctx context.Context, pipeline any, opts ...options.Lister[options.ChangeStreamOptions]) (*mongo.ChangeStream, error)
+}
+
+// watch opens a change stream on w and fails the test when it cannot be
+// opened; the caller closes it.
+func watch(t *testing.T, c context.Context, w watcher, pipeline mongo.Pipeline, opts ...options.Lister[options.ChangeStreamOptions]) *mongo.ChangeStream {
+	t.Helper()
+	cs, err := w.Watch(c, pipeline, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cs
 }
 
 func TestPingAndHello(t *testing.T) {

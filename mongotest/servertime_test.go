@@ -118,10 +118,7 @@ func TestPartitionedChangeStreams(t *testing.T) {
 			bson.D{{Key: "$abs", Value: bson.D{{Key: "$mod", Value: bson.A{bson.D{{Key: "$toHashedIndexKey", Value: "$documentKey._id"}}, n}}}}},
 			p,
 		}}}}}}}
-		cs, err := c.Watch(ctx, mongo.Pipeline{filter})
-		if err != nil {
-			t.Fatal(err)
-		}
+		cs := watch(t, ctx, c, mongo.Pipeline{filter})
 		defer cs.Close(ctx)
 		streams[p] = cs
 	}

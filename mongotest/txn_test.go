@@ -20,10 +20,7 @@ func TestTransactionCommitAppearsAtomicallyInChangeStreams(t *testing.T) {
 		_, err := c.InsertOne(ctx, bson.D{{Key: "_id", Value: "a"}, {Key: "n", Value: 1}})
 		return err
 	})
-	cs, err := c.Watch(ctx, mongo.Pipeline{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cs := watch(t, ctx, c, mongo.Pipeline{})
 	defer cs.Close(ctx)
 	sess, err := client.StartSession()
 	if err != nil {
@@ -164,10 +161,7 @@ func TestTransactionsUnderConcurrency(t *testing.T) {
 			return err
 		})
 	}
-	cs, err := c.Watch(ctx, mongo.Pipeline{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cs := watch(t, ctx, c, mongo.Pipeline{})
 	defer cs.Close(ctx)
 	const workers, transfers = 4, 25
 	var wg sync.WaitGroup

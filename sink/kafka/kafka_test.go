@@ -186,36 +186,12 @@ func TestConnectFailsWithoutBroker(t *testing.T) {
 func TestForcedReplay(t *testing.T) {
 	const partitions = 4
 	r := newReceiver(t, startCluster(t, partitions), partitions)
-	ctx := context.Background()
-	var evs []*ferry.Event
-	for i := range 60 {
-		evs = append(evs, sinktest.NewEvent(i, fmt.Sprintf("k%d", i%7), 3))
-	}
-	wantByKey := map[string][]string{} // document key -> event ids in produce order
-	write := func(batch []*ferry.Event) {
-		s := r.newSink(t)
-		if err := s.Connect(ctx); err != nil {
-			t.Fatal(err)
-		}
-		for _, ev := range batch {
-			k, _ := bson.MarshalExtJSON(ev.DocumentKey, true, false)
-			wantByKey[string(k)] = append(wantByKey[string(k)], ev.ID())
-		}
-		for len(batch) > 0 {
-			n := min(8, len(batch))
-			if err := s.Write(ctx, batch[:n]); err != nil {
-				t.Fatalf("Write: %v", err)
-			}
-			batch = batch[n:]
-		}
-		if err := s.Close(ctx); err != nil { // the crash: no checkpoint
-			t.Fatal(err)
-		}
-	}
-	write(evs[:40]) // acked, checkpoint at 0 never written
-	write(evs[:50]) // replay of 40, 10 new
-	write(evs[20:]) // replay of 30 (from a checkpoint at 20), 10 new
-	write(evs[:60]) // everything once more
+	replay := sinktest.ForcedReplay(t, func() sink.Sink { return r.newSink(t) })
+	evs := replay.Events
+	wantByKey := replay.ByKey(func(ev *ferry.Event) string { // record key -> event ids in produce order
+		k, _ := bson.MarshalExtJSON(ev.DocumentKey, true, false)
+		return string(k)
+	})
 	recs := r.records()
 	count := map[string]int{}
 	gotByKey := map[string][]string{}
@@ -238,7 +214,7 @@ func TestForcedReplay(t *testing.T) {
 		40+50+40+60, len(evs), len(recs), len(count), dups)
 	fmt.Printf("kafka forced replay: %d events written in 4 producer sessions; topic holds %d records, %d distinct events, %d duplicates (allowed: replays across sessions)\n",
 		len(evs), len(recs), len(count), dups)
-	if want := 40 + 50 + 40 + 60; len(recs) != want {
+	if want := sinktest.ReplayWrites; len(recs) != want {
 		t.Errorf("topic holds %d records, want %d (every acknowledged produce, once)", len(recs), want)
 	}
 	if len(count) != len(evs) {

@@ -194,31 +194,8 @@ func TestServerDownIsRetryable(t *testing.T) {
 func TestForcedReplay(t *testing.T) {
 	b := startBroker(t)
 	r := newReceiver(t, b)
-	ctx := context.Background()
-	var evs []*ferry.Event
-	for i := range 60 {
-		evs = append(evs, sinktest.NewEvent(i, fmt.Sprintf("k%d", i%7), 3))
-	}
-	write := func(batch []*ferry.Event) {
-		s := r.NewSink(t)
-		if err := s.Connect(ctx); err != nil {
-			t.Fatal(err)
-		}
-		for len(batch) > 0 {
-			n := min(8, len(batch))
-			if err := s.Write(ctx, batch[:n]); err != nil {
-				t.Fatalf("Write: %v", err)
-			}
-			batch = batch[n:]
-		}
-		if err := s.Close(ctx); err != nil { // the crash: no checkpoint
-			t.Fatal(err)
-		}
-	}
-	write(evs[:40]) // acked, checkpoint at 0 never written
-	write(evs[:50]) // replay of 40, 10 new
-	write(evs[20:]) // replay of 30 (from a checkpoint at 20), 10 new
-	write(evs[:60]) // everything once more
+	replay := sinktest.ForcedReplay(t, func() sink.Sink { return r.NewSink(t) })
+	evs := replay.Events
 	published := r.Received()
 	stored := b.stored(t)
 	distinct := map[string]bool{}
@@ -233,7 +210,7 @@ func TestForcedReplay(t *testing.T) {
 	if len(stored) != len(evs) || len(distinct) != len(evs) {
 		t.Errorf("stream holds %d messages for %d distinct events (%d written)", len(stored), len(distinct), len(evs))
 	}
-	if want := 40 + 50 + 40 + 60; len(published) != want {
+	if want := sinktest.ReplayWrites; len(published) != want {
 		t.Errorf("%d publishes reached the broker, want %d", len(published), want)
 	}
 	// The stream holds each document's events in change order.

@@ -311,35 +311,12 @@ func TestForcedReplay(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	var evs []*ferry.Event
-	for i := range 60 {
-		evs = append(evs, sinktest.NewEvent(i, fmt.Sprintf("k%d", i%7), 3))
-	}
-	wantByKey := map[string][]string{} // ordering key -> event ids in publish order
-	write := func(batch []*ferry.Event) {
-		s := r.newSink(t)
-		if err := s.Connect(ctx); err != nil {
-			t.Fatal(err)
-		}
-		for _, ev := range batch {
-			k, _ := pubsub.OrderingKey(ev)
-			wantByKey[k] = append(wantByKey[k], ev.ID())
-		}
-		for len(batch) > 0 {
-			n := min(8, len(batch))
-			if err := s.Write(ctx, batch[:n]); err != nil {
-				t.Fatalf("Write: %v", err)
-			}
-			batch = batch[n:]
-		}
-		if err := s.Close(ctx); err != nil { // the crash: no checkpoint
-			t.Fatal(err)
-		}
-	}
-	write(evs[:40]) // acked, checkpoint at 0 never written
-	write(evs[:50]) // replay of 40, 10 new
-	write(evs[20:]) // replay of 30 (from a checkpoint at 20), 10 new
-	write(evs[:60]) // everything once more
+	replay := sinktest.ForcedReplay(t, func() sink.Sink { return r.newSink(t) })
+	evs := replay.Events
+	wantByKey := replay.ByKey(func(ev *ferry.Event) string { // ordering key -> event ids in publish order
+		k, _ := pubsub.OrderingKey(ev)
+		return k
+	})
 	msgs := r.messages()
 	count := map[string]int{}
 	gotByKey := map[string][]string{}
@@ -352,7 +329,7 @@ func TestForcedReplay(t *testing.T) {
 			t.Errorf("event %s lost", ev.ID()[:12])
 		}
 	}
-	const published = 40 + 50 + 40 + 60
+	const published = sinktest.ReplayWrites
 	dups := len(msgs) - len(count)
 	fmt.Printf("pubsub forced replay: %d events written in 4 publisher sessions; topic holds %d messages, %d distinct events, %d duplicates (allowed: no publish-side de-duplication)\n",
 		len(evs), len(msgs), len(count), dups)

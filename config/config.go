@@ -185,7 +185,18 @@ const (
 type MongoDB struct {
 	Database   string `yaml:"database"`
 	Collection string `yaml:"collection"`
+	// TombstoneRetention is how long a delete's tombstone is kept at least
+	// (tombstone_retention, default DefaultTombstoneRetention); `ferry run`
+	// purges it after that, once every partition's checkpoint is past the
+	// delete. 0 (tombstone_retention: off): never purged.
+	TombstoneRetention time.Duration `yaml:"tombstone_retention"`
 }
+
+// Tombstone retention of the mongodb sink.
+const (
+	DefaultTombstoneRetention = 24 * time.Hour
+	MinTombstoneRetention     = time.Minute
+)
 
 // Sink types.
 const (

@@ -198,7 +198,12 @@
 // enabled on the collection): not whenAvailable, under which an update
 // without a recorded post-image would be lost. It is the one sink that
 // allows delivery.mode transactional (source and state on the same
-// cluster).
+// cluster). Its optional tombstone_retention (a duration of at least 1m,
+// default 24h, or off) is how long `ferry run` keeps the tombstone of a
+// deleted document at least: it purges a tombstone once it is older than
+// that and every partition's checkpoint is past the delete, checking
+// every quarter of the retention (at most every 10m). off keeps
+// tombstones forever.
 //
 // See examples/webhook.yaml, examples/stdout.yaml, examples/mongodb.yaml,
 // examples/nats.yaml, examples/kafka.yaml and examples/pubsub.yaml in the

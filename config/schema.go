@@ -495,10 +495,29 @@ func http1Canonical(s string) string {
 }
 
 func (d *decoder) mongodbSink(path string, n *yaml.Node) *MongoDB {
-	m := &MongoDB{}
+	m := &MongoDB{TombstoneRetention: DefaultTombstoneRetention}
 	d.mapping(path, n, map[string]field{
 		"database":   func(p string, v *yaml.Node) { d.str(p, v, &m.Database) },
 		"collection": func(p string, v *yaml.Node) { d.str(p, v, &m.Collection) },
+		"tombstone_retention": func(p string, v *yaml.Node) {
+			if isNull(v) {
+				return
+			}
+			s, ok := d.scalar(p, v)
+			if !ok {
+				return
+			}
+			if s == "off" {
+				m.TombstoneRetention = 0
+				return
+			}
+			before := len(d.problems)
+			d.duration(p, v, &m.TombstoneRetention, math.MinInt64) // the bound is checked here, to mention off
+			if len(d.problems) == before && m.TombstoneRetention < MinTombstoneRetention {
+				d.add(p, "must be at least %v (a purge runs every quarter of it), or off to keep tombstones forever, got %s", MinTombstoneRetention, quote(s))
+				m.TombstoneRetention = DefaultTombstoneRetention
+			}
+		},
 	})
 	if m.Database == "" {
 		d.add(join(path, "database"), "is required: the database of the projection collection (in the state store's cluster)")

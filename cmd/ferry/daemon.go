@@ -28,6 +28,7 @@ import (
 
 	"github.com/ferry-io/ferry"
 	"github.com/ferry-io/ferry/checkpoint/boltstore"
+	"github.com/ferry-io/ferry/checkpoint/mongostore"
 	"github.com/ferry-io/ferry/config"
 	"github.com/ferry-io/ferry/group"
 	"github.com/ferry-io/ferry/metrics"
@@ -97,6 +98,7 @@ func runDaemon(ctx context.Context, args []string, stdoutW, stderr io.Writer) er
 		run  func(context.Context) error
 	}
 	var runners []runner
+	var purgers []*tombstonePurger
 	for i := range cfg.Streams {
 		st := &cfg.Streams[i]
 		client, err := connect(st.Source.URI)
@@ -181,6 +183,20 @@ func runDaemon(ctx context.Context, args []string, stdoutW, stderr io.Writer) er
 					return float64(n)
 				}),
 		)
+		if proj != nil && st.Sink.MongoDB.TombstoneRetention > 0 {
+			cps, err := mongostore.New(stateClient.Database(cfg.State.Database))
+			if err != nil {
+				return fmt.Errorf("streams[%d]: %w", i, err)
+			}
+			defer cps.Close()
+			p := &tombstonePurger{stream: st.Name, partitions: st.Group.Partitions,
+				retention: st.Sink.MongoDB.TombstoneRetention, sink: proj, store: cps,
+				state: stateClient.Database(cfg.State.Database), log: log}
+			purgers = append(purgers, p)
+			reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "ferry_tombstones_purged_total",
+				Help: "Tombstones of the mongodb sink's projection purged by this member.", ConstLabels: labels},
+				func() float64 { return float64(p.purged.Load()) }))
+		}
 		runners = append(runners, runner{st.Name, g.Run})
 	}
 
@@ -237,6 +253,13 @@ func runDaemon(ctx context.Context, args []string, stdoutW, stderr io.Writer) er
 				log.Error("stream stopped", "stream", r.name, "err", err)
 				errs <- fmt.Errorf("stream %s: %w", r.name, err)
 			}
+		}()
+	}
+	for _, p := range purgers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p.run(runCtx)
 		}()
 	}
 	mu.Lock()

@@ -48,9 +48,10 @@
 //     cannot resurrect it, and a delete older than the stored version does
 //     not remove a newer document. Readers filter tombstones with Live()
 //     (and hide the bookkeeping with Hidden()); PurgeTombstones removes
-//     old tombstones once no older event can be replayed any more (older
-//     than the consumer's checkpoint), and Sweep removes them after a
-//     backfill.
+//     old tombstones: call it with a bound before which no older event can
+//     be replayed any more, i.e. every partition's checkpoint is past the
+//     deletes (`ferry run` does this with the mongodb sink's
+//     tombstone_retention); Sweep removes them after a backfill.
 //   - Exactly-once effect in transactional mode: when Write's ctx is a
 //     session context inside a transaction (group.DeliveryMode
 //     Transactional) and the target collection lives in the state store's

@@ -68,7 +68,12 @@
 //     wrote); SweepPartition(p, n) does the same for the documents of one
 //     partition only, for partitioned streams.
 //   - Done means acknowledged: Write returns nil only after the server
-//     acknowledged the write (with the collection's write concern).
+//     acknowledged the write (with the collection's write concern). A
+//     batch of several events is one ordered bulk write (one round trip,
+//     each statement still one guarded server-side step): if the server
+//     rejects a statement, the events before it are applied, it fails with
+//     its error's class, and the later ones are reported not attempted
+//     (retryable).
 //
 // # Limits
 //

@@ -226,3 +226,53 @@ func TestNewValidates(t *testing.T) {
 		t.Fatal("New(nil) succeeded")
 	}
 }
+
+// TestBatchStopsAtFirstWriteError writes a batch as one ordered bulk write
+// in which the server rejects one statement (a unique index the document
+// violates): the events before it are applied and reported delivered, it
+// fails, and the later ones, of other documents too, are reported not
+// attempted (retryable) and are not applied. Once the cause is gone,
+// writing them again applies them.
+func TestBatchStopsAtFirstWriteError(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	if _, err := e.target.Indexes().CreateOne(ctx, mongo.IndexModel{
+		Keys: bson.D{{Key: "u", Value: 1}}, Options: options.Index().SetUnique(true).SetName("u_1"),
+	}); err != nil {
+		t.Fatal(err)
+	}
+	u := func(n int) bson.D { return bson.D{{Key: "u", Value: int32(n)}} }
+	batch := []*ferry.Event{
+		change("insert", 1, u(1), 100, 1, 0),
+		change("insert", 2, u(2), 100, 2, 0),
+		change("insert", 3, u(1), 100, 3, 0), // duplicate u: rejected
+		change("insert", 4, u(4), 100, 4, 0),
+		change("update", 1, u(5), 100, 5, 0),
+	}
+	errs := sink.Errors(e.s.Write(ctx, batch), len(batch))
+	for i, want := range []string{"delivered", "delivered", "failed", "not attempted", "not attempted"} {
+		switch got := errs[i]; {
+		case want == "delivered" && got != nil:
+			t.Errorf("event %d: %v, want delivered", i, got)
+		case want != "delivered" && (got == nil || !sink.IsRetryable(got)):
+			t.Errorf("event %d: %v, want a retryable failure (%s)", i, got, want)
+		case want == "not attempted" && !strings.Contains(got.Error(), "not attempted"):
+			t.Errorf("event %d: %v, want 'not attempted'", i, got)
+		}
+	}
+	if e.doc(t, 1) == nil || e.doc(t, 2) == nil || e.doc(t, 3) != nil || e.doc(t, 4) != nil {
+		t.Fatalf("after the batch: documents 1..4 = %v %v %v %v; want 1 and 2 only", e.doc(t, 1), e.doc(t, 2), e.doc(t, 3), e.doc(t, 4))
+	}
+	if got := lookupD(e.doc(t, 1), "u"); got != int32(1) {
+		t.Fatalf("document 1 has u %v: the update after the failure was applied", got)
+	}
+	if err := e.target.Indexes().DropOne(ctx, "u_1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.s.Write(ctx, batch[2:]); err != nil {
+		t.Fatalf("writing the failed events again: %v", err)
+	}
+	if e.doc(t, 3) == nil || e.doc(t, 4) == nil || lookupD(e.doc(t, 1), "u") != int32(5) {
+		t.Fatalf("after the retry: documents %v %v %v", e.doc(t, 1), e.doc(t, 3), e.doc(t, 4))
+	}
+}

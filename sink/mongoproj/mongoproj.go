@@ -92,12 +92,16 @@ func (s *Sink) Close(context.Context) error {
 }
 
 // Write applies a batch in order (see the package doc for what each
-// operation does).
+// operation does): one event with one update command, more with one
+// ordered bulk write.
 func (s *Sink) Write(ctx context.Context, batch []*ferry.Event) error {
 	if !s.connected.Load() {
 		return sink.ErrNotConnected
 	}
-	return sink.EachInOrder(ctx, batch, s.apply, nil)
+	if len(batch) == 1 {
+		return sink.EachInOrder(ctx, batch, s.apply, nil)
+	}
+	return s.writeBatch(ctx, batch)
 }
 
 // Sweep deletes the target documents not written since since: after a

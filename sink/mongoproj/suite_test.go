@@ -2,6 +2,7 @@ package mongoproj_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -66,15 +67,24 @@ func newReceiver(t *testing.T) *receiver {
 				return
 			}
 			delete(r.started, e.RequestID)
-			if _, err := e.Reply.LookupErr("writeErrors"); err == nil {
-				return // not acknowledged
-			}
-			d, err := deliveryOf(cmd)
+			ds, err := deliveriesOf(cmd)
 			if err != nil {
 				t.Errorf("receiver: %v", err)
 				return
 			}
-			r.got = append(r.got, d)
+			// An ordered update stops at its first write error: the
+			// statements before it were applied, the rest were not.
+			if we, err := e.Reply.LookupErr("writeErrors"); err == nil {
+				var errs []struct {
+					Index int `bson:"index"`
+				}
+				if err := we.Unmarshal(&errs); err != nil || len(errs) == 0 {
+					t.Errorf("receiver: writeErrors %s: %v", we, err)
+					return
+				}
+				ds = ds[:min(errs[0].Index, len(ds))]
+			}
+			r.got = append(r.got, ds...)
 		},
 		Failed: func(_ context.Context, e *event.CommandFailedEvent) {
 			r.mu.Lock()
@@ -92,28 +102,42 @@ func newReceiver(t *testing.T) *receiver {
 	return r
 }
 
-// deliveryOf rebuilds the delivery from an update command the sink sent:
-// updates[0].u[0].$replaceWith is the guarded ($cond.then) or unguarded
-// $mergeObjects of the literal document and the stamp.
-func deliveryOf(cmd bson.Raw) (sinktest.Delivery, error) {
+// deliveriesOf rebuilds the deliveries from an update command the sink
+// sent, one per statement: updates[i].u[0].$replaceWith is the guarded
+// ($cond.then) or unguarded $mergeObjects of the literal document and the
+// stamp.
+func deliveriesOf(cmd bson.Raw) ([]sinktest.Delivery, error) {
 	var c struct {
 		Updates []struct {
 			U []bson.D `bson:"u"`
 		} `bson:"updates"`
 	}
 	if err := bson.Unmarshal(cmd, &c); err != nil {
-		return sinktest.Delivery{}, err
+		return nil, err
 	}
-	if len(c.Updates) != 1 || len(c.Updates[0].U) != 1 {
-		return sinktest.Delivery{}, fmt.Errorf("update command %s: want one pipeline update", cmd)
+	var out []sinktest.Delivery
+	for _, u := range c.Updates {
+		if len(u.U) != 1 {
+			return nil, fmt.Errorf("update command %s: want one pipeline stage per statement", cmd)
+		}
+		d, err := deliveryOf(u.U[0])
+		if err != nil {
+			return nil, fmt.Errorf("update command %s: %w", cmd, err)
+		}
+		out = append(out, d)
 	}
-	repl, _ := lookupD(c.Updates[0].U[0], "$replaceWith").(bson.D)
+	return out, nil
+}
+
+// deliveryOf rebuilds the delivery of one update statement's pipeline stage.
+func deliveryOf(stage bson.D) (sinktest.Delivery, error) {
+	repl, _ := lookupD(stage, "$replaceWith").(bson.D)
 	if cond, ok := lookupD(repl, "$cond").(bson.D); ok {
 		repl, _ = lookupD(cond, "then").(bson.D)
 	}
 	merge, _ := lookupD(repl, "$mergeObjects").(bson.A)
 	if len(merge) != 2 {
-		return sinktest.Delivery{}, fmt.Errorf("update command %s: no $mergeObjects of a document and its stamp", cmd)
+		return sinktest.Delivery{}, errors.New("no $mergeObjects of a document and its stamp")
 	}
 	doc, _ := lookupD(merge[0].(bson.D), "$literal").(bson.D)
 	st, _ := lookupD(merge[1].(bson.D), mongoproj.Field).(bson.D)

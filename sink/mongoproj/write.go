@@ -16,9 +16,22 @@ import (
 // apply writes one event: one update command (an upsert with an update
 // pipeline), so the guard and the write are one atomic server-side step.
 func (s *Sink) apply(ctx context.Context, ev *ferry.Event) error {
+	w, err := s.update(ev)
+	if err != nil || w == nil || s.cfg.noWrite {
+		return err
+	}
+	_, err = s.target.UpdateOne(ctx, w.Filter, w.Update, options.UpdateOne().SetUpsert(true))
+	if err != nil {
+		return classify(fmt.Errorf("mongoproj: %s of %s in %s: %w", ev.OperationType, shortID(ev), s.ns(), err))
+	}
+	return nil
+}
+
+// update builds the write of one event (nil: the event changes nothing).
+func (s *Sink) update(ev *ferry.Event) (*mongo.UpdateOneModel, error) {
 	if s.cfg.fault != nil {
 		if err := s.cfg.fault(ev); err != nil {
-			return classify(err)
+			return nil, classify(err)
 		}
 	}
 	var replacement bson.D
@@ -26,48 +39,90 @@ func (s *Sink) apply(ctx context.Context, ev *ferry.Event) error {
 	case "insert", "replace", "update":
 		if ev.FullDocument == nil {
 			if ev.OperationType == "update" && hasNullFullDocument(ev) {
-				return nil // deleted before the lookup: its delete event follows
+				return nil, nil // deleted before the lookup: its delete event follows
 			}
-			return sink.Permanent(fmt.Errorf("mongoproj: %s event without fullDocument: open the change stream with "+
+			return nil, sink.Permanent(fmt.Errorf("mongoproj: %s event without fullDocument: open the change stream with "+
 				"ferry.FullDocument(\"updateLookup\") (or post-images: \"required\" with "+
 				"changeStreamPreAndPostImages enabled on the source collection)", ev.OperationType))
 		}
 		st, err := stamp(ev, false)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		replacement = guarded(ev, mergeStamp(ev.FullDocument, st))
 	case "delete":
 		st, err := stamp(ev, true)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		id, err := docID(ev)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		replacement = guarded(ev, bson.D{{Key: "_id", Value: bson.D{{Key: "$literal", Value: id}}}, {Key: Field, Value: st}})
 	case "backfill":
 		if ev.FullDocument == nil {
-			return sink.Permanent(errors.New("mongoproj: backfill event without a document"))
+			return nil, sink.Permanent(errors.New("mongoproj: backfill event without a document"))
 		}
 		replacement = mergeStamp(ev.FullDocument, backfillStamp(ev))
 	default:
-		return nil // drop, rename, invalidate, DDL: no document to project
+		return nil, nil // drop, rename, invalidate, DDL: no document to project
 	}
 	id, err := docID(ev)
 	if err != nil {
+		return nil, err
+	}
+	return mongo.NewUpdateOneModel().SetFilter(bson.D{{Key: "_id", Value: id}}).
+		SetUpdate(bson.A{bson.D{{Key: "$replaceWith", Value: replacement}}}).SetUpsert(true), nil
+}
+
+// writeBatch applies a batch of more than one event with one ordered bulk
+// write: one round trip, each write still one guarded server-side step.
+// An event whose write cannot be built fails alone (and the later events
+// of its document are not attempted, sink.Submit). If a write fails, the
+// server stops there: the events before it are applied, it fails with its
+// error's class, and the later ones were not attempted (retryable). Any
+// other failure leaves every event of the batch retryable: replaying an
+// applied write is a no-op.
+func (s *Sink) writeBatch(ctx context.Context, batch []*ferry.Event) error {
+	be := sink.NewBatchError(len(batch))
+	var models []mongo.WriteModel
+	var at []int // batch index of each model
+	sink.Submit(ctx, batch, be, func(i int, ev *ferry.Event) error {
+		w, err := s.update(ev)
+		if err == nil && w != nil {
+			models = append(models, w)
+			at = append(at, i)
+		}
 		return err
+	})
+	if len(models) == 0 || s.cfg.noWrite {
+		return be.Err()
 	}
-	pipeline := bson.A{bson.D{{Key: "$replaceWith", Value: replacement}}}
-	if s.cfg.noWrite {
-		return nil
+	_, err := s.target.BulkWrite(ctx, models, options.BulkWrite().SetOrdered(true))
+	if err == nil {
+		return be.Err()
 	}
-	_, err = s.target.UpdateOne(ctx, bson.D{{Key: "_id", Value: id}}, pipeline, options.UpdateOne().SetUpsert(true))
-	if err != nil {
-		return classify(fmt.Errorf("mongoproj: %s of %s in %s: %w", ev.OperationType, shortID(ev), s.ns(), err))
+	fail := func(m int, err error) {
+		ev := batch[at[m]]
+		be.Set(at[m], fmt.Errorf("mongoproj: %s of %s in %s: %w", ev.OperationType, shortID(ev), s.ns(), err))
 	}
-	return nil
+	var bwe mongo.BulkWriteException
+	if errors.As(err, &bwe) && len(bwe.WriteErrors) > 0 && bwe.WriteConcernError == nil &&
+		bwe.WriteErrors[0].Index >= 0 && bwe.WriteErrors[0].Index < len(models) {
+		// Ordered: the writes before the first error applied, the later
+		// ones were not attempted.
+		k := bwe.WriteErrors[0].Index
+		fail(k, classify(err))
+		for m := k + 1; m < len(models); m++ {
+			fail(m, sink.Retryable(fmt.Errorf("not attempted: an earlier write of the batch failed: %w", err)))
+		}
+		return be.Err()
+	}
+	for m := range models {
+		fail(m, classify(err))
+	}
+	return be.Err()
 }
 
 // guarded returns the expression that evaluates to next when the stored

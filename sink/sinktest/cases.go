@@ -248,6 +248,9 @@ func testPartialFailure(t *testing.T, s sink.Sink, r Receiver) {
 		t.Fatalf("retry after Heal: %v", err)
 	}
 	got = r.Received()
+	if len(got) < 2 {
+		t.Fatalf("after the retry: %d deliveries, want the 2 retried events among them", len(got))
+	}
 	tail := got[len(got)-2:]
 	checkDelivery(t, tail[0], evs[1])
 	checkDelivery(t, tail[1], evs[4])

@@ -488,28 +488,12 @@ streams:
 // in transactional mode: the projection follows the source, each change
 // applied once, inside the ledger's transaction.
 func TestRunMongoProjectionTransactional(t *testing.T) {
-	srv := mongotest.New(t)
-	cfgPath := writeFile(t, `
-listen: 127.0.0.1:0
-state: {uri: "`+srv.URI()+`", database: ferry_state}
-streams:
-  - name: orders
-    source: {uri: "`+srv.URI()+`", scope: {collection: shop.orders}, full_document: updateLookup}
-    group: {partitions: 2, lease_ttl: 2s}
-    delivery: {mode: transactional}
-    sink: {mongodb: {database: readmodel, collection: orders}}
-`)
-	client, err := mongo.Connect(options.Client().ApplyURI(srv.URI()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer client.Disconnect(context.Background())
+	env := newProjectionEnv(t, "", "")
+	cfgPath, client := env.cfgPath, env.client
 	ctx := context.Background()
-	// Collections written inside transactions exist beforehand.
-	_ = client.Database("readmodel").CreateCollection(ctx, "orders")
 	run := startRun(t, cfgPath)
 	run.waitStarted(t, client, "ferry_state", 2)
-	src := client.Database("shop").Collection("orders")
+	src := env.src
 	for i := range 20 {
 		if _, err := src.InsertOne(ctx, bson.D{{Key: "_id", Value: i}, {Key: "v", Value: i}}); err != nil {
 			t.Fatal(err)

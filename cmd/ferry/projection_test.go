@@ -71,27 +71,10 @@ func projectionDiff(t *testing.T, source, target *mongo.Collection) string {
 // slice and sweeps only its own documents: the projection ends equal to the
 // source, document for document, deletes made during the outage included.
 func TestRunMongoProjectionAfterHistoryLost(t *testing.T) {
-	srv := mongotest.New(t, mongotest.OplogMaxEntries(3000))
-	cfgPath := writeFile(t, `
-listen: 127.0.0.1:0
-state: {uri: "`+srv.URI()+`", database: ferry_state}
-streams:
-  - name: orders
-    source: {uri: "`+srv.URI()+`", scope: {collection: shop.orders}, full_document: updateLookup}
-    group: {partitions: 2, lease_ttl: 2s}
-    delivery: {mode: transactional}
-    on_history_lost: backfill
-    sink: {mongodb: {database: readmodel, collection: orders}}
-`)
-	client, err := mongo.Connect(options.Client().ApplyURI(srv.URI()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer client.Disconnect(context.Background())
+	env := newProjectionEnv(t, "on_history_lost: backfill", "", mongotest.OplogMaxEntries(3000))
+	cfgPath, client := env.cfgPath, env.client
 	ctx := context.Background()
-	_ = client.Database("readmodel").CreateCollection(ctx, "orders")
-	src := client.Database("shop").Collection("orders")
-	proj := client.Database("readmodel").Collection("orders")
+	src, proj := env.src, env.proj
 	converged := func(run *running) {
 		t.Helper()
 		deadline := time.Now().Add(30 * time.Second)
@@ -191,26 +174,10 @@ func metricValue(t *testing.T, run *running, sample string) string {
 // ledger holds one entry per change, and ferry_ledger_duplicates_total
 // counts the replays.
 func TestRunMongoProjectionForcedReplay(t *testing.T) {
-	srv := mongotest.New(t)
-	cfgPath := writeFile(t, `
-listen: 127.0.0.1:0
-state: {uri: "`+srv.URI()+`", database: ferry_state}
-streams:
-  - name: orders
-    source: {uri: "`+srv.URI()+`", scope: {collection: shop.orders}, full_document: updateLookup}
-    group: {partitions: 2, lease_ttl: 2s}
-    delivery: {mode: transactional}
-    sink: {mongodb: {database: readmodel, collection: orders}}
-`)
-	client, err := mongo.Connect(options.Client().ApplyURI(srv.URI()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer client.Disconnect(context.Background())
+	env := newProjectionEnv(t, "", "")
+	cfgPath, client := env.cfgPath, env.client
 	ctx := context.Background()
-	_ = client.Database("readmodel").CreateCollection(ctx, "orders")
-	src := client.Database("shop").Collection("orders")
-	proj := client.Database("readmodel").Collection("orders")
+	src, proj := env.src, env.proj
 	cps := client.Database("ferry_state").Collection("checkpoints")
 	ledger := client.Database("ferry_state").Collection("ledger")
 
@@ -292,4 +259,44 @@ streams:
 	if d := projectionDiff(t, src, proj); d != "" {
 		t.Fatalf("the projection differs from the source after the replay:\n%s", d)
 	}
+}
+
+// projectionEnv is an emulator and a daemon configuration whose one stream,
+// "orders", projects shop.orders into readmodel.orders (mongodb sink) in a
+// two-partition transactional group, with the state in ferry_state.
+type projectionEnv struct {
+	srv       *mongotest.Server
+	cfgPath   string
+	client    *mongo.Client
+	src, proj *mongo.Collection
+}
+
+// newProjectionEnv starts the emulator (with opts) and writes the
+// configuration; streamExtra is added to the stream (one "key: value" line)
+// and sinkExtra to the mongodb sink's flow mapping (", key: value").
+func newProjectionEnv(t *testing.T, streamExtra, sinkExtra string, opts ...mongotest.Option) *projectionEnv {
+	t.Helper()
+	srv := mongotest.New(t, opts...)
+	if streamExtra != "" {
+		streamExtra = "\n    " + streamExtra
+	}
+	cfgPath := writeFile(t, `
+listen: 127.0.0.1:0
+state: {uri: "`+srv.URI()+`", database: ferry_state}
+streams:
+  - name: orders
+    source: {uri: "`+srv.URI()+`", scope: {collection: shop.orders}, full_document: updateLookup}
+    group: {partitions: 2, lease_ttl: 2s}
+    delivery: {mode: transactional}`+streamExtra+`
+    sink: {mongodb: {database: readmodel, collection: orders`+sinkExtra+`}}
+`)
+	client, err := mongo.Connect(options.Client().ApplyURI(srv.URI()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = client.Disconnect(context.Background()) })
+	// Collections written inside transactions exist beforehand.
+	_ = client.Database("readmodel").CreateCollection(context.Background(), "orders")
+	return &projectionEnv{srv: srv, cfgPath: cfgPath, client: client,
+		src: client.Database("shop").Collection("orders"), proj: client.Database("readmodel").Collection("orders")}
 }

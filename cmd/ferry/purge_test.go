@@ -9,13 +9,10 @@ import (
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
-	"go.mongodb.org/mongo-driver/v2/mongo"
-	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/ferry-io/ferry/checkpoint"
 	"github.com/ferry-io/ferry/checkpoint/mongostore"
 	"github.com/ferry-io/ferry/internal/resumetoken"
-	"github.com/ferry-io/ferry/mongotest"
 	"github.com/ferry-io/ferry/sink/mongoproj"
 )
 
@@ -88,26 +85,10 @@ func TestCheckpointBound(t *testing.T) {
 // checkpoint is still before the deletes; they go once every partition's
 // checkpoint is past them, and no pass ever purges before that.
 func TestRunMongoProjectionPurgesTombstones(t *testing.T) {
-	srv := mongotest.New(t)
-	cfgPath := writeFile(t, `
-listen: 127.0.0.1:0
-state: {uri: "`+srv.URI()+`", database: ferry_state}
-streams:
-  - name: orders
-    source: {uri: "`+srv.URI()+`", scope: {collection: shop.orders}, full_document: updateLookup}
-    group: {partitions: 2, lease_ttl: 2s}
-    delivery: {mode: transactional}
-    sink: {mongodb: {database: readmodel, collection: orders, tombstone_retention: 1m}}
-`)
-	client, err := mongo.Connect(options.Client().ApplyURI(srv.URI()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer client.Disconnect(context.Background())
+	env := newProjectionEnv(t, "", ", tombstone_retention: 1m")
+	srv, cfgPath, client := env.srv, env.cfgPath, env.client
 	ctx := context.Background()
-	_ = client.Database("readmodel").CreateCollection(ctx, "orders")
-	src := client.Database("shop").Collection("orders")
-	proj := client.Database("readmodel").Collection("orders")
+	src, proj := env.src, env.proj
 	stateDB := client.Database("ferry_state")
 	store, err := mongostore.New(stateDB)
 	if err != nil {

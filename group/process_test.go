@@ -259,7 +259,7 @@ func TestGracefulLeaveTakeover(t *testing.T) {
 	if took > 2*time.Second {
 		t.Fatalf("takeover after SIGTERM took %v, want within 2s (leases released, not expired)", took)
 	}
-	if err := a.Wait(); err != nil {
+	if err := a.WaitWithin(30 * time.Second); err != nil {
 		t.Fatalf("member a did not exit cleanly after SIGTERM: %v", err)
 	}
 }

@@ -79,7 +79,9 @@ type Child struct {
 func Start(t testing.TB, env, spec string) *Child {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), env+"="+spec)
+	// GOTRACEBACK=all: a child sent SIGQUIT (WaitWithin) dumps every
+	// goroutine.
+	cmd.Env = append(os.Environ(), env+"="+spec, "GOTRACEBACK=all")
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -186,4 +188,29 @@ func (c *Child) Wait() error {
 		c.waitErr = c.cmd.Wait()
 	})
 	return c.waitErr
+}
+
+// WaitWithin is Wait with a deadline, for a child expected to exit (after
+// SIGTERM, say). A child still running after d is sent SIGQUIT, which makes
+// a Go program print every goroutine's stack on its stderr (the parent's)
+// and exit, and SIGKILL if it is still there 10s later; WaitWithin then
+// reports that it hung instead of blocking the test until its timeout.
+func (c *Child) WaitWithin(d time.Duration) error {
+	done := make(chan error, 1)
+	go func() { done <- c.Wait() }()
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case err := <-done:
+		return err
+	case <-timer.C:
+	}
+	_ = c.cmd.Process.Signal(syscall.SIGQUIT)
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		_ = c.cmd.Process.Kill()
+		<-done
+	}
+	return fmt.Errorf("%s was still running after %v: sent SIGQUIT (its goroutines are on stderr above); it printed %q", c.Name, d, c.Lines())
 }

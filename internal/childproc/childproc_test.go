@@ -23,7 +23,7 @@ func TestMain(m *testing.M) { childproc.Main(m, env, runChild, nil) }
 
 // runChild: "serve <word>" prints its spec and READY, then waits for
 // SIGTERM and prints BYE; "fail" prints a line and fails; "quiet" exits
-// at once.
+// at once; "hang" ignores SIGTERM and does not return.
 func runChild(spec string) error {
 	switch f := strings.Fields(spec); f[0] {
 	case "serve":
@@ -38,6 +38,11 @@ func runChild(spec string) error {
 		fmt.Println("FAILING")
 		return errors.New("failed on purpose")
 	case "quiet":
+		return nil
+	case "hang":
+		signal.Ignore(syscall.SIGTERM)
+		fmt.Println("HANGING")
+		time.Sleep(time.Hour) // a hung child (a timer keeps it from being a deadlock)
 		return nil
 	}
 	return fmt.Errorf("unknown spec %q", spec)
@@ -132,4 +137,20 @@ func TestWaitLineFailsAtTheDeadline(t *testing.T) {
 		t.Fatalf("failure %q, want one saying no line came in time", msg)
 	}
 	// The child is still running: the cleanup kills it.
+}
+
+// TestWaitWithinDumpsAHungChild: a child that ignores SIGTERM and never
+// exits is sent SIGQUIT after the deadline, and WaitWithin reports it.
+func TestWaitWithinDumpsAHungChild(t *testing.T) {
+	c := childproc.Start(t, env, "hang")
+	c.WaitLine("HANGING", 20*time.Second)
+	c.Signal(syscall.SIGTERM)
+	err := c.WaitWithin(200 * time.Millisecond)
+	if err == nil || !strings.Contains(err.Error(), "still running after") {
+		t.Fatalf("WaitWithin on a hung child = %v, want a 'still running' error", err)
+	}
+	var ee *exec.ExitError
+	if !errors.As(c.Wait(), &ee) || ee.ExitCode() != 2 {
+		t.Errorf("the child exited with %v, want status 2 (Go's exit after SIGQUIT)", c.Wait())
+	}
 }

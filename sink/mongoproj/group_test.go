@@ -178,7 +178,7 @@ func (r *groupRun) spawn(t *testing.T, member string) *childproc.Child {
 // graceful leave; a race report in the child would fail it too).
 func (r *groupRun) waitExit(t *testing.T, p *childproc.Child) {
 	t.Helper()
-	if err := p.Wait(); err != nil {
+	if err := p.WaitWithin(30 * time.Second); err != nil {
 		t.Errorf("%s did not leave cleanly after SIGTERM: %v", p.Name, err)
 	}
 }

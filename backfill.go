@@ -52,16 +52,21 @@ func (r *runner) backfill(ctx context.Context) (position, error) {
 		n, err := r.scanNamespace(ctx, ns, marker, &wg)
 		scanned += n
 		if err != nil {
-			wg.Wait()
+			waitScanned(ctx, &wg)
 			return position{}, err
 		}
 	}
-	wg.Wait()
+	waitScanned(ctx, &wg)
 	if err := r.failure(); err != nil {
 		return position{}, err
 	}
 	if ctx.Err() != nil {
 		return position{}, ctx.Err()
+	}
+	if err := r.handlerCtx.Err(); err != nil {
+		// Events were abandoned at the drain deadline: the scan is not
+		// complete.
+		return position{}, err
 	}
 	if cfg.sweeper != nil {
 		if err := cfg.sweeper(ctx, since); err != nil {
@@ -168,6 +173,20 @@ func (r *runner) scanNamespace(ctx context.Context, ns Namespace, marker bson.Ra
 		return n, fmt.Errorf("ferry: backfill: scan %s: %w", ns, err)
 	}
 	return n, nil
+}
+
+// waitScanned waits until every event the scan handed to the lanes is
+// finished or abandoned, or until ctx ends (a stop, or the partition
+// failing): the lanes then drain, with their deadline, only after the read
+// (and so this scan) has returned; the events still in them let go of wg
+// as they finish or are abandoned.
+func waitScanned(ctx context.Context, wg *sync.WaitGroup) {
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
 }
 
 // OperationBackfill is the OperationType of a backfill event.

@@ -13,8 +13,14 @@ import (
 
 // process applies one event: the handler with retries and backoff, then the
 // poison policy. It finishes the event (done) unless the partition stalls
-// or the drain deadline cancels it.
+// or stops, or the drain deadline cancels it; then it abandons it.
 func (r *runner) process(it *item) {
+	finished := false
+	defer func() {
+		if !finished {
+			r.abandon(it)
+		}
+	}()
 	cfg := &r.c.cfg
 	ev := it.ev
 	ctx := r.handlerCtx
@@ -23,6 +29,7 @@ func (r *runner) process(it *item) {
 	}
 	if ev.DocumentKey == nil && cfg.partitions > 1 && cfg.partition != 0 {
 		// A control event seen by every partition: partition 0 handles it.
+		finished = true
 		r.done(it)
 		return
 	}
@@ -48,6 +55,7 @@ func (r *runner) process(it *item) {
 				r.c.log.Debug("event applied", "event", shortID(ev.ID()), "operation", ev.OperationType, "namespace", ev.Namespace.String(),
 					"attempt", attempt, "duration", time.Since(start), "result", ResultApplied)
 			}
+			finished = true
 			r.done(it)
 			r.kickCommit()
 			return
@@ -106,6 +114,7 @@ func (r *runner) process(it *item) {
 		EventID: ev.ID(), Attempt: ev.Attempt, Result: ResultDeadLettered, Err: lastErr})
 	r.c.log.Error("event dead-lettered", "event", shortID(ev.ID()), "op", ev.OperationType, "ns", ev.Namespace.String(),
 		"attempts", ev.Attempt, "err", lastErr)
+	finished = true
 	r.done(it)
 	r.kickCommit()
 }

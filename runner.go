@@ -60,6 +60,18 @@ func (r *runner) done(it *item) {
 	r.win.release(it.size)
 }
 
+// abandon lets go of an event that was not finished (the partition
+// stopped, stalled or is draining): a streamed event stays unfinished, so
+// the checkpoint stays before it and it is replayed; a backfill event is
+// released to its scan, which then ends without completing (it checks the
+// failure and the contexts) and is repeated by the next run.
+func (r *runner) abandon(it *item) {
+	if it.wg != nil {
+		r.win.release(it.size)
+		it.wg.Done()
+	}
+}
+
 func (r *runner) fail(err error) {
 	r.errMu.Lock()
 	if r.err == nil {
@@ -258,7 +270,11 @@ func (r *runner) startPosition(ctx context.Context) (position, bool, error) {
 	if r.exists {
 		switch cp.State {
 		case checkpoint.StateNeedsBackfill:
-			if cfg.onHistoryLost != HistoryLostBackfill {
+			// A start_at backfill that was interrupted before the stream
+			// ever had a position is simply repeated; lost history needs
+			// the policy's consent.
+			initialScan := cp.Token == nil && cfg.start.kind == "backfill"
+			if cfg.onHistoryLost != HistoryLostBackfill && !initialScan {
 				return position{}, false, r.historyLostError(nil)
 			}
 			pos, err := r.backfill(ctx)

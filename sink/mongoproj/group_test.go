@@ -206,7 +206,7 @@ func (r *groupRun) waitOwned(t *testing.T, members ...string) {
 	for _, m := range members {
 		ok[m] = true
 	}
-	waitUntil(t, 15*time.Second, func() string {
+	waitUntil(t, 60*time.Second, func() string {
 		own := r.owners(t)
 		held := map[string]bool{}
 		for p := range r.spec.Partitions {
@@ -388,7 +388,7 @@ func TestGroupProjectionEqualsSourceAfterKillsAndHistoryLost(t *testing.T) {
 		t.Fatal(err)
 	}
 	load.writes.Add(coldDocs)
-	waitUntil(t, 15*time.Second, func() string {
+	waitUntil(t, 60*time.Second, func() string {
 		if n := r.count(t, r.target, append(bson.D{{Key: "cold", Value: true}}, mongoproj.Live()...)); n < coldDocs {
 			return fmt.Sprintf("the projection holds %d of the %d cold documents before the kill", n, coldDocs)
 		}
@@ -417,7 +417,7 @@ func TestGroupProjectionEqualsSourceAfterKillsAndHistoryLost(t *testing.T) {
 	// The replacements apply events: the ledger grows under them.
 	ledger := r.state.Collection("ledger")
 	applied := r.count(t, ledger, bson.D{})
-	waitUntil(t, 15*time.Second, func() string {
+	waitUntil(t, 60*time.Second, func() string {
 		if n := r.count(t, ledger, bson.D{}); n < applied+50 {
 			return fmt.Sprintf("ledger holds %d entries, want %d after the takeover", n, applied+50)
 		}
@@ -513,7 +513,7 @@ func TestGroupProjectionEqualsSourceAfterKillsAndHistoryLost(t *testing.T) {
 			}
 		}
 	}
-	waitUntil(t, 15*time.Second, func() string {
+	waitUntil(t, 60*time.Second, func() string {
 		scan()
 		if len(lostParts) < r.spec.Partitions || len(doneParts) < r.spec.Partitions {
 			return fmt.Sprintf("history lost on partitions %v, backfill finished on %v", lostParts, doneParts)
@@ -523,7 +523,7 @@ func TestGroupProjectionEqualsSourceAfterKillsAndHistoryLost(t *testing.T) {
 	phase("every partition backfilled")
 	// More changes, streamed after the backfills, then the load stops.
 	mark := load.writes.Load()
-	waitUntil(t, 15*time.Second, func() string {
+	waitUntil(t, 60*time.Second, func() string {
 		if n := load.writes.Load(); n < mark+100 {
 			return fmt.Sprintf("%d writes since the backfills finished, want 100", n-mark)
 		}
@@ -535,7 +535,7 @@ func TestGroupProjectionEqualsSourceAfterKillsAndHistoryLost(t *testing.T) {
 
 	// The group caught up: every partition's checkpoint passed the last
 	// write (a checkpoint never passes an event that was not applied).
-	waitUntil(t, 15*time.Second, func() string {
+	waitUntil(t, 60*time.Second, func() string {
 		cps, err := r.cps.List(ctx, groupName)
 		if err != nil {
 			t.Fatal(err)

@@ -129,20 +129,11 @@ streams:
     delivery: {mode: idempotent}
     sink: {stdout: {}}
 `)
-	var out, errOut syncBuffer
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- runDaemon(ctx, []string{"-c", cfgPath}, &out, &errOut) }()
-	addr := waitFor(t, func() string {
-		m := regexp.MustCompile(`"msg":"listening","addr":"([^"]+)"`).FindStringSubmatch(errOut.String())
-		if m == nil {
-			return ""
-		}
-		return m[1]
-	})
+	d := startRun(t, cfgPath)
+	addr := d.addr(t)
 	// Wait until both partitions run, then write.
 	waitFor(t, func() string {
-		if strings.Count(errOut.String(), `"msg":"partition assigned"`) >= 2 {
+		if strings.Count(d.errOut.String(), `"msg":"partition assigned"`) >= 2 {
 			return "ok"
 		}
 		return ""
@@ -154,20 +145,14 @@ streams:
 	defer client.Disconnect(context.Background())
 	// The consumers record their start position before reading: wait for
 	// both partitions' checkpoints.
-	waitFor(t, func() string {
-		n, _ := client.Database("ferry_state").Collection("checkpoints").CountDocuments(context.Background(), bson.D{{Key: "token", Value: bson.D{{Key: "$ne", Value: nil}}}})
-		if n >= 2 {
-			return "ok"
-		}
-		return ""
-	})
+	d.waitStarted(t, client, "ferry_state", 2)
 	for i := range 10 {
 		if _, err := client.Database("shop").Collection("orders").InsertOne(context.Background(), bson.D{{Key: "_id", Value: i}}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	waitFor(t, func() string {
-		if strings.Count(out.String(), `"operationType":"insert"`) == 10 {
+		if strings.Count(d.out.String(), `"operationType":"insert"`) == 10 {
 			return "ok"
 		}
 		return ""
@@ -208,10 +193,7 @@ streams:
 		t.Fatalf("reset of a running stream: exit %d: %s", code, rsErr.String())
 	}
 	start := time.Now()
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatalf("run: %v", err)
-	}
+	d.stop(t)
 	if took := time.Since(start); took > 10*time.Second {
 		t.Fatalf("shutdown took %v, longer than Cloud Run's 10s", took)
 	}
@@ -456,26 +438,17 @@ streams:
     source: {uri: "`+srv.URI()+`", scope: {collection: shop.orders}}
     sink: {webhook: {url: "http://127.0.0.1:9/hook", secret: "${FERRY_TEST_WEBHOOK_SECRET}"}}
 `)
-	var out, errOut syncBuffer
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- runDaemon(ctx, []string{"-c", cfgPath}, &out, &errOut) }()
-	addr := waitFor(t, func() string {
-		m := regexp.MustCompile(`"msg":"listening","addr":"([^"]+)"`).FindStringSubmatch(errOut.String())
-		if m == nil {
-			return ""
-		}
-		return m[1]
-	})
+	d := startRun(t, cfgPath)
+	addr := d.addr(t)
 	resp, err := http.Get("http://" + addr + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	cancel()
-	<-done
-	all := string(body) + out.String() + errOut.String()
+	d.cancel()
+	<-d.done
+	all := string(body) + d.out.String() + d.errOut.String()
 	if !strings.Contains(string(body), "ferry_partitions_owned") {
 		t.Fatalf("/metrics not served:\n%.500s", body)
 	}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -147,11 +146,7 @@ func TestRunMongoProjectionAfterHistoryLost(t *testing.T) {
 // metricValue reads one sample from the daemon's /metrics ("" if absent).
 func metricValue(t *testing.T, run *running, sample string) string {
 	t.Helper()
-	m := regexp.MustCompile(`"msg":"listening","addr":"([^"]+)"`).FindStringSubmatch(run.errOut.String())
-	if m == nil {
-		return "" // not listening yet
-	}
-	resp, err := http.Get("http://" + m[1] + "/metrics")
+	resp, err := http.Get("http://" + run.addr(t) + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}

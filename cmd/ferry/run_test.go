@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"regexp"
 	"testing"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -56,6 +57,21 @@ func (r *running) waitStarted(t *testing.T, client *mongo.Client, stateDB string
 			bson.D{{Key: "token", Value: bson.D{{Key: "$ne", Value: nil}}}})
 		if c >= n {
 			return "ok"
+		}
+		return ""
+	})
+}
+
+// listening is the log line the daemon writes once it serves HTTP.
+var listening = regexp.MustCompile(`"msg":"listening","addr":"([^"]+)"`)
+
+// addr waits until the daemon serves HTTP and returns its address.
+func (r *running) addr(t *testing.T) string {
+	t.Helper()
+	return waitFor(t, func() string {
+		r.alive(t)
+		if m := listening.FindStringSubmatch(r.errOut.String()); m != nil {
+			return m[1]
 		}
 		return ""
 	})

@@ -11,25 +11,38 @@ import (
 	"github.com/ferry-io/ferry/mongotest"
 )
 
-// knownFailures lists the spec tests the emulator is known to fail, each
-// with why. A key is a test description, or "file.json/description" when
-// the description repeats across files. A listed test that passes fails
-// TestConformance, so the list has to shrink as the emulator improves.
-var knownFailures = map[string]string{}
+// suite is one folder of ../shared/mongo-spec: MongoDB's unified tests of
+// one specification.
+type suite struct {
+	name string
+	// knownFailures lists the suite's tests the emulator is known to fail,
+	// each with why. A key is a test description, or
+	// "file.json/description" when the description repeats across files.
+	// A listed test that passes fails TestConformance, so the list has to
+	// shrink as the emulator improves.
+	knownFailures map[string]string
+}
 
-// TestConformance runs MongoDB's published change-stream tests (unified
-// test format) against the emulator, or against FERRY_TEST_MONGODB_URI
-// when it is set, and prints one summary line.
+// suites are the specifications the emulator is measured against, in the
+// order their summary lines are printed.
+var suites = []suite{
+	{name: "change-streams", knownFailures: map[string]string{}},
+}
+
+// TestConformance runs MongoDB's published unified tests, one suite per
+// specification, against the emulator, or against FERRY_TEST_MONGODB_URI
+// when it is set, and prints one summary line per suite:
+//
+//	conformance: change-streams: N passed, M failed, K skipped
+//
+// followed by every test that did not pass, with its reason.
+// FERRY_MONGO_SPEC_DIR overrides where the suites' folders are
+// (default ../shared/mongo-spec beside the project).
 func TestConformance(t *testing.T) {
-	dir := os.Getenv("FERRY_MONGO_SPEC_DIR")
-	if dir == "" {
-		dir = filepath.Join("..", "..", "shared", "mongo-spec", "change-streams")
+	root := os.Getenv("FERRY_MONGO_SPEC_DIR")
+	if root == "" {
+		root = filepath.Join("..", "..", "shared", "mongo-spec")
 	}
-	files, _ := filepath.Glob(filepath.Join(dir, "*.json"))
-	if len(files) == 0 {
-		t.Skipf("no spec files in %s: put MongoDB's source/change-streams/tests/unified/*.json there or set FERRY_MONGO_SPEC_DIR", dir)
-	}
-
 	// Against the emulator, every file runs under two release profiles,
 	// 8.0 (the default) and 8.2, so tests gated on a newer release run too.
 	// A test passes if it passes under a profile it applies to, fails if it
@@ -45,52 +58,57 @@ func TestConformance(t *testing.T) {
 			profiles = append(profiles, profile{v, srv.URI()})
 		}
 	}
-	merged := map[string]unified.Result{}
-	var order []string
-	for _, p := range profiles {
-		for _, path := range files {
-			t.Run(p.name+"/"+strings.TrimSuffix(filepath.Base(path), ".json"), func(t *testing.T) {
-				for _, r := range unified.RunFile(t, path, p.uri, unified.ExpectFailures(knownFailures)) {
-					key := r.File + "/" + r.Test
-					prev, seen := merged[key]
-					if !seen {
-						order = append(order, key)
-					}
-					switch {
-					case !seen, prev.Status == unified.Skipped:
-						merged[key] = r
-					case r.Status == unified.Failed:
-						r.Reason = "(" + p.name + ") " + r.Reason
-						merged[key] = r
-					}
-				}
-			})
-		}
-	}
-	var results []unified.Result
-	for _, k := range order {
-		r := merged[k]
-		if r.Status == unified.Skipped && len(profiles) > 1 {
-			r.Reason += " (skipped under every emulated release: 8.0.4 and 8.2.1)"
-		}
-		results = append(results, r)
-	}
-
-	counts := map[unified.Status]int{}
-	var lines []string
-	for _, r := range results {
-		counts[r.Status]++
-		if r.Status == unified.Passed {
+	var summary []string
+	for _, s := range suites {
+		files, _ := filepath.Glob(filepath.Join(root, s.name, "*.json"))
+		if len(files) == 0 {
+			t.Errorf("no spec files in %s: put MongoDB's unified tests of %s there or set FERRY_MONGO_SPEC_DIR", filepath.Join(root, s.name), s.name)
 			continue
 		}
-		status := r.Status.String()
-		if r.Expected {
-			status += " (expected)"
+		merged := map[string]unified.Result{}
+		var order []string
+		for _, p := range profiles {
+			for _, path := range files {
+				t.Run(s.name+"/"+p.name+"/"+strings.TrimSuffix(filepath.Base(path), ".json"), func(t *testing.T) {
+					for _, r := range unified.RunFile(t, path, p.uri, unified.ExpectFailures(s.knownFailures)) {
+						key := r.File + "/" + r.Test
+						prev, seen := merged[key]
+						if !seen {
+							order = append(order, key)
+						}
+						switch {
+						case !seen, prev.Status == unified.Skipped:
+							merged[key] = r
+						case r.Status == unified.Failed:
+							r.Reason = "(" + p.name + ") " + r.Reason
+							merged[key] = r
+						}
+					}
+				})
+			}
 		}
-		lines = append(lines, fmt.Sprintf("  %s %s / %s: %s", status, r.File, r.Test, r.Reason))
+		counts := map[unified.Status]int{}
+		var lines []string
+		for _, k := range order {
+			r := merged[k]
+			if r.Status == unified.Skipped && len(profiles) > 1 {
+				r.Reason += " (skipped under every emulated release: 8.0.4 and 8.2.1)"
+			}
+			counts[r.Status]++
+			if r.Status == unified.Passed {
+				continue
+			}
+			status := r.Status.String()
+			if r.Expected {
+				status += " (expected)"
+			}
+			lines = append(lines, fmt.Sprintf("  %s %s / %s: %s", status, r.File, r.Test, r.Reason))
+		}
+		summary = append(summary, fmt.Sprintf("conformance: %s: %d passed, %d failed, %d skipped",
+			s.name, counts[unified.Passed], counts[unified.Failed], counts[unified.Skipped]))
+		summary = append(summary, lines...)
 	}
-	fmt.Printf("conformance: %d passed, %d failed, %d skipped\n", counts[unified.Passed], counts[unified.Failed], counts[unified.Skipped])
-	for _, l := range lines {
+	for _, l := range summary {
 		fmt.Println(l)
 	}
 }

@@ -112,6 +112,19 @@ func (t *tracker) position() (bson.Raw, bson.Timestamp, bool, int) {
 	return t.token, t.clusterTS, t.idle, n
 }
 
+// oldest returns the clusterTime of the oldest event read and not
+// finished (zero when none is pending).
+func (t *tracker) oldest() bson.Timestamp {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, p := range t.pending {
+		if !p.done {
+			return p.ts
+		}
+	}
+	return bson.Timestamp{}
+}
+
 // reset forgets the position (every tracked event must be finished).
 func (t *tracker) reset() {
 	t.mu.Lock()

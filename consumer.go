@@ -53,7 +53,32 @@ type Status struct {
 	CheckpointState checkpoint.State
 	QueueEvents     int
 	QueueBytes      int64
-	LastError       string
+	// OldestPending is the clusterTime of the oldest event read and not
+	// yet applied or dead-lettered (zero: none), as of the last commit
+	// interval.
+	OldestPending time.Time
+	// State is the run state: running, waiting-for-sink or stopped.
+	State     RunState
+	LastError string
+}
+
+// Lag is how far behind the consumer is at now: 0 when nothing is
+// pending, otherwise now minus the clusterTime of the oldest event not yet
+// applied or dead-lettered (never negative).
+func (s Status) Lag(now time.Time) time.Duration {
+	return LagOf(now, s.OldestPending)
+}
+
+// LagOf is the one definition of lag: 0 when oldestPending is zero (nothing
+// pending), otherwise now minus oldestPending, never negative.
+func LagOf(now, oldestPending time.Time) time.Duration {
+	if oldestPending.IsZero() {
+		return 0
+	}
+	if d := now.Sub(oldestPending); d > 0 {
+		return d
+	}
+	return 0
 }
 
 // NewConsumer checks the options and returns a consumer. It does not
@@ -109,16 +134,24 @@ func (c *Consumer) setStatus(f func(*Status)) {
 // the final checkpoint, closes the cursor and returns nil. No goroutine
 // outlives Run.
 func (c *Consumer) Run(ctx context.Context) error {
-	c.setStatus(func(s *Status) { s.Running, s.LastError = true, "" })
+	c.setStatus(func(s *Status) { s.Running, s.LastError, s.State = true, "", StateRunning })
+	c.hooks.state(StateInfo{Stream: c.cfg.name, Partition: c.cfg.partition, State: StateRunning})
 	err := c.run(ctx)
 	c.setStatus(func(s *Status) {
-		s.Running = false
+		s.Running, s.State, s.OldestPending = false, StateStopped, time.Time{}
 		if err != nil {
 			s.LastError = err.Error()
 		}
 	})
-	if err != nil {
+	c.hooks.state(StateInfo{Stream: c.cfg.name, Partition: c.cfg.partition, State: StateStopped, Err: err})
+	switch _, failed := AsFailure(err); {
+	case err == nil:
+	case failed:
 		c.log.Error("consumer stopped", "err", err)
+	default:
+		// A hand-off (fenced, lease lost) or a transient error: whoever
+		// runs the consumer restarts it with backoff.
+		c.log.Warn("consumer stopped", "err", err)
 	}
 	return err
 }
@@ -134,14 +167,21 @@ func (c *Consumer) run(ctx context.Context) error {
 	cp, err := c.cfg.store.Load(ctx, c.cfg.name, c.cfg.partition)
 	exists := err == nil
 	if err != nil && !errors.Is(err, checkpoint.ErrNotFound) {
+		if errors.Is(err, checkpoint.ErrCorrupt) {
+			detail := fmt.Sprintf("stream %q partition %d: %v", c.cfg.name, c.cfg.partition, err)
+			return &stopError{kind: ErrCorruptCheckpoint, err: err, detail: detail, msg: "ferry: " + detail +
+				"; nothing is resumed from it. Repair the record, or delete it to start the partition again from its start position"}
+		}
 		return fmt.Errorf("ferry: load checkpoint: %w", err)
 	}
 	if exists && cp.Identity != "" && cp.Identity != c.identity {
-		return &stopError{kind: ErrIdentityChanged, msg: fmt.Sprintf(
-			"ferry: stream %q partition %d: the checkpoint was written by a different stream definition (%s). "+
-				"Choose one: use a new stream name for the new definition; run a backfill under the new definition "+
-				"(StartAt(StartWithBackfill()) after resetting the checkpoint); or reset the checkpoint explicitly (ferry reset) to start over",
-			c.cfg.name, c.cfg.partition, describeChange(cp.Definition, c.def))}
+		detail := fmt.Sprintf("stream %q partition %d: the checkpoint was written by a different stream definition (%s)",
+			c.cfg.name, c.cfg.partition, describeChange(cp.Definition, c.def))
+		return &stopError{kind: ErrIdentityChanged, detail: detail, msg: "ferry: " + detail + ". " +
+			"Its token is never reused under another definition. Choose one: give the new definition a new stream name and " +
+			"start it where this one stopped (StartAt(StartAtCheckpointsOf(store, oldName)), the ledger absorbing the overlap); " +
+			"run a backfill under the new definition (StartAt(StartWithBackfill()) after deleting the checkpoints); " +
+			"or delete the checkpoints to start over"}
 	}
 	if exists && cp.Epoch > c.cfg.epoch {
 		return &stopError{kind: ErrFenced, msg: fmt.Sprintf(

@@ -34,6 +34,15 @@ var (
 	// the next owner applies it. Consumer groups use it when the lease can
 	// no longer be proven valid.
 	ErrStopPartition = errors.New("ferry: partition stopped by the handler")
+	// ErrFatal: the server refused the stream with an error that reopening
+	// it cannot fix (a pipeline that modifies _id, a required pre- or
+	// post-image that does not exist, missing privileges, an event too
+	// large to return, ...). The server's error is wrapped; see AsFailure
+	// for its class and whether it can clear.
+	ErrFatal = errors.New("ferry: fatal change stream error")
+	// ErrCorruptCheckpoint: the stored checkpoint record cannot be read
+	// (it is checkpoint.ErrCorrupt). Nothing is resumed from it.
+	ErrCorruptCheckpoint = checkpoint.ErrCorrupt
 )
 
 // StopPartition wraps err so that Ferry stops the partition (see
@@ -65,8 +74,14 @@ func (e *ConfigError) Error() string {
 // stopError carries a reason Run stopped, with a message for operators.
 type stopError struct {
 	kind error
-	msg  string
+	msg  string // what happened and what to do, in the library's terms
 	err  error
+	// detail says what happened without advice (Failure.Detail); empty:
+	// msg is used.
+	detail string
+	// clears: the condition can clear without a change of configuration
+	// (Failure.Clears), where the kind alone does not decide it.
+	clears bool
 }
 
 func (e *stopError) Error() string { return e.msg }

@@ -36,8 +36,11 @@ func (r *runner) process(it *item) {
 	first := time.Now()
 	backoff := cfg.backoffMin
 	var lastErr error
+	var lastFail *uint64 // the sink's success count at this event's previous failure
+	counted := 0         // failed attempts that count towards maxAttempts (see health)
 	for attempt := 1; ; attempt++ {
 		ev.Attempt = attempt
+		view := r.health.before()
 		start := time.Now()
 		err := r.invoke(ctx, ev)
 		var info EventInfo
@@ -47,6 +50,9 @@ func (r *runner) process(it *item) {
 				ClusterTime: time.Unix(int64(ev.ClusterTime.T), 0)}
 		}
 		if err == nil {
+			if r.health.succeeded() {
+				r.sinkUp()
+			}
 			info.Result = ResultApplied
 			if len(r.c.hooks) > 0 {
 				r.c.hooks.event(info)
@@ -69,21 +75,39 @@ func (r *runner) process(it *item) {
 			return // not finished: the checkpoint stays before it
 		}
 		lastErr = err
+		if errors.Is(err, ErrPermanent) {
+			break // the sink rejected this event: poison at once
+		}
+		counts, wentDown, n := r.health.failed(view, lastFail)
+		lastFail = &n
+		if wentDown {
+			r.sinkDown(err)
+		}
 		// A transient database error (a write conflict, for instance with
-		// a transaction a dead owner left open until the server reaps it;
-		// a network error) says nothing about the event: it is retried
-		// for as long as it lasts and never makes the event poison.
-		transient := mongoerr.IsTransientTransactionError(err) || mongoerr.IsResumable(err)
-		if !transient && (attempt >= cfg.maxAttempts || errors.Is(err, ErrPermanent)) {
+		// a transaction a dead owner left open until the server reaps it)
+		// says nothing about the event: it never makes the event poison.
+		if counts && !mongoerr.IsTransientTransactionError(err) {
+			counted++
+		}
+		if counted >= cfg.maxAttempts {
+			break
+		}
+		if cfg.maxElapsed > 0 && time.Since(first) >= cfg.maxElapsed {
+			lastErr = fmt.Errorf("failing for %v, longer than the retry bound of %v (counted attempts %d of %d): %w",
+				time.Since(first).Round(time.Millisecond), cfg.maxElapsed, counted, cfg.maxAttempts, err)
 			break
 		}
 		info.Result = ResultRetried
 		if len(r.c.hooks) > 0 {
 			r.c.hooks.event(info)
 		}
-		r.c.log.Warn("handler failed; retrying", "event", shortID(ev.ID()), "op", ev.OperationType, "ns", ev.Namespace.String(),
-			"attempt", attempt, "err", err)
-		if !sleep(ctx, jitter(backoff)) {
+		if counts || !r.health.isDown() {
+			r.c.log.Warn("handler failed; retrying", "event", shortID(ev.ID()), "op", ev.OperationType, "ns", ev.Namespace.String(),
+				"attempt", attempt, "counted", counted, "err", err)
+		} else if r.c.debug {
+			r.c.log.Debug("handler failed while the sink is down; waiting", "event", shortID(ev.ID()), "attempt", attempt, "err", err)
+		}
+		if !r.backoff(ctx, backoff) {
 			return
 		}
 		backoff = min(backoff*2, cfg.backoffMax)
@@ -92,9 +116,9 @@ func (r *runner) process(it *item) {
 	if cfg.onPoison == PoisonStall {
 		r.c.hooks.event(EventInfo{Stream: cfg.name, Partition: cfg.partition, Operation: ev.OperationType, Namespace: ev.Namespace,
 			EventID: ev.ID(), Attempt: ev.Attempt, Result: ResultStalled, Err: lastErr})
-		r.fail(&stopError{kind: ErrStalled, err: lastErr, msg: fmt.Sprintf(
-			"ferry: stream %q partition %d stalled on event %s (%s on %s) after %d attempts: %v",
-			cfg.name, cfg.partition, shortID(ev.ID()), ev.OperationType, ev.Namespace, ev.Attempt, lastErr)})
+		detail := fmt.Sprintf("stream %q partition %d stalled on event %s (%s on %s) after %d attempts: %v",
+			cfg.name, cfg.partition, shortID(ev.ID()), ev.OperationType, ev.Namespace, ev.Attempt, lastErr)
+		r.fail(&stopError{kind: ErrStalled, err: lastErr, detail: detail, msg: "ferry: " + detail})
 		return
 	}
 	entry := deadLetterEntry(cfg.name, ev, lastErr, ev.Attempt, first, time.Now())
@@ -142,6 +166,21 @@ func (r *runner) kickCommit() {
 		case r.kick <- struct{}{}:
 		default:
 		}
+	}
+}
+
+// backoff waits out a retry's backoff: d with jitter, cut short when the
+// sink comes back up after an outage. It reports false when ctx ended.
+func (r *runner) backoff(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(jitter(d))
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-r.health.waitRecovered():
+		return true
+	case <-ctx.Done():
+		return false
 	}
 }
 

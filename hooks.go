@@ -2,8 +2,9 @@ package ferry
 
 import "time"
 
-// Hook observes a consumer. A hook implements any of the Hook* interfaces
-// below; Ferry calls the ones it implements. Hooks must be fast and must
+// Hook observes a consumer. A hook implements one or more of the Hook*
+// interfaces below (WithHooks refuses a value that implements none); Ferry
+// calls the ones it implements. Hooks must be fast and must
 // not block: they run on the data path. Metrics (Prometheus) plug in here,
 // outside the core.
 type Hook interface{}
@@ -66,11 +67,47 @@ type QueueInfo struct {
 	Partition int
 	Events    int
 	Bytes     int64
+	// OldestPending is the clusterTime of the oldest event read and not
+	// yet applied or dead-lettered; zero when none is pending. Lag is
+	// defined from it: 0 when nothing is pending, otherwise now minus
+	// OldestPending (see Status.Lag).
+	OldestPending time.Time
 }
 
-// HookQueue is called when the queue depth changes notably (on every
-// checkpoint write).
+// HookQueue is called when the queue depth changes notably (every commit
+// interval, and on every checkpoint write).
 type HookQueue interface{ OnQueue(QueueInfo) }
+
+// RunState is what one consumer (one partition) is doing.
+type RunState string
+
+// The run states of a consumer.
+const (
+	// StateRunning: reading and delivering.
+	StateRunning RunState = "running"
+	// StateWaitingForSink: every delivery attempt since the last success
+	// failed transiently (the sink is down); events wait in order with
+	// backoff, none is dead-lettered, reading pauses at the queue bound.
+	StateWaitingForSink RunState = "waiting-for-sink"
+	// StateStopped: Run returned (Err says why; nil after a cancel).
+	StateStopped RunState = "stopped"
+)
+
+// StateInfo describes a change of a consumer's run state.
+type StateInfo struct {
+	Stream    string
+	Partition int
+	State     RunState
+	// Err is the last delivery error when the sink went down, and Run's
+	// error when it stopped.
+	Err error
+}
+
+// HookState is called when a consumer starts running, when its sink goes
+// down or comes back, and when Run returns. A consumer group's member
+// uses it to show its stream's state; metrics use it to drop a
+// partition's series once the partition is given up.
+type HookState interface{ OnState(StateInfo) }
 
 type hooks []Hook
 
@@ -98,10 +135,27 @@ func (h hooks) checkpoint(i CheckpointInfo) {
 	}
 }
 
+func (h hooks) state(i StateInfo) {
+	for _, x := range h {
+		if f, ok := x.(HookState); ok {
+			f.OnState(i)
+		}
+	}
+}
+
 func (h hooks) queue(i QueueInfo) {
 	for _, x := range h {
 		if f, ok := x.(HookQueue); ok {
 			f.OnQueue(i)
 		}
 	}
+}
+
+// isHook reports whether h implements at least one hook interface.
+func isHook(h Hook) bool {
+	switch h.(type) {
+	case HookEvent, HookResume, HookCheckpoint, HookQueue, HookState:
+		return true
+	}
+	return false
 }

@@ -124,6 +124,7 @@ type config struct {
 	commitInterval time.Duration
 	commitBatch    int
 	maxAttempts    int
+	maxElapsed     time.Duration
 	backoffMin     time.Duration
 	backoffMax     time.Duration
 	onPoison       PoisonPolicy
@@ -236,10 +237,33 @@ func CommitEvery(n int, d time.Duration) Option {
 	return optionFunc(func(c *config) { c.commitBatch, c.commitInterval = n, d })
 }
 
-// Retry sets the handler retry policy: up to maxAttempts attempts with
-// exponential backoff from min to max, with jitter (default 5, 100ms, 30s).
+// Retry sets the handler retry policy: exponential backoff from min to
+// max, with jitter, and maxAttempts counted attempts before an event is
+// poison (default 5, 100ms, 30s).
+//
+// An attempt counts only as evidence that the event itself is bad: it
+// failed while the sink accepted other events, or the error is Permanent
+// (which makes the event poison at once). While the handler fails for
+// every event, as during a receiver's outage or restart (refused
+// connections, timeouts, 5xx, a broker down), attempts do not count and
+// nothing is dead-lettered however long the outage lasts: events wait in
+// order, with backoff, and reading pauses at the queue bound. The
+// consumer's state meanwhile is StateWaitingForSink (HookState). See
+// RetryMaxElapsed for an explicit time bound.
 func Retry(maxAttempts int, min, max time.Duration) Option {
 	return optionFunc(func(c *config) { c.maxAttempts, c.backoffMin, c.backoffMax = maxAttempts, min, max })
+}
+
+// RetryMaxElapsed bounds how long one event is retried, outage or not
+// (default 0: no bound). An event still failing d after its first attempt
+// goes to the poison policy even if its attempts did not count. It trades
+// completeness for progress: with a bound, an outage longer than d
+// dead-letters (or stalls on) the events it holds up. If you set one, make
+// it well above the longest outage you expect the sink to recover from by
+// itself: a Cloud Run receiver's cold start or redeploy takes seconds to
+// minutes.
+func RetryMaxElapsed(d time.Duration) Option {
+	return optionFunc(func(c *config) { c.maxElapsed = d })
 }
 
 // OnPoison sets the poison-event policy (default PoisonDeadLetter).
@@ -348,6 +372,14 @@ func (c *config) validate() error {
 	}
 	if c.maxAttempts < 1 {
 		add("Retry: maxAttempts must be at least 1, got %d", c.maxAttempts)
+	}
+	if c.maxElapsed < 0 {
+		add("RetryMaxElapsed: must not be negative, got %v (0: no bound)", c.maxElapsed)
+	}
+	for i, h := range c.hooks {
+		if !isHook(h) {
+			add("WithHooks: hook %d (%T) implements none of HookEvent, HookResume, HookCheckpoint, HookQueue, HookState", i, h)
+		}
 	}
 	if c.backoffMin <= 0 || c.backoffMax < c.backoffMin {
 		add("Retry: need 0 < min <= max backoff, got %v and %v", c.backoffMin, c.backoffMax)

@@ -15,6 +15,10 @@ import (
 	"github.com/ferry-io/ferry/mongoerr"
 )
 
+// pendingMarkAfter is how long an event must stay the oldest pending one
+// before a checkpoint is written for its pending mark alone.
+const pendingMarkAfter = time.Second
+
 // runner is one execution of Consumer.Run: reader → window → lanes →
 // tracker → checkpoint store.
 type runner struct {
@@ -22,10 +26,11 @@ type runner struct {
 	cp     checkpoint.Checkpoint // as last stored (cp.Version is the CAS base)
 	exists bool
 
-	win   *window
-	track *tracker
-	lanes []chan *item
-	laneW sync.WaitGroup
+	win    *window
+	track  *tracker
+	health *health
+	lanes  []chan *item
+	laneW  sync.WaitGroup
 
 	handlerCtx    context.Context
 	cancelHandler context.CancelFunc
@@ -35,6 +40,10 @@ type runner struct {
 	err   error // first stop condition from a lane or the committer
 
 	saveMu sync.Mutex // serialises checkpoint writes
+	// oldest is the oldest pending event's clusterTime at the last flush,
+	// first seen at oldestSeen (under saveMu).
+	oldest     bson.Timestamp
+	oldestSeen time.Time
 	kick   chan struct{}
 	// lastMarker is the start point of the last backfill.
 	lastMarker bson.Raw
@@ -91,6 +100,7 @@ func (r *runner) run(ctx context.Context) error {
 	cfg := &r.c.cfg
 	r.win = newWindow(cfg.maxEvents, cfg.maxBytes)
 	r.track = &tracker{}
+	r.health = newHealth()
 	r.kick = make(chan struct{}, 1)
 	readCtx, cancelRead := context.WithCancel(ctx)
 	r.cancelRead = cancelRead
@@ -181,17 +191,36 @@ func (r *runner) flush(ctx context.Context) error {
 	r.saveMu.Lock()
 	defer r.saveMu.Unlock()
 	tok, ts, idle, _ := r.track.position()
+	oldest := r.track.oldest()
 	ev, bytes := r.win.depth()
-	r.c.hooks.queue(QueueInfo{Stream: r.c.cfg.name, Partition: r.c.cfg.partition, Events: ev, Bytes: bytes})
-	r.c.setStatus(func(s *Status) { s.QueueEvents, s.QueueBytes = ev, bytes })
-	if tok == nil || bytesEqual(tok, r.cp.Token) {
+	var oldestAt time.Time
+	if !oldest.IsZero() {
+		oldestAt = time.Unix(int64(oldest.T), 0)
+	}
+	r.c.hooks.queue(QueueInfo{Stream: r.c.cfg.name, Partition: r.c.cfg.partition, Events: ev, Bytes: bytes, OldestPending: oldestAt})
+	r.c.setStatus(func(s *Status) { s.QueueEvents, s.QueueBytes, s.OldestPending = ev, bytes, oldestAt })
+	moved := tok != nil && !bytesEqual(tok, r.cp.Token)
+	// The pending mark is written even when the position did not move
+	// (the sink is down, an event waits), so that status shows the lag,
+	// but only once the same event has been the oldest pending one for
+	// pendingMarkAfter: a write per commit interval would be a write per
+	// second per stuck partition for nothing, and every write takes
+	// oplog space.
+	now := time.Now()
+	if oldest != r.oldest {
+		r.oldest, r.oldestSeen = oldest, now
+	}
+	if !moved && (oldest == r.cp.Pending || !r.exists || !oldest.IsZero() && now.Sub(r.oldestSeen) < pendingMarkAfter) {
 		return nil
 	}
 	next := r.cp
-	next.Token = tok
+	if moved {
+		next.Token = tok
+	}
 	if ts != (bson.Timestamp{}) {
 		next.ClusterTime = ts
 	}
+	next.Pending = oldest
 	next.State, next.Note = checkpoint.StateRunning, ""
 	return r.save(ctx, next, idle)
 }
@@ -262,6 +291,23 @@ func (r *runner) dispatch(it *item) {
 	r.lanes[h%uint64(len(r.lanes))] <- it
 }
 
+// sinkDown records that every delivery is failing: the partition waits
+// for its sink, and dead-letters nothing meanwhile.
+func (r *runner) sinkDown(err error) {
+	cfg := &r.c.cfg
+	r.c.setStatus(func(s *Status) { s.State = StateWaitingForSink })
+	r.c.hooks.state(StateInfo{Stream: cfg.name, Partition: cfg.partition, State: StateWaitingForSink, Err: err})
+	r.c.log.Warn("sink down: every delivery is failing; waiting with backoff, in order, dead-lettering nothing", "err", err)
+}
+
+// sinkUp records that the sink accepts events again.
+func (r *runner) sinkUp() {
+	cfg := &r.c.cfg
+	r.c.setStatus(func(s *Status) { s.State = StateRunning })
+	r.c.hooks.state(StateInfo{Stream: cfg.name, Partition: cfg.partition, State: StateRunning})
+	r.c.log.Info("sink up again: delivering")
+}
+
 // startPosition decides where the stream opens from the checkpoint and
 // the policies.
 func (r *runner) startPosition(ctx context.Context) (position, bool, error) {
@@ -281,9 +327,10 @@ func (r *runner) startPosition(ctx context.Context) (position, bool, error) {
 			return pos, false, err
 		case checkpoint.StateInvalidated:
 			if cfg.onInvalidate != InvalidateRestart {
-				return position{}, false, &stopError{kind: ErrInvalidated, msg: fmt.Sprintf(
-					"ferry: stream %q partition %d was invalidated (%s); its checkpoint holds the invalidate token. "+
-						"Use OnInvalidate(InvalidateRestart) to continue after it, or reset the checkpoint", cfg.name, cfg.partition, cp.Note)}
+				detail := fmt.Sprintf("stream %q partition %d was invalidated (%s); its checkpoint holds the invalidate token",
+					cfg.name, cfg.partition, cp.Note)
+				return position{}, false, &stopError{kind: ErrInvalidated, detail: detail, msg: "ferry: " + detail +
+					". Use OnInvalidate(InvalidateRestart) to continue after it, or reset the checkpoint"}
 			}
 			return position{startAfter: cp.Token}, false, nil
 		}
@@ -311,11 +358,10 @@ func (r *runner) startPosition(ctx context.Context) (position, bool, error) {
 
 func (r *runner) historyLostError(err error) error {
 	cfg := &r.c.cfg
-	return &stopError{kind: ErrHistoryLost, err: err, msg: fmt.Sprintf(
-		"ferry: stream %q partition %d: the checkpoint's resume token is no longer in the oplog (ChangeStreamHistoryLost); "+
-			"events were missed and Ferry will not silently start from now. The checkpoint is marked needs-backfill. "+
-			"Recover with OnHistoryLost(HistoryLostBackfill) (rescan the source, then resume), or reset the checkpoint to start over",
-		cfg.name, cfg.partition)}
+	detail := fmt.Sprintf("stream %q partition %d: the checkpoint's resume token is no longer in the oplog (ChangeStreamHistoryLost); "+
+		"events were missed and will not be skipped silently. The checkpoint is marked needs-backfill", cfg.name, cfg.partition)
+	return &stopError{kind: ErrHistoryLost, err: err, detail: detail, msg: "ferry: " + detail + ". " +
+		"Recover with OnHistoryLost(HistoryLostBackfill) (rescan the source, then resume), or reset the checkpoint to start over"}
 }
 
 // open opens the change stream at pos.
@@ -456,10 +502,10 @@ func (r *runner) read(ctx context.Context) error {
 				return r.historyLostError(err)
 			}
 			if pos.resumeAfter != nil && bytesEqual(pos.resumeAfter, r.lastMarker) {
-				return &stopError{kind: ErrHistoryLost, err: err, msg: fmt.Sprintf(
-					"ferry: stream %q partition %d: the backfill's start point fell off the oplog before streaming could resume "+
-						"from it: the oplog window is shorter than a backfill takes. Enlarge the oplog (replSetResizeOplog) or "+
-						"make the backfill faster, then restart", cfg.name, cfg.partition)}
+				detail := fmt.Sprintf("stream %q partition %d: the backfill's start point fell off the oplog before streaming could resume "+
+					"from it: the oplog window is shorter than a backfill takes", cfg.name, cfg.partition)
+				return &stopError{kind: ErrHistoryLost, err: err, clears: true, detail: detail,
+					msg: "ferry: " + detail + ". Enlarge the oplog (replSetResizeOplog) or make the backfill faster, then restart"}
 			}
 			r.c.log.Warn("resume token no longer in the oplog; backfilling", "err", err)
 			p, err := r.backfill(ctx)
@@ -471,7 +517,8 @@ func (r *runner) read(ctx context.Context) error {
 			}
 			pos = p
 		default:
-			return fmt.Errorf("ferry: stream %q partition %d: %w", cfg.name, cfg.partition, err)
+			detail := fmt.Sprintf("stream %q partition %d: the server refused the change stream: %v", cfg.name, cfg.partition, err)
+			return &stopError{kind: ErrFatal, err: err, detail: detail, msg: "ferry: " + detail}
 		}
 	}
 }
@@ -541,8 +588,8 @@ func (r *runner) invalidated(ctx context.Context, ev *Event) (*position, error) 
 	if cfg.onInvalidate == InvalidateRestart {
 		return &position{startAfter: ev.Token}, nil
 	}
-	return nil, &stopError{kind: ErrInvalidated, msg: fmt.Sprintf(
-		"ferry: stream %q partition %d was invalidated (its collection or database was dropped or renamed) at %v; "+
-			"the invalidate token is recorded. Use OnInvalidate(InvalidateRestart) to continue after it",
-		cfg.name, cfg.partition, ev.ClusterTime)}
+	detail := fmt.Sprintf("stream %q partition %d was invalidated (its collection or database was dropped or renamed) at %v; "+
+		"the invalidate token is recorded", cfg.name, cfg.partition, ev.ClusterTime)
+	return nil, &stopError{kind: ErrInvalidated, detail: detail, msg: "ferry: " + detail +
+		". Use OnInvalidate(InvalidateRestart) to continue after it"}
 }

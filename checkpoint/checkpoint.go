@@ -22,6 +22,11 @@ var ErrFenced = errors.New("checkpoint: fenced")
 // names the field.
 var ErrInvalid = errors.New("checkpoint: invalid argument")
 
+// ErrCorrupt is returned (wrapped) by Load and List when a stored record
+// cannot be decoded; the message names the field. A corrupt record is
+// never resumed from: the operator repairs or resets it.
+var ErrCorrupt = errors.New("checkpoint: corrupt checkpoint record")
+
 // ErrClosed is returned (wrapped) by a Store's methods after Close.
 var ErrClosed = errors.New("checkpoint: store closed")
 
@@ -54,9 +59,13 @@ type Checkpoint struct {
 	Identity    string         // stream identity digest (hex sha256)
 	Definition  bson.Raw       // canonical description of the stream definition the digest was computed from (optional; used to explain what changed)
 	ClusterTime bson.Timestamp // clusterTime of the last applied event (display only)
-	State       State
-	Note        string    // human-readable reason for State
-	UpdatedAt   time.Time // set by the store on Save (the store's own clock; for MongoDB the server's)
+	// Pending is the clusterTime of the oldest event read but not yet
+	// applied or dead-lettered when the checkpoint was written (zero: none
+	// was pending). Lag is now minus Pending, or 0 when it is zero.
+	Pending   bson.Timestamp
+	State     State
+	Note      string    // human-readable reason for State
+	UpdatedAt time.Time // set by the store on Save (the store's own clock; for MongoDB the server's)
 }
 
 // Store keeps checkpoints durably. See the package documentation for the

@@ -130,6 +130,7 @@ func diff(a, b checkpoint.Checkpoint) string {
 	add("Identity", a.Identity == b.Identity)
 	add("Definition", bytes.Equal(a.Definition, b.Definition))
 	add("ClusterTime", a.ClusterTime == b.ClusterTime)
+	add("Pending", a.Pending == b.Pending)
 	add("State", a.State == b.State)
 	add("Note", a.Note == b.Note)
 	add("UpdatedAt", a.UpdatedAt.Equal(b.UpdatedAt))
@@ -391,6 +392,9 @@ func testFieldsRoundTrip(t *testing.T, s checkpoint.Store) {
 		cp.Epoch = int64(10 + i)
 		cp.Definition = def
 		cp.ClusterTime = bson.Timestamp{T: 1700000000 + uint32(i), I: uint32(7 + i)}
+		if i%2 == 1 {
+			cp.Pending = bson.Timestamp{T: 1700000000 + uint32(i), I: uint32(9 + i)}
+		}
 		cp.State = st.state
 		cp.Note = st.note
 		got := mustSave(t, s, cp)
@@ -414,6 +418,7 @@ func testFieldsRoundTrip(t *testing.T, s checkpoint.Store) {
 	// Zero and cleared values come back as zero.
 	cp := mustLoad(t, s, "$fields", 3)
 	cp.ClusterTime = bson.Timestamp{}
+	cp.Pending = bson.Timestamp{}
 	cp.Definition = nil
 	cp.State = checkpoint.StateRunning
 	cp.Note = ""

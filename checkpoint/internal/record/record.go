@@ -11,6 +11,7 @@
 //	definition   binary subtype 0 holding the raw definition bytes, or null
 //	clusterTime  timestamp, or null when zero (MongoDB would replace a zero
 //	             top-level timestamp with the current time on insert)
+//	pendingSince timestamp of the oldest pending event, or null when none
 //	state        string
 //	note         string
 //	updatedAt    date (milliseconds, set by the store)
@@ -40,6 +41,7 @@ const (
 	FIdentity    = "identity"
 	FDefinition  = "definition"
 	FClusterTime = "clusterTime"
+	FPending     = "pendingSince"
 	FState       = "state"
 	FNote        = "note"
 	FUpdatedAt   = "updatedAt"
@@ -57,6 +59,7 @@ func Fields(cp checkpoint.Checkpoint, version int64) bson.D {
 		{Key: FIdentity, Value: cp.Identity},
 		{Key: FDefinition, Value: binaryOrNil(cp.Definition)},
 		{Key: FClusterTime, Value: timestampOrNil(cp.ClusterTime)},
+		{Key: FPending, Value: timestampOrNil(cp.Pending)},
 		{Key: FState, Value: string(cp.State)},
 		{Key: FNote, Value: cp.Note},
 	}
@@ -86,7 +89,7 @@ func Decode(raw bson.Raw) (checkpoint.Checkpoint, error) {
 	var cp checkpoint.Checkpoint
 	elems, err := raw.Elements()
 	if err != nil {
-		return cp, fmt.Errorf("corrupt checkpoint record: %w", err)
+		return cp, fmt.Errorf("%w: %v", checkpoint.ErrCorrupt, err)
 	}
 	for _, e := range elems {
 		key, v := e.Key(), e.Value()
@@ -114,6 +117,12 @@ func Decode(raw bson.Raw) (checkpoint.Checkpoint, error) {
 				break
 			}
 			cp.ClusterTime.T, cp.ClusterTime.I, ok = v.TimestampOK()
+		case FPending:
+			if v.Type == bson.TypeNull {
+				ok = true
+				break
+			}
+			cp.Pending.T, cp.Pending.I, ok = v.TimestampOK()
 		case FState:
 			var s string
 			s, ok = v.StringValueOK()
@@ -128,7 +137,7 @@ func Decode(raw bson.Raw) (checkpoint.Checkpoint, error) {
 			ok = true
 		}
 		if !ok {
-			return cp, fmt.Errorf("corrupt checkpoint record: field %s has BSON type %v", key, v.Type)
+			return cp, fmt.Errorf("%w: field %s has BSON type %v", checkpoint.ErrCorrupt, key, v.Type)
 		}
 	}
 	return cp, nil

@@ -1,0 +1,136 @@
+package ferry
+
+import (
+	"errors"
+	"strings"
+
+	"go.mongodb.org/mongo-driver/v2/mongo"
+
+	"github.com/ferry-io/ferry/mongoerr"
+)
+
+// FailureClass names why a consumer cannot go on. The values are stable:
+// they label metrics and appear in status output.
+type FailureClass string
+
+// The failure classes.
+const (
+	// FailIdentityChanged: the stream's definition differs from the one
+	// that wrote the checkpoint (ErrIdentityChanged). Clears only with a
+	// change of configuration.
+	FailIdentityChanged FailureClass = "identity-changed"
+	// FailHistoryLost: the resume point is no longer in the oplog and the
+	// policy is HistoryLostFail (ErrHistoryLost). Clears only with a
+	// change of configuration (a backfill) or an explicit reset.
+	FailHistoryLost FailureClass = "history-lost"
+	// FailInvalidated: the stream was invalidated and the policy is
+	// InvalidateStop (ErrInvalidated).
+	FailInvalidated FailureClass = "invalidated"
+	// FailStalled: a poison event stopped the partition under PoisonStall
+	// (ErrStalled). It can clear: the sink may accept the event later.
+	FailStalled FailureClass = "stalled"
+	// FailIDModified: the pipeline modifies or removes the events' _id,
+	// so no resume token can be recorded (ChangeStreamFatalError, 280).
+	FailIDModified FailureClass = "id-modified"
+	// FailImageMissing: the stream requires a pre- or post-image
+	// (full_document_before_change or full_document "required") that does
+	// not exist, usually because changeStreamPreAndPostImages is not
+	// enabled on the collection (NoMatchingDocument, 47). It can clear.
+	FailImageMissing FailureClass = "image-missing"
+	// FailUnauthorized: the user lacks a privilege the stream needs
+	// (Unauthorized, 13; AuthenticationFailed, 18). It can clear.
+	FailUnauthorized FailureClass = "unauthorized"
+	// FailEventTooLarge: an event is larger than the server can return
+	// (BSONObjectTooLarge, 10334). The event stays in the oplog, so only a
+	// change of the stream's definition gets past it.
+	FailEventTooLarge FailureClass = "event-too-large"
+	// FailCorruptCheckpoint: the stored checkpoint record cannot be read
+	// (ErrCorruptCheckpoint).
+	FailCorruptCheckpoint FailureClass = "corrupt-checkpoint"
+	// FailServer: any other server error that reopening the stream cannot
+	// fix (ErrFatal).
+	FailServer FailureClass = "server-error"
+)
+
+// Server error codes that decide a FailureClass, beyond mongoerr's table.
+const (
+	codeNoMatchingDocument  = 47
+	codeNoPreImageID        = 51770
+	codeBSONObjectTooLarge  = 10334
+	codeChangeStreamFatal   = mongoerr.CodeChangeStreamFatalError
+	codeUnauthorized        = mongoerr.CodeUnauthorized
+	codeAuthenticationError = mongoerr.CodeAuthenticationFailed
+)
+
+// Failure describes why Run stopped when retrying at once cannot help:
+// whoever runs the consumer (a group member, the daemon) stops taking the
+// stream, reports the failure, and tries again only with backoff, and only
+// when Clears says the condition can go away by itself.
+type Failure struct {
+	Class FailureClass
+	// Clears reports whether the condition can clear without a change of
+	// configuration (pre-images enabled, a privilege granted, the sink
+	// fixed): worth re-checking with backoff. When false, only a new
+	// configuration (or an explicit reset) ends it.
+	Clears bool
+	// Detail says what happened, without the library's advice on what to
+	// do, for tools that give advice in their own terms.
+	Detail string
+	// Err is the error Run returned.
+	Err error
+}
+
+// AsFailure reports whether err, returned by Consumer.Run, is a failure
+// and which. It returns false for nil, for a cancelled context, for
+// ErrFenced and ErrStopPartition (another owner took over: a normal
+// hand-off) and for transient errors (a checkpoint write or load that
+// failed on the network), which are worth retrying soon, with backoff.
+func AsFailure(err error) (Failure, bool) {
+	if err == nil || errors.Is(err, ErrFenced) || errors.Is(err, ErrStopPartition) {
+		return Failure{}, false
+	}
+	f := Failure{Err: err, Detail: err.Error()}
+	var se *stopError
+	if errors.As(err, &se) && se.detail != "" {
+		f.Detail = se.detail
+	}
+	switch {
+	case errors.Is(err, ErrIdentityChanged):
+		f.Class = FailIdentityChanged
+	case errors.Is(err, ErrHistoryLost):
+		f.Class = FailHistoryLost
+		f.Clears = se != nil && se.clears
+	case errors.Is(err, ErrInvalidated):
+		f.Class = FailInvalidated
+	case errors.Is(err, ErrStalled):
+		f.Class, f.Clears = FailStalled, true
+	case errors.Is(err, ErrCorruptCheckpoint):
+		f.Class = FailCorruptCheckpoint
+	case errors.Is(err, ErrFatal):
+		f.Class, f.Clears = serverFailure(err)
+	default:
+		return Failure{}, false
+	}
+	return f, true
+}
+
+// serverFailure classifies a fatal server error.
+func serverFailure(err error) (FailureClass, bool) {
+	var se mongo.ServerError
+	if !errors.As(err, &se) {
+		return FailServer, true
+	}
+	switch {
+	case se.HasErrorCode(codeChangeStreamFatal) && strings.Contains(err.Error(), "_id"):
+		return FailIDModified, false
+	case se.HasErrorCode(codeNoMatchingDocument), se.HasErrorCode(codeNoPreImageID):
+		return FailImageMissing, true
+	case se.HasErrorCode(codeUnauthorized), se.HasErrorCode(codeAuthenticationError):
+		return FailUnauthorized, true
+	case se.HasErrorCode(codeBSONObjectTooLarge):
+		return FailEventTooLarge, false
+	case se.HasErrorCode(codeChangeStreamFatal):
+		return FailServer, false
+	}
+	return FailServer, true
+}

@@ -1,0 +1,164 @@
+package ferry_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/ferry-io/ferry"
+)
+
+// stateLog is a HookState that records every state change.
+type stateLog struct {
+	mu     sync.Mutex
+	states []ferry.RunState
+}
+
+func (s *stateLog) OnState(i ferry.StateInfo) {
+	s.mu.Lock()
+	s.states = append(s.states, i.State)
+	s.mu.Unlock()
+}
+
+func (s *stateLog) has(st ferry.RunState) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, x := range s.states {
+		if x == st {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *stateLog) last() ferry.RunState {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.states) == 0 {
+		return ""
+	}
+	return s.states[len(s.states)-1]
+}
+
+// TestSinkOutageDeadLettersNothing: while the handler fails for every
+// event (a receiver's outage), no attempt counts towards MaxAttempts:
+// the consumer waits for the sink (StateWaitingForSink), and once the sink
+// is back every event is applied, in order per document, none
+// dead-lettered — although each was tried far more than MaxAttempts times.
+func TestSinkOutageDeadLettersNothing(t *testing.T) {
+	e := newEnv(t)
+	var down atomic.Bool
+	down.Store(true)
+	var attempts atomic.Int64
+	rec := newRecorder()
+	rec.fn = func(context.Context, *ferry.Event) error {
+		attempts.Add(1)
+		if down.Load() {
+			return errors.New("503 Service Unavailable")
+		}
+		return nil
+	}
+	states := &stateLog{}
+	start(t, e.client, rec.handle, e.opts(ferry.WithHooks(states))...)
+	waitStarted(t, e.store)
+	c := e.db.Collection("c")
+	for i := range 20 {
+		insert(t, c, bson.D{{Key: "_id", Value: i % 5}, {Key: "v", Value: i}})
+		if i%5 == 4 {
+			// Updates of the same documents after their inserts.
+			_, _ = c.DeleteMany(context.Background(), bson.D{})
+		}
+	}
+	eventually(t, 20*time.Second, func() string {
+		return fmt.Sprintf("%d attempts, state %q; want > 20 attempts and waiting-for-sink", attempts.Load(), states.last())
+	}, func() bool { return attempts.Load() > 20*3 && states.last() == ferry.StateWaitingForSink })
+	down.Store(false)
+	rec.waitFor(t, 40) // 20 inserts and 20 deletes
+	entries, err := e.dlq.List(context.Background(), "s", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) != 0 {
+		t.Fatalf("%d events dead-lettered during an outage, want none", len(entries))
+	}
+	eventually(t, 5*time.Second, func() string { return "state " + string(states.last()) + ", want running" },
+		func() bool { return states.last() == ferry.StateRunning })
+	// Per document, the events came in order: insert then delete, v rising.
+	last := map[int32]int32{}
+	for _, ev := range rec.snapshot() {
+		id := ev.DocumentKey.Lookup("_id").Int32()
+		if ev.OperationType != "insert" {
+			continue
+		}
+		v := ev.FullDocument.Lookup("v").Int32()
+		if prev, ok := last[id]; ok && v < prev {
+			t.Fatalf("document %d: v=%d after v=%d", id, v, prev)
+		}
+		last[id] = v
+	}
+}
+
+// TestRetryMaxElapsedBoundsAnOutage: with an explicit RetryMaxElapsed, an
+// event failing for longer than it goes to the poison policy even while
+// the sink is down.
+func TestRetryMaxElapsedBoundsAnOutage(t *testing.T) {
+	e := newEnv(t)
+	start(t, e.client, func(context.Context, *ferry.Event) error { return errors.New("connection refused") },
+		e.opts(ferry.RetryMaxElapsed(50*time.Millisecond))...)
+	waitStarted(t, e.store)
+	insert(t, e.db.Collection("c"), bson.D{{Key: "_id", Value: 1}})
+	eventually(t, 20*time.Second, func() string { return "not dead-lettered" }, func() bool {
+		entries, _ := e.dlq.List(context.Background(), "s", 0)
+		return len(entries) == 1
+	})
+}
+
+// TestFatalStopsAreFailures: a pipeline that removes _id stops Run with a
+// failure of class id-modified that cannot clear by itself.
+func TestFatalStopsAreFailures(t *testing.T) {
+	e := newEnv(t)
+	r := start(t, e.client, func(context.Context, *ferry.Event) error { return nil },
+		e.opts(ferry.Pipeline(bson.D{{Key: "$project", Value: bson.D{{Key: "_id", Value: 0}}}}))...)
+	waitStarted(t, e.store)
+	insert(t, e.db.Collection("c"), bson.D{{Key: "_id", Value: 1}})
+	err := r.wait(t)
+	f, ok := ferry.AsFailure(err)
+	if !ok || f.Class != ferry.FailIDModified || f.Clears || !errors.Is(err, ferry.ErrFatal) {
+		t.Fatalf("Run = %v; AsFailure = %+v, %v; want id-modified, not clearing", err, f, ok)
+	}
+}
+
+// TestImageMissingIsAFailureThatClears: full_document_before_change
+// required on a collection without pre-images stops Run with an
+// image-missing failure that can clear (enable changeStreamPreAndPostImages).
+func TestImageMissingIsAFailureThatClears(t *testing.T) {
+	e := newEnv(t)
+	c := e.db.Collection("c")
+	insert(t, c, bson.D{{Key: "_id", Value: 1}})
+	r := start(t, e.client, func(context.Context, *ferry.Event) error { return nil },
+		e.opts(ferry.FullDocumentBeforeChange("required"))...)
+	waitStarted(t, e.store)
+	if _, err := c.UpdateOne(context.Background(), bson.D{{Key: "_id", Value: 1}}, bson.D{{Key: "$set", Value: bson.D{{Key: "x", Value: 1}}}}); err != nil {
+		t.Fatal(err)
+	}
+	err := r.wait(t)
+	f, ok := ferry.AsFailure(err)
+	if !ok || f.Class != ferry.FailImageMissing || !f.Clears {
+		t.Fatalf("Run = %v; AsFailure = %+v, %v; want image-missing, clearing", err, f, ok)
+	}
+}
+
+func TestAsFailureIgnoresHandOffs(t *testing.T) {
+	for _, err := range []error{nil, context.Canceled, ferry.ErrFenced, ferry.StopPartition(errors.New("lease lost")),
+		fmt.Errorf("ferry: write checkpoint: %w", errors.New("connection reset"))} {
+		if f, ok := ferry.AsFailure(err); ok {
+			t.Errorf("AsFailure(%v) = %+v, want no failure", err, f)
+		}
+	}
+}

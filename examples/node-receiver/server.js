@@ -78,9 +78,27 @@ class SeenIds {
   }
 }
 
+// DEFAULT_PORT is where the receiver listens when PORT is unset. On Cloud
+// Run, PORT is set in the ingress container from its containerPort (8080 in
+// examples/cloudrun/service.yaml), and ferry's webhook URL points there.
+const DEFAULT_PORT = 8080;
+
+// portFromEnv returns the port to listen on: $PORT, or DEFAULT_PORT when it
+// is unset or empty. Anything but an integer 0..65535 is an error naming
+// PORT, rather than a silent listen on a port nobody posts to.
+function portFromEnv(env) {
+  const raw = env.PORT;
+  if (raw === undefined || raw === '') return DEFAULT_PORT;
+  if (!/^\d+$/.test(raw) || Number(raw) > 65535) {
+    throw new Error(`PORT must be an integer from 0 to 65535, got ${JSON.stringify(raw)}`);
+  }
+  return Number(raw);
+}
+
 // createReceiver returns an http.Server (not yet listening).
 //   secret            "whsec_..." (required)
-//   apply(event, meta) async: the effect; meta = {id, epoch}
+//   apply(event, meta) async: the effect; meta = {id, epoch, path} (path: the
+//                     request path, e.g. /ferry/orders: one per ferry stream)
 //   toleranceSeconds  allowed clock difference (default 300)
 //   now()             milliseconds clock (default Date.now)
 //   seenFile          optional file persisting applied ids
@@ -128,7 +146,7 @@ function createReceiver({ secret, apply, toleranceSeconds = 300, now = Date.now,
       }
       inFlight.add(id);
       try {
-        await apply(event, { id, epoch: Number(req.headers['ferry-epoch'] || 0) });
+        await apply(event, { id, epoch: Number(req.headers['ferry-epoch'] || 0), path: req.url });
         seen.add(id);
         reply(res, 200, { id, applied: true });
       } catch (err) {
@@ -141,18 +159,28 @@ function createReceiver({ secret, apply, toleranceSeconds = 300, now = Date.now,
   });
 }
 
-module.exports = { createReceiver, verify, sign, decodeSecret };
+module.exports = { createReceiver, verify, sign, decodeSecret, portFromEnv, DEFAULT_PORT };
 
 if (require.main === module) {
-  const server = createReceiver({
-    secret: process.env.WEBHOOK_SECRET,
-    seenFile: process.env.SEEN_FILE,
-    apply: async (event, { id, epoch }) => {
-      // Replace with the real effect. Never log whole documents.
-      console.log(JSON.stringify({ msg: 'applied', id, epoch, op: event.operationType, ns: event.ns }));
-    },
-  });
-  const port = Number(process.env.PORT || 8080);
-  server.listen(port, () => console.log(JSON.stringify({ msg: 'listening', port })));
+  let server;
+  let port;
+  try {
+    port = portFromEnv(process.env);
+    if (!process.env.WEBHOOK_SECRET) throw new Error('WEBHOOK_SECRET is not set (the whsec_… secret ferry signs with)');
+    server = createReceiver({
+      secret: process.env.WEBHOOK_SECRET,
+      seenFile: process.env.SEEN_FILE,
+      apply: async (event, { id, epoch, path }) => {
+        // Replace with the real effect. Never log whole documents.
+        console.log(JSON.stringify({ msg: 'applied', id, epoch, path, op: event.operationType, ns: event.ns }));
+      },
+    });
+  } catch (err) {
+    console.error(JSON.stringify({ msg: 'cannot start', error: err.message }));
+    process.exit(1);
+  }
+  // All interfaces: Cloud Run sends requests to the ingress port from
+  // outside the container, and ferry posts to localhost.
+  server.listen(port, () => console.log(JSON.stringify({ msg: 'listening', port: server.address().port })));
   process.on('SIGTERM', () => server.close(() => process.exit(0)));
 }

@@ -197,9 +197,20 @@ streams:
 	if took := time.Since(start); took > 10*time.Second {
 		t.Fatalf("shutdown took %v, longer than Cloud Run's 10s", took)
 	}
+	// start_at is now: the reset would skip what was written since the
+	// checkpoints, so it wants -yes and deletes nothing without it.
 	rs.Reset()
 	rsErr.Reset()
-	if code := run(context.Background(), []string{"reset", "-c", cfgPath, "-stream", "orders"}, &rs, &rsErr); code != 0 || !strings.Contains(rs.String(), "2 checkpoint(s) deleted") {
+	if code := run(context.Background(), []string{"reset", "-c", cfgPath, "-stream", "orders"}, &rs, &rsErr); code != 1 ||
+		!regexp.MustCompile(`start_at is now: the changes of the last \d+ s \(since `).MatchString(rsErr.String()) {
+		t.Fatalf("reset without -yes: exit %d: %s%s", code, rs.String(), rsErr.String())
+	}
+	if n, _ := client.Database("ferry_state").Collection("checkpoints").CountDocuments(context.Background(), bson.D{}); n != 2 {
+		t.Fatalf("reset without -yes left %d checkpoints, want 2", n)
+	}
+	rs.Reset()
+	rsErr.Reset()
+	if code := run(context.Background(), []string{"reset", "-c", cfgPath, "-stream", "orders", "-yes"}, &rs, &rsErr); code != 0 || !strings.Contains(rs.String(), "2 checkpoint(s) deleted") {
 		t.Fatalf("reset after stopping: exit %d: %s%s", code, rs.String(), rsErr.String())
 	}
 }

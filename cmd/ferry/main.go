@@ -1,12 +1,15 @@
-// Command ferry delivers MongoDB change events reliably. For now it has one
-// subcommand, demo, which runs the whole data path against the embedded
-// MongoDB emulator:
+// Command ferry delivers MongoDB change events reliably: `ferry run` runs
+// every stream of a YAML configuration, and the other subcommands validate
+// that file and inspect or repair the state store. `ferry help` lists them;
+// `ferry <command> -h` prints one command's usage and flags.
 //
 //	go run ./cmd/ferry demo
 package main
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -14,20 +17,136 @@ import (
 	"syscall"
 )
 
-const usage = `ferry — react to MongoDB changes reliably
+// commands are ferry's subcommands, in the order the usage lists them. It
+// is set by init: the commands' own help refers back to it.
+var commands []*command
 
-Usage:
-  ferry run -c ferry.yaml       deliver every configured stream to its sink (metrics, /healthz, /readyz)
-  ferry validate -c ferry.yaml  check a configuration file without connecting
-  ferry status -c ferry.yaml    members, partitions, owners, epochs, checkpoint age and lag
-  ferry reset -c ferry.yaml -stream S
-                                delete a stopped stream's checkpoints (after a changed definition)
-  ferry dlq list|replay -c ferry.yaml [-stream S]
-                                dead-lettered events; replay re-delivers each through the stream's sink
-                                as the same event (change or backfill) with its original event id
-  ferry demo [-n N]             TTL expiries delivered once by a 3-member group to a webhook, one member killed midway
-  ferry help                    show this help
-`
+func init() { commands = commandList() }
+
+func commandList() []*command {
+	return []*command{
+		{
+			name: "run", args: "-c ferry.yaml",
+			summary: "deliver every configured stream to its sink (metrics, /healthz, /readyz)",
+			doc: `Runs every stream of the configuration: this process joins each stream's
+consumer group, takes its share of the partitions and delivers their changes
+to the stream's sink, checkpointing as it goes. It serves /metrics, /healthz
+and /readyz on listen (or :$PORT when PORT is set). SIGTERM or Ctrl-C drains
+the events in flight, saves the checkpoints and releases the leases, so
+another member takes over at once.`,
+			run: func(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+				err := runDaemon(ctx, args, stdout, stderr)
+				switch {
+				case err == nil:
+					return 0
+				case errors.Is(err, flag.ErrHelp):
+					return 0
+				case isFlagError(err):
+					return 2 // the flag package printed the error and the usage on stderr
+				}
+				fmt.Fprintln(stderr, "ferry run:", err)
+				return 1
+			},
+		},
+		{
+			name: "validate", args: "-c ferry.yaml",
+			summary: "check a configuration file without connecting",
+			doc: `Checks a configuration file without connecting to anything and reports
+every problem with its path (streams[0].sink.webhook.url: ...). Exits 0 if
+the file is valid, 1 if not.`,
+			run: func(_ context.Context, args []string, stdout, stderr io.Writer) int {
+				return runValidate(args, stdout, stderr)
+			},
+		},
+		{
+			name: "status", args: "-c ferry.yaml",
+			summary: "members, partitions, owners, epochs, checkpoint age and lag",
+			doc: `Prints, for every stream of the configuration, its live members and each
+partition's owner, lease epoch, checkpoint age, lag and state, read from the
+state store. It can run from any machine that reaches the state store.`,
+			run: runStatus,
+		},
+		{
+			name: "reset", args: "-c ferry.yaml -stream S [-yes]",
+			summary: "delete a stopped stream's checkpoints: it starts again from source.start_at",
+			doc:     resetDoc,
+			run:     runReset,
+		},
+		{
+			name: "dlq", args: "list|replay -c ferry.yaml [flags]",
+			summary: "dead-lettered events",
+			doc: `Dead-lettered events are the events a stream gave up on (on_poison:
+dead-letter), kept in the state store's dlq collection. "ferry dlq list"
+shows them; "ferry dlq replay" re-delivers them.`,
+			sub: []*command{
+				{
+					name: "dlq list", args: "-c ferry.yaml [-stream S] [-n 50] [-json]",
+					summary: "list dead-lettered events: documentKey, attempts, the whole last error",
+					doc:     dlqListDoc,
+					run:     runDLQList,
+				},
+				{
+					name: "dlq replay", args: "-c ferry.yaml [-stream S]",
+					summary: "re-deliver dead-lettered events through their stream's sink, as the same events",
+					doc:     dlqReplayDoc,
+					run:     runDLQReplay,
+				},
+			},
+		},
+		{
+			name: "demo", args: "[-n N]",
+			summary: "TTL expiries delivered once by a 3-member group to a webhook, one member killed midway",
+			doc: `Runs the whole data path against the embedded MongoDB emulator: a
+TTL-indexed collection, a webhook receiver and three member processes, one
+of them killed with SIGKILL halfway through the writes. It ends with one
+line saying how many events were written, expired, delivered, duplicated
+and lost, and how long the takeover took.`,
+			run: func(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+				err := runDemo(ctx, args, stdout)
+				switch {
+				case err == nil, errors.Is(err, flag.ErrHelp):
+					return 0
+				case isFlagError(err):
+					fmt.Fprintf(stderr, "ferry demo: %v\n", err)
+					printHelp(stderr, lookup("demo"))
+					return 2
+				}
+				fmt.Fprintln(stderr, "ferry demo:", err)
+				return 1
+			},
+		},
+		{
+			name: "version", noFlags: true,
+			summary: "module version, VCS revision and Go version of this binary",
+			doc: `Prints the module version, the VCS revision, its commit time and whether
+the work tree was modified, and the Go version the binary was built with.
+Also: ferry -version.`,
+			run: func(_ context.Context, _ []string, stdout, _ io.Writer) int {
+				fmt.Fprintln(stdout, versionLine())
+				return 0
+			},
+		},
+		{
+			name: "help", args: "[command]", noFlags: true,
+			summary: "this list, or a command's help (also: ferry <command> -h)",
+			doc:     `Prints the list of commands, or the usage and flags of one command.`,
+			run: func(_ context.Context, args []string, stdout, stderr io.Writer) int {
+				return runHelp(args, stdout, stderr)
+			},
+		},
+		{
+			// A member process of ferry demo.
+			name: "demo-member", hidden: true, noFlags: true,
+			run: func(_ context.Context, args []string, _, stderr io.Writer) int {
+				if err := runDemoMember(args); err != nil {
+					fmt.Fprintln(stderr, "ferry demo-member:", err)
+					return 1
+				}
+				return 0
+			},
+		},
+	}
+}
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -35,42 +154,26 @@ func main() {
 	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
 }
 
+// run runs the command line args and returns the exit code: 0 on success
+// (and for help), 1 when the command failed, 2 for a bad command line.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
-		fmt.Fprint(stderr, usage)
+		fmt.Fprint(stderr, usage())
 		return 2
 	}
 	switch args[0] {
-	case "demo":
-		if err := runDemo(ctx, args[1:], stdout); err != nil {
-			fmt.Fprintln(stderr, "ferry demo:", err)
-			return 1
-		}
-		return 0
-	case "run":
-		if err := runDaemon(ctx, args[1:], stdout, stderr); err != nil {
-			fmt.Fprintln(stderr, "ferry run:", err)
-			return 1
-		}
-		return 0
-	case "validate":
-		return runValidate(args[1:], stdout, stderr)
-	case "demo-member": // a member process of ferry demo
-		if err := runDemoMember(args[1:]); err != nil {
-			fmt.Fprintln(stderr, "ferry demo-member:", err)
-			return 1
-		}
-		return 0
-	case "status":
-		return runStatus(ctx, args[1:], stdout, stderr)
-	case "reset":
-		return runReset(ctx, args[1:], stdout, stderr)
-	case "dlq":
-		return runDLQ(ctx, args[1:], stdout, stderr)
-	case "help", "-h", "--help":
-		fmt.Fprint(stdout, usage)
+	case "-h", "-help", "--help":
+		return runHelp(args[1:], stdout, stderr)
+	case "-version", "--version":
+		args = append([]string{"version"}, args[1:]...)
+	}
+	cmd, rest, code := resolve(args, stderr)
+	if cmd == nil {
+		return code
+	}
+	if !cmd.hidden && cmd.name != "help" && wantsHelp(rest) {
+		printHelp(stdout, cmd)
 		return 0
 	}
-	fmt.Fprintf(stderr, "ferry: unknown command %q\n\n%s", args[0], usage)
-	return 2
+	return cmd.run(ctx, rest, stdout, stderr)
 }

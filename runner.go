@@ -44,7 +44,7 @@ type runner struct {
 	// first seen at oldestSeen (under saveMu).
 	oldest     bson.Timestamp
 	oldestSeen time.Time
-	kick   chan struct{}
+	kick       chan struct{}
 	// lastMarker is the start point of the last backfill.
 	lastMarker bson.Raw
 }

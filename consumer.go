@@ -145,7 +145,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 	})
 	c.hooks.state(StateInfo{Stream: c.cfg.name, Partition: c.cfg.partition, State: StateStopped, Err: err})
 	switch _, failed := AsFailure(err); {
-	case err == nil:
+	case err == nil, c.cfg.quietStops:
 	case failed:
 		c.log.Error("consumer stopped", "err", err)
 	default:

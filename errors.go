@@ -40,6 +40,9 @@ var (
 	// large to return, ...). The server's error is wrapped; see AsFailure
 	// for its class and whether it can clear.
 	ErrFatal = errors.New("ferry: fatal change stream error")
+	// ErrStartPosition: the start position cannot be resolved (see
+	// StartAtCheckpointsOf).
+	ErrStartPosition = errors.New("ferry: start position cannot be resolved")
 	// ErrCorruptCheckpoint: the stored checkpoint record cannot be read
 	// (it is checkpoint.ErrCorrupt). Nothing is resumed from it.
 	ErrCorruptCheckpoint = checkpoint.ErrCorrupt

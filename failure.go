@@ -50,6 +50,12 @@ const (
 	// FailServer: any other server error that reopening the stream cannot
 	// fix (ErrFatal).
 	FailServer FailureClass = "server-error"
+	// FailConfig: the consumer's options are invalid (*ConfigError).
+	FailConfig FailureClass = "invalid-configuration"
+	// FailStartPosition: the start position cannot be resolved, for
+	// instance StartAtCheckpointsOf a stream that has no checkpoints
+	// (ErrStartPosition).
+	FailStartPosition FailureClass = "start-position"
 )
 
 // Server error codes that decide a FailureClass, beyond mongoerr's table.
@@ -94,7 +100,12 @@ func AsFailure(err error) (Failure, bool) {
 	if errors.As(err, &se) && se.detail != "" {
 		f.Detail = se.detail
 	}
+	var ce *ConfigError
 	switch {
+	case errors.As(err, &ce):
+		f.Class = FailConfig
+	case errors.Is(err, ErrStartPosition):
+		f.Class = FailStartPosition
 	case errors.Is(err, ErrIdentityChanged):
 		f.Class = FailIdentityChanged
 	case errors.Is(err, ErrHistoryLost):

@@ -1,6 +1,8 @@
 package ferry
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -9,6 +11,7 @@ import (
 
 	"github.com/ferry-io/ferry/checkpoint"
 	"github.com/ferry-io/ferry/deadletter"
+	"github.com/ferry-io/ferry/internal/resumetoken"
 )
 
 // An Option configures a Consumer. NewConsumer applies them in order and
@@ -35,8 +38,10 @@ func (s Scope) String() string {
 
 // StartPosition says where a stream with no checkpoint begins.
 type StartPosition struct {
-	kind string // "now", "time", "backfill"
-	at   bson.Timestamp
+	kind  string // "now", "time", "backfill", "checkpoints"
+	at    bson.Timestamp
+	from  string           // kind "checkpoints": the other stream
+	store checkpoint.Store // kind "checkpoints": where its checkpoints are
 }
 
 // StartNow starts at the current end of the oplog.
@@ -45,6 +50,82 @@ func StartNow() StartPosition { return StartPosition{kind: "now"} }
 // StartAtTime starts at a cluster time (startAtOperationTime): events with
 // clusterTime >= t.
 func StartAtTime(t bson.Timestamp) StartPosition { return StartPosition{kind: "time", at: t} }
+
+// StartAtCheckpointsOf starts where another stream's checkpoints are: at
+// the oldest position among stream from's partitions in store (each
+// partition's resume token's cluster time, else its recorded clusterTime),
+// opened with startAtOperationTime. The other stream's tokens are never
+// reused: they belong to its definition.
+//
+// It is the lossless way to move to a new definition (pipeline, options,
+// partition count): give the new definition a new stream name that starts
+// at the old one's checkpoints, and restart the members. Every change after
+// the old stream's oldest checkpoint is delivered by the new stream; those
+// the old one had delivered already are delivered again, which the ledger
+// absorbs in a consumer group's idempotent and transactional modes (the
+// group consults the old stream's ledger entries too). Until the old
+// stream's members stop, both deliver.
+func StartAtCheckpointsOf(store checkpoint.Store, from string) StartPosition {
+	return StartPosition{kind: "checkpoints", from: from, store: store}
+}
+
+// FromStream returns the stream StartAtCheckpointsOf names, or "".
+func (p StartPosition) FromStream() string {
+	if p.kind == "checkpoints" {
+		return p.from
+	}
+	return ""
+}
+
+// Time resolves a start position that is a cluster time: StartAtTime's,
+// or the oldest position of StartAtCheckpointsOf's stream. It fails with
+// ErrStartPosition when there is none (no checkpoints, or none with a
+// position).
+func (p StartPosition) Time(ctx context.Context) (bson.Timestamp, error) {
+	switch p.kind {
+	case "time":
+		return p.at, nil
+	case "checkpoints":
+		if p.store == nil {
+			return bson.Timestamp{}, fmt.Errorf("%w: StartAtCheckpointsOf(%q) has no checkpoint store", ErrStartPosition, p.from)
+		}
+		list, err := p.store.List(ctx, p.from)
+		if err != nil {
+			if errors.Is(err, checkpoint.ErrCorrupt) {
+				return bson.Timestamp{}, fmt.Errorf("%w: stream %q: %v", ErrStartPosition, p.from, err)
+			}
+			return bson.Timestamp{}, fmt.Errorf("ferry: read the checkpoints of stream %q: %w", p.from, err)
+		}
+		oldest, ok := OldestPosition(list)
+		if !ok {
+			return bson.Timestamp{}, fmt.Errorf("%w: stream %q has no checkpoint with a position to start from (%d checkpoint(s)); "+
+				"check the stream name", ErrStartPosition, p.from, len(list))
+		}
+		return oldest, nil
+	}
+	return bson.Timestamp{}, fmt.Errorf("%w: %s is not a cluster time", ErrStartPosition, p.kind)
+}
+
+// OldestPosition returns the oldest position among checkpoints, as a
+// cluster time to start a stream at (startAtOperationTime): per checkpoint
+// the cluster time its resume token holds (every change after the token
+// is at that time or later), else its recorded ClusterTime. ok is false
+// when none has either. Tokens are read for their time only.
+func OldestPosition(cps []checkpoint.Checkpoint) (oldest bson.Timestamp, ok bool) {
+	for _, cp := range cps {
+		ts := cp.ClusterTime
+		if tok, err := resumetoken.Parse(cp.Token); err == nil && !tok.ClusterTime.IsZero() {
+			ts = tok.ClusterTime
+		}
+		if ts.IsZero() {
+			continue
+		}
+		if !ok || ts.Before(oldest) {
+			oldest, ok = ts, true
+		}
+	}
+	return oldest, ok
+}
 
 // IsNow reports whether p is StartNow.
 func (p StartPosition) IsNow() bool { return p.kind == "now" || p.kind == "" }
@@ -134,6 +215,7 @@ type config struct {
 	drainTimeout   time.Duration
 	maxAwait       time.Duration
 	logger         *slog.Logger
+	quietStops     bool
 	hooks          []Hook
 	sweeper        Sweeper
 	backfillBatch  int32
@@ -292,6 +374,11 @@ func DrainTimeout(d time.Duration) Option { return optionFunc(func(c *config) { 
 // is also how often a quiet stream's checkpoint may advance.
 func MaxAwaitTime(d time.Duration) Option { return optionFunc(func(c *config) { c.maxAwait = d }) }
 
+// LogStops sets whether Run logs why it stopped (default true). A
+// consumer group turns it off: it reports its partitions' stops itself,
+// once per state change.
+func LogStops(on bool) Option { return optionFunc(func(c *config) { c.quietStops = !on }) }
+
 // Logger sets the logger (default: discard). Ferry logs event ids, never
 // documents or tokens in full.
 func Logger(l *slog.Logger) Option { return optionFunc(func(c *config) { c.logger = l }) }
@@ -350,8 +437,17 @@ func (c *config) validate() error {
 	}
 	switch c.start.kind {
 	case "now", "time", "backfill":
+	case "checkpoints":
+		switch {
+		case c.start.store == nil:
+			add("StartAt: StartAtCheckpointsOf needs the checkpoint store of stream %q", c.start.from)
+		case c.start.from == "":
+			add("StartAt: StartAtCheckpointsOf needs the name of the stream to start from")
+		case c.start.from == c.name:
+			add("StartAt: StartAtCheckpointsOf(%q) names this stream itself; name the stream whose checkpoints to start from", c.start.from)
+		}
 	default:
-		add("StartAt: use StartNow(), StartAtTime(t) or StartWithBackfill()")
+		add("StartAt: use StartNow(), StartAtTime(t), StartWithBackfill() or StartAtCheckpointsOf(store, stream)")
 	}
 	if c.partitions < 1 {
 		add("Partition: the partition count must be at least 1, got %d", c.partitions)

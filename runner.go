@@ -346,8 +346,15 @@ func (r *runner) startPosition(ctx context.Context) (position, bool, error) {
 		}
 	}
 	switch cfg.start.kind {
-	case "time":
-		t := cfg.start.at
+	case "time", "checkpoints":
+		t, err := cfg.start.Time(ctx)
+		if err != nil {
+			if errors.Is(err, ErrStartPosition) {
+				detail := fmt.Sprintf("stream %q partition %d: %v", cfg.name, cfg.partition, err)
+				return position{}, false, &stopError{kind: ErrStartPosition, err: err, detail: detail, msg: "ferry: " + detail}
+			}
+			return position{}, false, err
+		}
 		return position{startAt: &t}, false, nil
 	case "backfill":
 		pos, err := r.backfill(ctx)

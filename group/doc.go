@@ -80,6 +80,39 @@
 //     transactions on them meet write conflicts. Ferry retries transient
 //     errors for as long as they last and never dead-letters an event
 //     because of them; lowering the server parameter shortens the wait.
-//   - Takeover after a crash takes up to the lease TTL (plus a rebalance
-//     interval); after a graceful leave it is immediate.
+//   - Takeover after a crash takes up to the lease TTL plus a rebalance
+//     interval (a quarter of the TTL): the member timeout defaults to the
+//     lease TTL, so a dead member's leases and membership lapse together.
+//     After a graceful leave it is immediate.
+//
+// # States and failures
+//
+// A member's stream is Starting, Running (WaitingForSink while a sink fails
+// for every event; nothing is dead-lettered then), Draining and Stopped
+// (Status, OnStateChange). A partition that stops with a failure a retry
+// cannot fix (ferry.AsFailure: a changed definition, lost history under
+// HistoryLostFail, an invalidated stream under InvalidateStop, a pipeline
+// that modifies _id, a required image missing, missing privileges, a
+// poison event under PoisonStall, a corrupt checkpoint) makes the stream
+// Failed on that member: it hands every partition off, leaves the group
+// (the other members take its partitions and keep their own state, so
+// during a rolling deploy the members with the old definition keep
+// running), records the failure in the state store (Failures; `ferry
+// status` shows it from any machine) and takes no lease of the stream
+// while failed. It logs one line per state change, not per attempt. A
+// failure that can clear (pre-images enabled, a privilege granted, the
+// sink fixed) is re-checked by joining again after a backoff from 1 s
+// doubling to 5 min; one that cannot stays until the member restarts with
+// a new configuration. Any other stop (a lost lease, a network error) is
+// retried partition by partition, after a backoff from 1 s to 30 s.
+//
+// # Moving to a new definition
+//
+// A changed definition (pipeline, options, partition count) never reuses
+// the old checkpoints' tokens. The lossless path: give the new definition a
+// new stream name that starts with ferry.StartAtCheckpointsOf(store, old)
+// (in the daemon, source.start_at: {checkpoints_of: old}) and restart the
+// members. The new group's origin is the old stream's oldest position; in
+// the idempotent and transactional modes the ledger entries of the old
+// stream count as applied, so the overlap is absorbed.
 package group

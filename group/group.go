@@ -10,13 +10,13 @@ import (
 	"sync/atomic"
 	"time"
 
-	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
 	"github.com/ferry-io/ferry"
 	"github.com/ferry-io/ferry/checkpoint"
 	"github.com/ferry-io/ferry/checkpoint/mongostore"
 	"github.com/ferry-io/ferry/deadletter"
+	"github.com/ferry-io/ferry/internal/backoff"
 	"github.com/ferry-io/ferry/lease"
 	"github.com/ferry-io/ferry/ledger"
 )
@@ -61,6 +61,7 @@ type config struct {
 	drain       time.Duration
 	ledgerStore *ledger.Store
 	sweeper     func(partition, partitions int) ferry.Sweeper
+	onState     func(Status)
 }
 
 // Option configures a Group.
@@ -73,7 +74,12 @@ func Name(s string) Option { return func(c *config) { c.name = s } }
 // hot standbys).
 func Partitions(n int) Option { return func(c *config) { c.partitions = n } }
 
-// LeaseTTL sets the partition lease TTL (default 10s).
+// LeaseTTL sets the partition lease TTL (default 10s). It is also the
+// member timeout (a member silent for it is no longer live) unless
+// LeaseOptions sets lease.MemberTimeout, so a crashed member's partitions
+// move to the others within about the TTL: its leases expire, its
+// membership lapses, and the next rebalance (a quarter of the TTL) claims
+// them. After a graceful stop (cancel) they move at once.
 func LeaseTTL(d time.Duration) Option { return func(c *config) { c.ttl = d } }
 
 // MemberID sets this member's id (default lease.DefaultMemberID()).
@@ -120,14 +126,20 @@ func OnRevoked(f func(partition int)) Option { return func(c *config) { c.onRevo
 func OnLost(f func(partition int, err error)) Option { return func(c *config) { c.onLost = f } }
 
 // RebalanceInterval sets how often the member recomputes the assignment
-// (default a third of the lease TTL).
+// (default a quarter of the lease TTL).
 func RebalanceInterval(d time.Duration) Option { return func(c *config) { c.interval = d } }
 
 // Logger sets the logger (default: discard).
 func Logger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
 
+// OnStateChange is called with the member's Status each time its state
+// changes (Starting, Running, WaitingForSink, Failed, Draining, Stopped),
+// from the goroutine that changed it; it must not block.
+func OnStateChange(f func(Status)) Option { return func(c *config) { c.onState = f } }
+
 // LeaseOptions passes options to the lease store (member timeout,
-// heartbeat interval, clock).
+// heartbeat interval, clock). The member timeout defaults to the lease
+// TTL.
 func LeaseOptions(opts ...lease.Option) Option {
 	return func(c *config) { c.leaseOpts = append(c.leaseOpts, opts...) }
 }
@@ -144,6 +156,10 @@ type Group struct {
 
 	mu    sync.Mutex
 	owned map[int]int64 // partition → epoch, for Owned
+
+	st      *status
+	records *failureRecords
+	from    string // the stream this one started from (ferry.StartAtCheckpointsOf), for the ledger
 
 	ledgerDuplicates atomic.Int64
 }
@@ -190,12 +206,15 @@ func New(client *mongo.Client, handler ferry.Handler, opts ...Option) (*Group, e
 		cfg.memberID = lease.DefaultMemberID()
 	}
 	if cfg.interval == 0 {
-		cfg.interval = cfg.ttl / 3
+		cfg.interval = cfg.ttl / 4
 	}
 	if cfg.logger == nil {
 		cfg.logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	ls, err := lease.New(cfg.state, cfg.leaseOpts...)
+	// The member timeout follows the lease TTL, so that a crashed member
+	// stops counting as live when its leases expire (an explicit
+	// lease.MemberTimeout in LeaseOptions wins).
+	ls, err := lease.New(cfg.state, append([]lease.Option{lease.MemberTimeout(cfg.ttl)}, cfg.leaseOpts...)...)
 	if err != nil {
 		return nil, err
 	}
@@ -205,7 +224,12 @@ func New(client *mongo.Client, handler ferry.Handler, opts ...Option) (*Group, e
 	}
 	g := &Group{cfg: cfg, client: client, handler: handler, leases: ls, cps: cps,
 		dlq: deadletter.NewMongo(cfg.state, "dlq"), owned: map[int]int64{},
-		log: cfg.logger.With("group", cfg.name, "member", cfg.memberID)}
+		log: cfg.logger.With("group", cfg.name, "member", cfg.memberID),
+		st:  &status{onChange: cfg.onState},
+		records: &failureRecords{coll: cfg.state.Collection(FailuresCollection), stream: cfg.name, member: cfg.memberID,
+			refresh: min(10*time.Second, max(cfg.ttl, time.Second))}}
+	g.st.s.State = Starting
+	g.from = ferry.StartOf(cfg.consumer...).FromStream()
 	return g, nil
 }
 
@@ -223,319 +247,224 @@ func (g *Group) Owned() map[int]int64 {
 	return out
 }
 
-// running is one partition this member consumes.
-type running struct {
-	held   *lease.Held
-	cancel context.CancelFunc
-	done   chan error // Run's result
-}
+// Status returns this member's view of its stream: its state, the run
+// states of the partitions it owns, and why it failed, if it did.
+func (g *Group) Status() Status { return g.st.get() }
 
 // Run joins the group and consumes the partitions assigned to this member
 // until ctx is cancelled; then it drains every partition, writes final
-// checkpoints, releases its leases (so others take over at once) and leaves.
+// checkpoints, releases its leases (so others take over at once), leaves,
+// and returns nil.
+//
+// Run does not return on a failure: a partition that stops with one (see
+// ferry.AsFailure: a changed definition, lost history under
+// HistoryLostFail, a required image missing, ...) puts the stream into the
+// Failed state on this member: every partition is handed off, the member
+// leaves the group so the others take its partitions, the failure is
+// recorded in the state store (Failures) and reported through Status and
+// OnStateChange, and the member takes none of the stream's leases until it
+// re-checks. A failure that can clear (Failure.Clears) is re-checked by
+// joining again, after a backoff from 1 s doubling to 5 min; one that
+// cannot stays until ctx ends (a restart with a new configuration).
+// Transient problems (the state store unreachable, a partition stopping on
+// a network error) are retried with backoff, partition by partition.
 func (g *Group) Run(ctx context.Context) error {
-	cfg := &g.cfg
-	if cfg.mode != AtLeastOnce {
-		l, err := ledger.New(ctx, cfg.state)
-		if err != nil {
-			return err
-		}
-		cfg.ledgerStore = l
+	defer g.st.set(Stopped)
+	g.st.set(Starting)
+	recheck := backoff.New(time.Second, maxRecheck)
+	if !g.prepare(ctx, recheck) {
+		return nil
 	}
-	if ferry.StartOf(cfg.consumer...).IsNow() {
-		if err := g.seedOrigin(ctx); err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			return err
-		}
-	}
-	for {
-		member, err := g.leases.Join(ctx, cfg.name, cfg.memberID, nil)
+	rejoin := backoff.New(100*time.Millisecond, 10*time.Second)
+	defer g.clearFailureRecord()
+	for ctx.Err() == nil {
+		g.st.set(Starting)
+		member, err := g.leases.Join(ctx, g.cfg.name, g.cfg.memberID, nil)
 		if err != nil {
 			if ctx.Err() != nil {
-				return nil
+				break
 			}
-			return fmt.Errorf("group: join %s: %w", cfg.name, err)
+			g.transient("join the group", err)
+			backoff.Sleep(ctx, rejoin.Next())
+			continue
 		}
-		err = g.session(ctx, member)
+		g.transient("", nil)
+		rejoin.Reset()
+		err = g.session(ctx, member, recheck)
 		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		_ = member.Leave(lctx)
 		cancel()
-		if ctx.Err() != nil || err == nil {
-			return nil
+		var sf *streamFailure
+		switch {
+		case ctx.Err() != nil:
+		case errors.As(err, &sf):
+			if !g.failed(ctx, sf, recheck) {
+				return nil
+			}
+		case err != nil:
+			// The membership expired (the process was paused, the server
+			// unreachable): every partition was given up; join again.
+			g.log.Warn("membership lost; rejoining", "err", err)
+			backoff.Sleep(ctx, rejoin.Next())
 		}
-		// The membership expired (the process was paused, the server
-		// unreachable): every partition was given up; join again.
-		g.log.Warn("membership lost; rejoining", "err", err)
+	}
+	return nil
+}
+
+// maxRecheck bounds the backoff between re-checks of a failed stream.
+const maxRecheck = 5 * time.Minute
+
+// prepare readies the state store before the first membership: the ledger
+// and the failures' indexes, and the group's origin. Transient errors are
+// retried with backoff; a failure (a start position that cannot be
+// resolved) fails the stream. It reports false when Run must return.
+func (g *Group) prepare(ctx context.Context, recheck *backoff.Backoff) bool {
+	cfg := &g.cfg
+	b := backoff.New(100*time.Millisecond, 10*time.Second)
+	for ctx.Err() == nil {
+		err := func() error {
+			if cfg.mode != AtLeastOnce && cfg.ledgerStore == nil {
+				l, err := ledger.New(ctx, cfg.state)
+				if err != nil {
+					return err
+				}
+				cfg.ledgerStore = l
+			}
+			if err := g.records.ensureIndex(ctx); err != nil {
+				return fmt.Errorf("group: create the index of %s: %w", FailuresCollection, err)
+			}
+			if start := ferry.StartOf(cfg.consumer...); start.IsNow() || start.FromStream() != "" {
+				return g.seedOrigin(ctx, start)
+			}
+			return nil
+		}()
+		if err == nil {
+			g.transient("", nil)
+			return true
+		}
+		if ctx.Err() != nil {
+			return false
+		}
+		if f, ok := ferry.AsFailure(err); ok {
+			for g.failed(ctx, &streamFailure{partition: -1, failure: f}, recheck) {
+				if err := g.seedOrigin(ctx, ferry.StartOf(cfg.consumer...)); err == nil {
+					return true
+				}
+			}
+			return false
+		}
+		g.transient("prepare the state store", err)
+		backoff.Sleep(ctx, b.Next())
+	}
+	return false
+}
+
+// transient records (and logs, when it changes) a transient problem; an
+// empty what clears it.
+func (g *Group) transient(what string, err error) {
+	msg := ""
+	if err != nil {
+		msg = what + ": " + err.Error()
+	}
+	prev := g.st.get().LastError
+	g.st.update(func(s *Status) { s.LastError = msg })
+	switch {
+	case msg != "" && msg != prev:
+		g.log.Warn("cannot "+what+"; retrying with backoff", "err", err)
+	case msg == "" && prev != "":
+		g.log.Info("recovered from: " + prev)
 	}
 }
 
-// session runs one membership: it returns nil when ctx ends (after a
-// graceful hand-off of every partition) and an error when the membership is
-// lost (after giving every partition up as lost).
-func (g *Group) session(ctx context.Context, member *lease.Member) error {
-	cfg := &g.cfg
-	runs := map[int]*running{}
-	ended := make(chan int, cfg.partitions)
-	tick := time.NewTicker(cfg.interval)
-	defer tick.Stop()
+// streamFailure is a partition's failure that failed the stream.
+type streamFailure struct {
+	partition int
+	failure   ferry.Failure
+}
+
+func (e *streamFailure) Error() string { return e.failure.Detail }
+
+// failed puts the stream into the Failed state: the session ended and
+// released everything; the failure is recorded, logged once per new
+// reason, and kept fresh in the state store. It waits for the re-check
+// (true) or for ctx (false).
+func (g *Group) failed(ctx context.Context, sf *streamFailure, recheck *backoff.Backoff) bool {
+	f := sf.failure
+	now := time.Now()
+	prev := g.st.get()
+	since := now
+	if prev.Failure != nil && prev.Failure.Class == f.Class {
+		since = prev.FailedSince
+	}
+	var wait time.Duration
+	var retryAt time.Time
+	if f.Clears {
+		wait = recheck.Next()
+		retryAt = now.Add(wait)
+	}
+	g.st.update(func(s *Status) {
+		s.State, s.Failure, s.FailedPartition, s.FailedSince, s.RetryAt = Failed, &f, sf.partition, since, retryAt
+		s.Partitions = nil
+	})
+	if prev.Failure == nil || prev.Failure.Class != f.Class || prev.Failure.Detail != f.Detail {
+		recheckIn := "never: only a change of configuration ends it"
+		if f.Clears {
+			recheckIn = wait.Round(time.Millisecond).String()
+		}
+		g.log.Error("stream failed: its leases are released and this member takes none of them while failed",
+			"class", f.Class, "partition", sf.partition, "err", f.Detail, "recheck_in", recheckIn)
+	} else {
+		g.log.Debug("stream still failed", "class", f.Class, "recheck_in", wait)
+	}
+	g.putFailureRecord(ctx)
+	refresh := time.NewTicker(g.records.refresh)
+	defer refresh.Stop()
+	var timer <-chan time.Time
+	if f.Clears {
+		t := time.NewTimer(wait)
+		defer t.Stop()
+		timer = t.C
+	}
 	for {
-		g.reconcile(ctx, runs, ended)
 		select {
 		case <-ctx.Done():
-			g.stopAll(runs)
-			return nil
-		case <-member.Done():
-			err := fmt.Errorf("group: membership lost: %w", member.Err())
-			for p, run := range runs {
-				run.cancel()
-				<-run.done
-				delete(runs, p)
-				g.mu.Lock()
-				delete(g.owned, p)
-				g.mu.Unlock()
-				_ = run.held.Release(context.Background())
-				if cfg.onLost != nil {
-					cfg.onLost(p, err)
-				}
-			}
-			return err
-		case p := <-ended:
-			g.finish(runs, p)
-		case <-tick.C:
+			return false
+		case <-timer:
+			g.log.Debug("re-checking the failed stream", "class", f.Class)
+			return true
+		case <-refresh.C:
+			g.putFailureRecord(ctx)
 		}
 	}
 }
 
-// reconcile moves the member towards the target assignment.
-func (g *Group) reconcile(ctx context.Context, runs map[int]*running, ended chan<- int) {
-	cfg := &g.cfg
-	members, err := g.leases.Members(ctx, cfg.name)
-	if err != nil {
-		g.log.Warn("list members", "err", err)
+// recovered ends a failure once a re-check has run for the probation
+// period without failing again.
+func (g *Group) recovered(recheck *backoff.Backoff) {
+	prev := g.st.get()
+	if prev.Failure == nil {
 		return
 	}
-	leases, err := g.leases.List(ctx, cfg.name)
-	if err != nil {
-		g.log.Warn("list leases", "err", err)
-		return
-	}
-	ids := make([]string, 0, len(members))
-	for _, m := range members {
-		ids = append(ids, m.ID)
-	}
-	current := map[int]string{}
-	for _, l := range leases {
-		if l.Owner != "" && !l.Expired {
-			current[l.Partition] = l.Owner
-		}
-	}
-	target := Assign(ids, cfg.partitions, current)
-	me := cfg.memberID
-	// Hand off what is no longer ours.
-	for p, run := range runs {
-		if target[p] != me {
-			g.revoke(runs, p, run)
-		}
-	}
-	// Claim what is ours and free (its previous owner released it or it
-	// expired).
-	for p := 0; p < cfg.partitions; p++ {
-		if target[p] != me || runs[p] != nil {
-			continue
-		}
-		if owner := current[p]; owner != "" && owner != me {
-			continue // the previous owner is still handing it off
-		}
-		g.start(ctx, runs, p, ended)
+	g.st.update(func(s *Status) { s.Failure, s.FailedSince, s.RetryAt = nil, time.Time{}, time.Time{} })
+	recheck.Reset()
+	g.clearFailureRecord()
+	g.log.Info("stream recovered", "class", prev.Failure.Class, "failed_for", time.Since(prev.FailedSince).Round(time.Second))
+}
+
+// rechecking reports whether the member is re-checking a failed stream
+// (its partition hand-offs are then logged at debug level only).
+func (g *Group) rechecking() bool { return g.st.get().Failure != nil }
+
+func (g *Group) putFailureRecord(ctx context.Context) {
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := g.records.put(wctx, g.st.get()); err != nil {
+		g.transient("record the failure in the state store", err)
 	}
 }
 
-func (g *Group) start(ctx context.Context, runs map[int]*running, p int, ended chan<- int) {
-	cfg := &g.cfg
-	held, err := g.leases.Hold(ctx, cfg.name, p, cfg.memberID, cfg.ttl)
-	if err != nil {
-		if !errors.Is(err, lease.ErrHeld) && ctx.Err() == nil {
-			g.log.Warn("acquire lease", "partition", p, "err", err)
-		}
-		return
-	}
-	epoch := held.Epoch()
-	opts := append([]ferry.Option{}, cfg.consumer...)
-	opts = append(opts, ferry.Stream(cfg.name), ferry.Partition(p, cfg.partitions), ferry.Epoch(epoch),
-		ferry.Checkpoints(g.cps), ferry.DeadLetters(g.dlq), ferry.DrainTimeout(min(cfg.drain, cfg.ttl/2)))
-	if cfg.sweeper != nil {
-		if sweep := cfg.sweeper(p, cfg.partitions); sweep != nil {
-			opts = append(opts, ferry.WithSweeper(func(ctx context.Context, since time.Time) error {
-				if !held.Valid() {
-					return ferry.StopPartition(ErrLeaseLost)
-				}
-				return sweep(ctx, since)
-			}))
-		}
-	}
-	c, err := ferry.NewConsumer(g.client, g.wrap(held, p), opts...)
-	if err != nil {
-		g.log.Error("consumer", "partition", p, "err", err)
-		_ = held.Release(context.WithoutCancel(ctx))
-		return
-	}
-	cctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	run := &running{held: held, cancel: cancel, done: make(chan error, 1)}
-	runs[p] = run
-	go func() {
-		err := c.Run(cctx)
-		run.done <- err
-		ended <- p
-	}()
-	go func() {
-		select {
-		case <-held.Done():
-			cancel() // lost: stop at once
-		case <-cctx.Done():
-		}
-	}()
-	g.mu.Lock()
-	g.owned[p] = epoch
-	g.mu.Unlock()
-	g.log.Info("partition assigned", "partition", p, "epoch", epoch)
-	if cfg.onAssigned != nil {
-		cfg.onAssigned(p, epoch)
-	}
-}
-
-// revoke hands a partition off: stop reading, drain, final checkpoint,
-// release the lease. A partition whose lease turns out lost meanwhile is
-// reported as lost, not revoked.
-func (g *Group) revoke(runs map[int]*running, p int, run *running) {
-	valid := run.held.Valid()
-	run.cancel()
-	err := <-run.done
-	delete(runs, p)
-	g.mu.Lock()
-	delete(g.owned, p)
-	g.mu.Unlock()
-	if lost := run.held.Err(); lost != nil || !valid {
-		if lost == nil {
-			lost = fmt.Errorf("%w: lease could no longer be proven valid", lease.ErrLost)
-		}
-		_ = run.held.Release(context.Background())
-		g.log.Warn("partition lost", "partition", p, "err", lost)
-		if g.cfg.onLost != nil {
-			g.cfg.onLost(p, lost)
-		}
-		return
-	}
-	_ = run.held.Release(context.Background())
-	g.log.Info("partition revoked", "partition", p, "err", err)
-	if g.cfg.onRevoked != nil {
-		g.cfg.onRevoked(p)
-	}
-}
-
-// finish handles a partition whose consumer stopped by itself (lease lost,
-// fenced, a stop condition).
-func (g *Group) finish(runs map[int]*running, p int) {
-	run := runs[p]
-	if run == nil {
-		return
-	}
-	var err error
-	select {
-	case err = <-run.done:
-	default:
-		return
-	}
-	delete(runs, p)
-	g.mu.Lock()
-	delete(g.owned, p)
-	g.mu.Unlock()
-	lost := run.held.Err()
-	_ = run.held.Release(context.Background())
-	if lost == nil {
-		lost = err
-	}
-	g.log.Warn("partition stopped", "partition", p, "err", lost)
-	if g.cfg.onLost != nil {
-		g.cfg.onLost(p, lost)
-	}
-}
-
-func (g *Group) stopAll(runs map[int]*running) {
-	for _, run := range runs {
-		run.cancel()
-	}
-	for p, run := range runs {
-		err := <-run.done
-		run.done <- err
-		_ = run.held.Release(context.Background())
-		delete(runs, p)
-	}
-	g.mu.Lock()
-	clear(g.owned)
-	g.mu.Unlock()
-}
-
-// wrap applies the delivery mode around the user's handler.
-func (g *Group) wrap(held *lease.Held, p int) ferry.Handler {
-	cfg := &g.cfg
-	h := g.handler
-	switch cfg.mode {
-	case Idempotent:
-		return func(ctx context.Context, ev *ferry.Event) error {
-			if !held.Valid() {
-				return ferry.StopPartition(ErrLeaseLost)
-			}
-			seen, err := cfg.ledgerStore.Seen(ctx, cfg.name, ev.ID())
-			if err != nil {
-				return err
-			}
-			if seen {
-				g.ledgerDuplicates.Add(1)
-				return nil // applied before (a replay)
-			}
-			if err := h(ctx, ev); err != nil {
-				return err
-			}
-			return cfg.ledgerStore.Record(ctx, cfg.name, ev.ID(), p, ev.Epoch)
-		}
-	case Transactional:
-		leases := g.leases.LeasesCollection()
-		return func(ctx context.Context, ev *ferry.Event) error {
-			if !held.Valid() {
-				return ferry.StopPartition(ErrLeaseLost)
-			}
-			return ledger.RunTransaction(ctx, g.client, func(sctx context.Context) error {
-				inserted, err := cfg.ledgerStore.RecordNew(sctx, cfg.name, ev.ID(), p, ev.Epoch)
-				if err != nil {
-					return err
-				}
-				if !inserted {
-					g.ledgerDuplicates.Add(1)
-					return nil // a duplicate: applied before, no effect
-				}
-				// Fencing inside the transaction: the lease must still
-				// carry our epoch, or another member took over.
-				var l struct {
-					Owner string `bson:"owner"`
-					Epoch int64  `bson:"epoch"`
-				}
-				err = leases.FindOne(sctx, bson.D{{Key: "group", Value: cfg.name}, {Key: "partition", Value: p}}).Decode(&l)
-				if err != nil {
-					return err
-				}
-				if l.Owner != cfg.memberID || l.Epoch != ev.Epoch {
-					return ferry.StopPartition(fmt.Errorf("%w: partition %d is now epoch %d of %q, not %d", ErrEpochChanged, p, l.Epoch, l.Owner, ev.Epoch))
-				}
-				return h(sctx, ev)
-			})
-		}
-	}
-	return func(ctx context.Context, ev *ferry.Event) error {
-		if !held.Valid() {
-			return ferry.StopPartition(ErrLeaseLost)
-		}
-		return h(ctx, ev)
-	}
+func (g *Group) clearFailureRecord() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = g.records.clear(ctx)
 }

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
+	"github.com/ferry-io/ferry"
 	"github.com/ferry-io/ferry/checkpoint"
 )
 
@@ -24,7 +26,12 @@ import (
 // partition's origin is no later than the moment any member of the group
 // first ran a partition. It is used only when the consumer options start
 // at StartNow (the default).
-func (g *Group) seedOrigin(ctx context.Context) error {
+//
+// With ferry.StartAtCheckpointsOf, the origin is the other stream's oldest
+// position instead (ferry.StartPosition.Time): the lossless start of a new
+// definition. A start position that cannot be resolved is a failure
+// (ferry.ErrStartPosition).
+func (g *Group) seedOrigin(ctx context.Context, start ferry.StartPosition) error {
 	cfg := &g.cfg
 	stored, err := g.cps.List(ctx, cfg.name)
 	if err != nil {
@@ -43,13 +50,19 @@ func (g *Group) seedOrigin(ctx context.Context) error {
 	if len(missing) == 0 {
 		return nil
 	}
-	t, err := g.operationTime(ctx)
-	if err != nil {
+	var t bson.Timestamp
+	note := "group origin: starts at clusterTime %d.%d"
+	if from := start.FromStream(); from != "" {
+		if t, err = start.Time(ctx); err != nil {
+			return err // a failure when it matches ferry.ErrStartPosition
+		}
+		note = "group origin: starts where stream " + strconv.Quote(from) + "'s checkpoints are, clusterTime %d.%d"
+	} else if t, err = g.operationTime(ctx); err != nil {
 		return err
 	}
 	for _, p := range missing {
 		_, err := g.cps.Save(ctx, checkpoint.Checkpoint{Stream: cfg.name, Partition: p, ClusterTime: t,
-			State: checkpoint.StateRunning, Note: fmt.Sprintf("group origin: starts at clusterTime %d.%d", t.T, t.I)})
+			State: checkpoint.StateRunning, Note: fmt.Sprintf(note, t.T, t.I)})
 		if err != nil && !errors.Is(err, checkpoint.ErrFenced) { // fenced: another member seeded it first
 			return fmt.Errorf("group: seed partition %d of %s: %w", p, cfg.name, err)
 		}

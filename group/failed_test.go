@@ -1,0 +1,293 @@
+package group_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/ferry-io/ferry"
+	"github.com/ferry-io/ferry/group"
+	"github.com/ferry-io/ferry/mongotest"
+)
+
+// fmember is one group member of the failed-state tests.
+type fmember struct {
+	g      *group.Group
+	cancel context.CancelFunc
+	done   chan error
+
+	mu      sync.Mutex
+	states  []group.State
+	applied map[int32]int
+}
+
+type fenv struct {
+	t      *testing.T
+	uri    string
+	client *mongo.Client
+	source *mongo.Database
+	state  *mongo.Database
+}
+
+func newFenv(t *testing.T) *fenv {
+	t.Helper()
+	uri, _ := mongotest.URI(t)
+	client, err := mongo.Connect(options.Client().ApplyURI(uri))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = client.Disconnect(context.Background()) })
+	name := fmt.Sprintf("fail_%d", time.Now().UnixNano())
+	return &fenv{t: t, uri: uri, client: client, source: client.Database(name), state: client.Database(name + "_state")}
+}
+
+// join starts a member of stream "s" with the given consumer options.
+func (e *fenv) join(id string, partitions int, copts ...ferry.Option) *fmember {
+	e.t.Helper()
+	m := &fmember{applied: map[int32]int{}, done: make(chan error, 1)}
+	g, err := group.New(e.client, func(_ context.Context, ev *ferry.Event) error {
+		m.mu.Lock()
+		if v, ok := ev.DocumentKey.Lookup("_id").Int32OK(); ok {
+			m.applied[v]++
+		}
+		m.mu.Unlock()
+		return nil
+	},
+		group.Name("s"), group.Partitions(partitions), group.MemberID(id), group.StateDatabase(e.state),
+		group.LeaseTTL(time.Second),
+		group.OnStateChange(func(s group.Status) {
+			m.mu.Lock()
+			m.states = append(m.states, s.State)
+			m.mu.Unlock()
+		}),
+		group.Consumer(append([]ferry.Option{ferry.WatchCollection(e.source.Name(), "c"), ferry.MaxAwaitTime(50 * time.Millisecond),
+			ferry.CommitEvery(1, 20*time.Millisecond)}, copts...)...))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	m.g = g
+	ctx, cancel := context.WithCancel(context.Background())
+	m.cancel = cancel
+	go func() { m.done <- g.Run(ctx) }()
+	e.t.Cleanup(m.stop)
+	return m
+}
+
+func (m *fmember) stop() {
+	m.cancel()
+	<-m.done
+	m.done <- nil
+}
+
+func (m *fmember) count(id int32) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.applied[id]
+}
+
+// waitState waits until the member's status satisfies ok.
+func waitState(t *testing.T, m *fmember, what string, ok func(group.Status) bool) group.Status {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		s := m.g.Status()
+		if ok(s) {
+			return s
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("member never %s: status %+v", what, s)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// epochs returns the sum of the stream's lease epochs: every new tenure
+// adds one.
+func (e *fenv) epochs() int64 {
+	e.t.Helper()
+	cur, err := e.state.Collection("leases").Find(context.Background(), bson.D{{Key: "group", Value: "s"}})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	var docs []struct {
+		Epoch int64   `bson:"epoch"`
+		Owner *string `bson:"owner"`
+	}
+	if err := cur.All(context.Background(), &docs); err != nil {
+		e.t.Fatal(err)
+	}
+	var sum int64
+	for _, d := range docs {
+		sum += d.Epoch
+	}
+	return sum
+}
+
+// TestFailedStreamStopsAndSaysSo: a member whose definition differs from
+// the checkpoints' (a changed pipeline) fails: it releases the stream's
+// leases, records why in the state store, and takes no lease again — the
+// epochs stop growing (before the failed state, the member re-acquired the
+// partition in a tight loop: 1,086 acquisitions in 7 s).
+func TestFailedStreamStopsAndSaysSo(t *testing.T) {
+	e := newFenv(t)
+	const partitions = 2
+	a := e.join("a", partitions)
+	waitState(t, a, "ran both partitions", func(s group.Status) bool { return len(s.Partitions) == partitions })
+	a.stop()
+
+	b := e.join("b", partitions, ferry.Pipeline(bson.D{{Key: "$match", Value: bson.D{{Key: "operationType", Value: "insert"}}}}))
+	s := waitState(t, b, "failed", func(s group.Status) bool { return s.State == group.Failed })
+	if s.Failure == nil || s.Failure.Class != ferry.FailIdentityChanged || s.Failure.Clears || !s.RetryAt.IsZero() {
+		t.Fatalf("status %+v: want an identity-changed failure that is never re-checked", s)
+	}
+	if len(b.g.Owned()) != 0 {
+		t.Fatalf("a failed member still owns %v", b.g.Owned())
+	}
+	recs := failureRecords(t, e)
+	if len(recs) != 1 || recs[0].Member != "b" || recs[0].Class != string(ferry.FailIdentityChanged) || recs[0].Message == "" {
+		t.Fatalf("failure records %+v: want b's identity-changed record", recs)
+	}
+	// Until the record has been refreshed (the failed loop ran on), no
+	// lease was taken again.
+	before := e.epochs()
+	first := recs[0].UpdatedAt
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		recs = failureRecords(t, e)
+		if len(recs) == 1 && recs[0].UpdatedAt.After(first) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the failure record was never refreshed")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if after := e.epochs(); after != before {
+		t.Fatalf("lease epochs grew from %d to %d while the member was failed", before, after)
+	}
+	if s := b.g.Status(); s.State != group.Failed {
+		t.Fatalf("state %s, want still failed", s.State)
+	}
+	b.stop()
+	if recs := failureRecords(t, e); len(recs) != 0 {
+		t.Fatalf("the record outlived the member's stop: %+v", recs)
+	}
+}
+
+// TestRollingDeployKeepsTheOldDefinitionRunning: during a rolling deploy a
+// member with a new definition fails and leaves the group; the member with
+// the old one keeps every partition and delivers.
+func TestRollingDeployKeepsTheOldDefinitionRunning(t *testing.T) {
+	e := newFenv(t)
+	const partitions = 2
+	a := e.join("a", partitions)
+	waitState(t, a, "ran both partitions", func(s group.Status) bool { return len(s.Partitions) == partitions })
+	b := e.join("b", partitions, ferry.Pipeline(bson.D{{Key: "$match", Value: bson.D{{Key: "operationType", Value: "insert"}}}}))
+	waitState(t, b, "failed", func(s group.Status) bool { return s.State == group.Failed })
+	waitState(t, a, "kept both partitions", func(s group.Status) bool {
+		return s.State == group.Running && len(s.Partitions) == partitions && len(a.g.Owned()) == partitions
+	})
+	for i := range int32(20) {
+		if _, err := e.source.Collection("c").InsertOne(context.Background(), bson.D{{Key: "_id", Value: i}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for i := range int32(20) {
+		for a.count(i) == 0 {
+			if time.Now().After(deadline) {
+				t.Fatalf("document %d not delivered by the old member", i)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+}
+
+// TestFailureThatClearsIsRechecked: full_document_before_change required
+// without pre-images fails the stream with a failure that can clear; the
+// member re-checks with backoff, and stays failed while the condition
+// holds, with the same failure and since-time.
+func TestFailureThatClearsIsRechecked(t *testing.T) {
+	e := newFenv(t)
+	c := e.source.Collection("c")
+	if _, err := c.InsertOne(context.Background(), bson.D{{Key: "_id", Value: int32(1)}}); err != nil {
+		t.Fatal(err)
+	}
+	m := e.join("a", 1, ferry.FullDocumentBeforeChange("required"))
+	waitState(t, m, "ran its partition", func(s group.Status) bool { return len(s.Partitions) == 1 })
+	if _, err := c.UpdateOne(context.Background(), bson.D{{Key: "_id", Value: int32(1)}}, bson.D{{Key: "$set", Value: bson.D{{Key: "x", Value: 1}}}}); err != nil {
+		t.Fatal(err)
+	}
+	s := waitState(t, m, "failed", func(s group.Status) bool { return s.State == group.Failed })
+	if s.Failure.Class != ferry.FailImageMissing || !s.Failure.Clears || s.RetryAt.IsZero() {
+		t.Fatalf("status %+v: want an image-missing failure with a re-check time", s)
+	}
+	// It re-checks (starting again) and fails again: the condition holds.
+	waitState(t, m, "re-checked", func(group.Status) bool {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		n := 0
+		for _, st := range m.states {
+			if st == group.Failed {
+				n++
+			}
+		}
+		return n >= 2
+	})
+	if got := m.g.Status(); got.Failure == nil || got.FailedSince != s.FailedSince {
+		t.Fatalf("after a re-check: failure %+v since %v, want the same failure since %v", got.Failure, got.FailedSince, s.FailedSince)
+	}
+}
+
+// TestFailureThatClearsRecovers: a failure that clears by itself (the user
+// lacked a privilege, twice) is re-checked, and once the stream runs again
+// the member recovers: no failure, no record, events delivered.
+func TestFailureThatClearsRecovers(t *testing.T) {
+	e := newFenv(t)
+	err := e.client.Database("admin").RunCommand(context.Background(), bson.D{
+		{Key: "configureFailPoint", Value: "failCommand"},
+		{Key: "mode", Value: bson.D{{Key: "times", Value: 2}}},
+		{Key: "data", Value: bson.D{{Key: "failCommands", Value: bson.A{"aggregate"}}, {Key: "errorCode", Value: 13},
+			{Key: "namespace", Value: e.source.Name() + ".c"}}},
+	}).Err()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = e.client.Database("admin").RunCommand(context.Background(), bson.D{{Key: "configureFailPoint", Value: "failCommand"}, {Key: "mode", Value: "off"}}).Err()
+	})
+	m := e.join("a", 1)
+	s := waitState(t, m, "failed", func(s group.Status) bool { return s.State == group.Failed })
+	if s.Failure.Class != ferry.FailUnauthorized || !s.Failure.Clears {
+		t.Fatalf("status %+v: want an unauthorized failure that clears", s)
+	}
+	waitState(t, m, "recovered", func(s group.Status) bool { return s.State == group.Running && s.Failure == nil && len(s.Partitions) == 1 })
+	if recs := failureRecords(t, e); len(recs) != 0 {
+		t.Fatalf("records after recovery: %+v", recs)
+	}
+	if _, err := e.source.Collection("c").InsertOne(context.Background(), bson.D{{Key: "_id", Value: int32(7)}}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for m.count(7) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("not delivered after recovery")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func failureRecords(t *testing.T, e *fenv) []group.FailureRecord {
+	t.Helper()
+	recs, err := group.Failures(context.Background(), e.state, "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return recs
+}

@@ -1,0 +1,288 @@
+package group
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/ferry-io/ferry"
+	"github.com/ferry-io/ferry/internal/backoff"
+	"github.com/ferry-io/ferry/lease"
+)
+
+// running is one partition this member consumes.
+type running struct {
+	held    *lease.Held
+	cancel  context.CancelFunc
+	done    chan error // Run's result
+	started time.Time
+}
+
+// restarts paces a partition whose consumer stopped without a failure (a
+// network error, a lost lease): it is not started again before notBefore.
+type restarts struct {
+	b         *backoff.Backoff
+	notBefore time.Time
+}
+
+// stableRun is how long a partition must have run for its restart backoff
+// to start again from the minimum.
+const stableRun = 30 * time.Second
+
+// session runs one membership: it returns nil when ctx ends (after a
+// graceful hand-off of every partition), a *streamFailure when a partition
+// failed (after handing every partition off), and another error when the
+// membership is lost (after giving every partition up as lost).
+func (g *Group) session(ctx context.Context, member *lease.Member, recheck *backoff.Backoff) error {
+	cfg := &g.cfg
+	runs := map[int]*running{}
+	paced := map[int]*restarts{}
+	ended := make(chan int, cfg.partitions)
+	tick := time.NewTicker(cfg.interval)
+	defer tick.Stop()
+	g.st.set(Running)
+	started := time.Now()
+	// A re-check that runs this long without failing again ends the
+	// failure.
+	probation := 2 * cfg.ttl
+	for {
+		g.reconcile(ctx, runs, paced, ended)
+		select {
+		case <-ctx.Done():
+			g.st.set(Draining)
+			g.stopAll(runs)
+			return nil
+		case <-member.Done():
+			err := fmt.Errorf("group: membership lost: %w", member.Err())
+			for p, run := range runs {
+				run.cancel()
+				<-run.done
+				delete(runs, p)
+				g.mu.Lock()
+				delete(g.owned, p)
+				g.mu.Unlock()
+				_ = run.held.Release(context.Background())
+				if cfg.onLost != nil {
+					cfg.onLost(p, err)
+				}
+			}
+			return err
+		case p := <-ended:
+			if sf := g.finish(runs, paced, p); sf != nil {
+				g.stopAll(runs)
+				return sf
+			}
+		case <-tick.C:
+			if time.Since(started) >= probation && g.rechecking() {
+				g.recovered(recheck)
+			}
+		}
+	}
+}
+
+// reconcile moves the member towards the target assignment.
+func (g *Group) reconcile(ctx context.Context, runs map[int]*running, paced map[int]*restarts, ended chan<- int) {
+	cfg := &g.cfg
+	members, err := g.leases.Members(ctx, cfg.name)
+	if err != nil {
+		g.transient("list the group's members", err)
+		return
+	}
+	leases, err := g.leases.List(ctx, cfg.name)
+	if err != nil {
+		g.transient("list the group's leases", err)
+		return
+	}
+	ids := make([]string, 0, len(members))
+	for _, m := range members {
+		ids = append(ids, m.ID)
+	}
+	current := map[int]string{}
+	for _, l := range leases {
+		if l.Owner != "" && !l.Expired {
+			current[l.Partition] = l.Owner
+		}
+	}
+	target := Assign(ids, cfg.partitions, current)
+	me := cfg.memberID
+	// Hand off what is no longer ours.
+	for p, run := range runs {
+		if target[p] != me {
+			g.revoke(runs, p, run)
+		}
+	}
+	// Claim what is ours and free (its previous owner released it or it
+	// expired), unless it is pacing its restarts.
+	now := time.Now()
+	for p := 0; p < cfg.partitions; p++ {
+		if target[p] != me || runs[p] != nil {
+			continue
+		}
+		if owner := current[p]; owner != "" && owner != me {
+			continue // the previous owner is still handing it off
+		}
+		if r := paced[p]; r != nil && now.Before(r.notBefore) {
+			continue
+		}
+		g.start(ctx, runs, p, ended)
+	}
+}
+
+// logLevel is the level of routine partition hand-off lines: info, but
+// debug while a failed stream is re-checked (one line per state change, not
+// per attempt).
+func (g *Group) logLevel() slog.Level {
+	if g.rechecking() {
+		return slog.LevelDebug
+	}
+	return slog.LevelInfo
+}
+
+func (g *Group) start(ctx context.Context, runs map[int]*running, p int, ended chan<- int) {
+	cfg := &g.cfg
+	held, err := g.leases.Hold(ctx, cfg.name, p, cfg.memberID, cfg.ttl)
+	if err != nil {
+		if !errors.Is(err, lease.ErrHeld) && ctx.Err() == nil {
+			g.transient(fmt.Sprintf("acquire the lease of partition %d", p), err)
+		}
+		return
+	}
+	epoch := held.Epoch()
+	opts := append([]ferry.Option{}, cfg.consumer...)
+	opts = append(opts, ferry.Stream(cfg.name), ferry.Partition(p, cfg.partitions), ferry.Epoch(epoch),
+		ferry.Checkpoints(g.cps), ferry.DeadLetters(g.dlq), ferry.DrainTimeout(min(cfg.drain, cfg.ttl/2)),
+		ferry.WithHooks(partitionStates{g.st}), ferry.LogStops(false))
+	if cfg.sweeper != nil {
+		if sweep := cfg.sweeper(p, cfg.partitions); sweep != nil {
+			opts = append(opts, ferry.WithSweeper(func(ctx context.Context, since time.Time) error {
+				if !held.Valid() {
+					return ferry.StopPartition(ErrLeaseLost)
+				}
+				return sweep(ctx, since)
+			}))
+		}
+	}
+	c, err := ferry.NewConsumer(g.client, g.wrap(held, p), opts...)
+	if err != nil {
+		// An invalid consumer configuration: a failure like any other, so
+		// the stream fails instead of retrying it every rebalance.
+		_ = held.Release(context.WithoutCancel(ctx))
+		run := &running{held: held, cancel: func() {}, done: make(chan error, 1), started: time.Now()}
+		runs[p] = run
+		run.done <- err
+		ended <- p
+		return
+	}
+	cctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	run := &running{held: held, cancel: cancel, done: make(chan error, 1), started: time.Now()}
+	runs[p] = run
+	go func() {
+		err := c.Run(cctx)
+		run.done <- err
+		ended <- p
+	}()
+	go func() {
+		select {
+		case <-held.Done():
+			cancel() // lost: stop at once
+		case <-cctx.Done():
+		}
+	}()
+	g.mu.Lock()
+	g.owned[p] = epoch
+	g.mu.Unlock()
+	g.log.Log(ctx, g.logLevel(), "partition assigned", "partition", p, "epoch", epoch)
+	if cfg.onAssigned != nil {
+		cfg.onAssigned(p, epoch)
+	}
+}
+
+// revoke hands a partition off: stop reading, drain, final checkpoint,
+// release the lease. A partition whose lease turns out lost meanwhile is
+// reported as lost, not revoked.
+func (g *Group) revoke(runs map[int]*running, p int, run *running) {
+	valid := run.held.Valid()
+	run.cancel()
+	err := <-run.done
+	delete(runs, p)
+	g.mu.Lock()
+	delete(g.owned, p)
+	g.mu.Unlock()
+	if lost := run.held.Err(); lost != nil || !valid {
+		if lost == nil {
+			lost = fmt.Errorf("%w: lease could no longer be proven valid", lease.ErrLost)
+		}
+		_ = run.held.Release(context.Background())
+		g.log.Warn("partition lost", "partition", p, "err", lost)
+		if g.cfg.onLost != nil {
+			g.cfg.onLost(p, lost)
+		}
+		return
+	}
+	_ = run.held.Release(context.Background())
+	g.log.Log(context.Background(), g.logLevel(), "partition revoked", "partition", p, "err", err)
+	if g.cfg.onRevoked != nil {
+		g.cfg.onRevoked(p)
+	}
+}
+
+// finish handles a partition whose consumer stopped by itself. A failure
+// (ferry.AsFailure) fails the stream: it is returned. Anything else (a
+// lost lease, a fenced checkpoint, a transient error) releases the lease
+// and paces the partition's restart with backoff.
+func (g *Group) finish(runs map[int]*running, paced map[int]*restarts, p int) *streamFailure {
+	run := runs[p]
+	if run == nil {
+		return nil
+	}
+	var err error
+	select {
+	case err = <-run.done:
+	default:
+		return nil
+	}
+	delete(runs, p)
+	g.mu.Lock()
+	delete(g.owned, p)
+	g.mu.Unlock()
+	lost := run.held.Err()
+	_ = run.held.Release(context.Background())
+	if f, ok := ferry.AsFailure(err); ok {
+		return &streamFailure{partition: p, failure: f}
+	}
+	if lost == nil {
+		lost = err
+	}
+	r := paced[p]
+	if r == nil {
+		r = &restarts{b: backoff.New(time.Second, 30*time.Second)}
+		paced[p] = r
+	}
+	if time.Since(run.started) >= stableRun {
+		r.b.Reset()
+	}
+	wait := r.b.Next()
+	r.notBefore = time.Now().Add(wait)
+	g.log.Warn("partition stopped; restarting it after a backoff", "partition", p, "backoff", wait.Round(time.Millisecond), "err", lost)
+	if g.cfg.onLost != nil {
+		g.cfg.onLost(p, lost)
+	}
+	return nil
+}
+
+func (g *Group) stopAll(runs map[int]*running) {
+	for _, run := range runs {
+		run.cancel()
+	}
+	for p, run := range runs {
+		err := <-run.done
+		run.done <- err
+		_ = run.held.Release(context.Background())
+		delete(runs, p)
+	}
+	g.mu.Lock()
+	clear(g.owned)
+	g.mu.Unlock()
+}

@@ -267,7 +267,9 @@ func TestFailureThatClearsRecovers(t *testing.T) {
 	if s.Failure.Class != ferry.FailUnauthorized || !s.Failure.Clears {
 		t.Fatalf("status %+v: want an unauthorized failure that clears", s)
 	}
-	waitState(t, m, "recovered", func(s group.Status) bool { return s.State == group.Running && s.Failure == nil && len(s.Partitions) == 1 })
+	waitState(t, m, "recovered", func(s group.Status) bool {
+		return s.State == group.Running && s.Failure == nil && len(s.Partitions) == 1
+	})
 	if recs := failureRecords(t, e); len(recs) != 0 {
 		t.Fatalf("records after recovery: %+v", recs)
 	}

@@ -77,16 +77,22 @@ type Scope struct {
 }
 
 // StartAt is where a stream without a checkpoint begins: "now",
-// "backfill", or a time (Time set, Kind "time").
+// "backfill", a time (Time set, Kind "time"), or where another stream's
+// checkpoints are ({checkpoints_of: name}: Kind "checkpoints", Stream
+// set), the lossless start of a new definition.
 type StartAt struct {
-	Kind string    // now, backfill or time
-	Time time.Time // for Kind "time"
+	Kind   string    // now, backfill, time or checkpoints
+	Time   time.Time // for Kind "time"
+	Stream string    // for Kind "checkpoints"
 }
 
 // MarshalYAML writes the start position as it is written in the file.
 func (s StartAt) MarshalYAML() (any, error) {
-	if s.Kind == "time" {
+	switch s.Kind {
+	case "time":
 		return s.Time.UTC().Format(time.RFC3339Nano), nil
+	case startAtCheckpoints:
+		return map[string]string{"checkpoints_of": s.Stream}, nil
 	}
 	return s.Kind, nil
 }
@@ -109,6 +115,9 @@ type Retry struct {
 	InitialBackoff time.Duration `yaml:"initial_backoff"`
 	MaxBackoff     time.Duration `yaml:"max_backoff"`
 	HandlerTimeout time.Duration `yaml:"handler_timeout"`
+	// MaxElapsed bounds how long one event is retried, sink outage or not
+	// (0, "off": no bound, the default). See ferry.RetryMaxElapsed.
+	MaxElapsed time.Duration `yaml:"max_elapsed"`
 }
 
 // Queue bounds the events read but not yet delivered.
@@ -258,6 +267,7 @@ const (
 	defaultStartAt         = "now"
 	startAtBackfill        = "backfill"
 	startAtTime            = "time"
+	startAtCheckpoints     = "checkpoints"
 	fullDocumentDefault    = "default"
 	fullDocumentBeforeOff  = "off"
 	encodingCanonical      = "canonical"

@@ -95,11 +95,23 @@
 //	      start_at: now      where a stream without a checkpoint starts: now |
 //	                         backfill (scan, then stream) | an RFC 3339 time
 //	                         (startAtOperationTime, whole seconds: events of
-//	                         that second onwards). Default now.
+//	                         that second onwards) | {checkpoints_of: S}:
+//	                         where stream S's checkpoints are (the oldest
+//	                         of its partitions' positions, as a cluster
+//	                         time; S's tokens are never reused). This is
+//	                         how a changed definition (pipeline, options,
+//	                         partitions) moves without losing a change:
+//	                         rename the stream, start it at the old one's
+//	                         checkpoints, restart the members; the ledger
+//	                         absorbs the overlap (idempotent,
+//	                         transactional). Default now.
 //	    group:
 //	      partitions: 1      >= 1 (default 1: one active member, the others
 //	                         hot standbys). Part of the stream identity.
-//	      lease_ttl: 10s     >= 100ms (default 10s)
+//	      lease_ttl: 10s     >= 100ms (default 10s). Also the member
+//	                         timeout: after a crash, the member's partitions
+//	                         move within lease_ttl plus a quarter of it;
+//	                         after SIGTERM, at once.
 //	      member_id: ""      leave unset (default: lease.DefaultMemberID, the
 //	                         Cloud Run service and revision or the host name,
 //	                         plus a random suffix per process). If set, it
@@ -114,6 +126,16 @@
 //	      initial_backoff: 100ms   > 0 (default 100ms)
 //	      max_backoff: 30s   >= initial_backoff (default 30s)
 //	      handler_timeout: 30s   > 0, bounds one delivery (default 30s)
+//	      max_elapsed: off   off | >= 1s: how long one event is retried at
+//	                         most, outage or not (default off). An attempt
+//	                         counts towards max_attempts only when the sink
+//	                         accepts other events meanwhile (poison); while
+//	                         it fails for every event (refused, timeouts,
+//	                         408/429/5xx, broker down) nothing counts and
+//	                         nothing is dead-lettered, however long the
+//	                         outage. A bound trades that for progress: set
+//	                         it well above a receiver's cold start or
+//	                         redeploy (Cloud Run: seconds to minutes).
 //	    on_poison: dead-letter   dead-letter | stall (default dead-letter)
 //	    on_history_lost: fail    fail | backfill (default fail)
 //	    on_invalidate: stop      stop | restart (default stop)
@@ -218,7 +240,7 @@
 //
 //	cfg, err := config.Load("ferry.yaml")
 //	s := &cfg.Streams[0]
-//	copts, err := s.ConsumerOptions()
+//	copts, err := s.ConsumerOptions(nil)
 //	g, err := group.New(client, handler, append(s.GroupOptions(),
 //		group.StateDatabase(stateClient.Database(cfg.State.Database)),
 //		group.Consumer(copts...))...)

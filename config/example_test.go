@@ -39,7 +39,7 @@ func TestExamplesLoad(t *testing.T) {
 				}
 			}
 			for i := range cfg.Streams {
-				if _, err := cfg.Streams[i].ConsumerOptions(); err != nil {
+				if _, err := cfg.Streams[i].ConsumerOptions(nil); err != nil {
 					t.Errorf("stream %d: %v", i, err)
 				}
 			}

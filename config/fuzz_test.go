@@ -43,7 +43,7 @@ func FuzzParse(f *testing.F) {
 		}
 		_ = cfg.Redacted()
 		for i := range cfg.Streams {
-			if _, err := cfg.Streams[i].ConsumerOptions(); err != nil {
+			if _, err := cfg.Streams[i].ConsumerOptions(nil); err != nil {
 				t.Fatalf("a parsed stream's options: %v", err)
 			}
 			_ = cfg.Streams[i].GroupOptions()

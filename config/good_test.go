@@ -344,7 +344,7 @@ func identity(t *testing.T, s *config.Stream, extra ...ferry.Option) string {
 
 func consumer(t *testing.T, s *config.Stream, extra ...ferry.Option) (*ferry.Consumer, error) {
 	t.Helper()
-	opts, err := s.ConsumerOptions()
+	opts, err := s.ConsumerOptions(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -432,10 +432,10 @@ func TestConsumerOptions(t *testing.T) {
 		}
 	}
 	// A stream built by hand with no scope is refused by ConsumerOptions.
-	if _, err := (&config.Stream{Name: "x"}).ConsumerOptions(); err == nil || !strings.Contains(err.Error(), "source.scope") {
+	if _, err := (&config.Stream{Name: "x"}).ConsumerOptions(nil); err == nil || !strings.Contains(err.Error(), "source.scope") {
 		t.Errorf("no scope: %v", err)
 	}
-	if _, err := (&config.Stream{Name: "x", Source: config.Source{Scope: config.Scope{Database: "d"}, StartAt: config.StartAt{Kind: "time"}}}).ConsumerOptions(); err == nil {
+	if _, err := (&config.Stream{Name: "x", Source: config.Source{Scope: config.Scope{Database: "d"}, StartAt: config.StartAt{Kind: "time"}}}).ConsumerOptions(nil); err == nil {
 		t.Error("zero start time accepted")
 	}
 }
@@ -490,5 +490,48 @@ func TestGroupOptions(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("want a group error naming %q, got %v", tc.want, err)
 		}
+	}
+}
+
+// TestStartAtCheckpointsOfAndMaxElapsed: the lossless start of a new
+// definition and the explicit retry bound parse, print back as written,
+// and reach the consumer options.
+func TestStartAtCheckpointsOfAndMaxElapsed(t *testing.T) {
+	cfg, err := config.Parse([]byte(`
+streams:
+  - name: orders-v2
+    source:
+      uri: mongodb://db1:27017/?replicaSet=rs0
+      scope: {collection: shop.orders}
+      start_at: {checkpoints_of: orders}
+    retry: {max_elapsed: 10m}
+    sink: {stdout: {}}
+`), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := cfg.Streams[0]
+	if st.Source.StartAt.Kind != "checkpoints" || st.Source.StartAt.Stream != "orders" || st.Retry.MaxElapsed != 10*time.Minute {
+		t.Fatalf("start_at %+v, max_elapsed %v", st.Source.StartAt, st.Retry.MaxElapsed)
+	}
+	if !strings.Contains(cfg.Redacted(), "checkpoints_of: orders") {
+		t.Fatalf("Redacted does not print the start position as written:\n%s", cfg.Redacted())
+	}
+	opts, err := st.ConsumerOptions(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if from := ferry.StartOf(opts...).FromStream(); from != "orders" {
+		t.Fatalf("consumer start position from %q, want orders", from)
+	}
+	off, err := config.Parse([]byte(`
+streams:
+  - name: s
+    source: {uri: "mongodb://db1/?replicaSet=rs0", scope: {database: shop}}
+    retry: {max_elapsed: off}
+    sink: {stdout: {}}
+`), nil)
+	if err != nil || off.Streams[0].Retry.MaxElapsed != 0 {
+		t.Fatalf("max_elapsed: off → %v, %v", err, off)
 	}
 }

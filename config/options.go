@@ -7,6 +7,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/ferry-io/ferry"
+	"github.com/ferry-io/ferry/checkpoint"
 	"github.com/ferry-io/ferry/group"
 )
 
@@ -18,7 +19,11 @@ import (
 // ferry.NewConsumer with Checkpoints, DeadLetters and Partition added.
 // The error reports a Stream that was not produced by Parse and is
 // invalid; for parsed configurations it is always nil.
-func (s *Stream) ConsumerOptions() ([]ferry.Option, error) {
+//
+// cps is the state store's checkpoint store, which a stream with
+// source.start_at {checkpoints_of: S} reads S's checkpoints from; it may
+// be nil for any other start position.
+func (s *Stream) ConsumerOptions(cps checkpoint.Store) ([]ferry.Option, error) {
 	var problems []string
 	var scope ferry.Option
 	switch sc := s.Source.Scope; {
@@ -46,6 +51,9 @@ func (s *Stream) ConsumerOptions() ([]ferry.Option, error) {
 			problems = append(problems, "source.start_at: the time is out of range")
 		}
 		start = ferry.StartAtTime(bson.Timestamp{T: uint32(t), I: 0})
+	case startAtCheckpoints:
+		start = ferry.StartAtCheckpointsOf(cps, s.Source.StartAt.Stream) // NewConsumer refuses a nil store
+
 	default:
 		problems = append(problems, fmt.Sprintf("source.start_at: unknown kind %q", s.Source.StartAt.Kind))
 	}
@@ -68,6 +76,7 @@ func (s *Stream) ConsumerOptions() ([]ferry.Option, error) {
 		ferry.ShowExpandedEvents(s.Source.ShowExpandedEvents),
 		ferry.StartAt(start),
 		ferry.Retry(s.Retry.MaxAttempts, s.Retry.InitialBackoff, s.Retry.MaxBackoff),
+		ferry.RetryMaxElapsed(s.Retry.MaxElapsed),
 		ferry.HandlerTimeout(s.Retry.HandlerTimeout),
 		ferry.OnPoison(s.OnPoison),
 		ferry.OnHistoryLost(s.OnHistoryLost),

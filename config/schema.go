@@ -158,6 +158,13 @@ func (d *decoder) stream(path string, n *yaml.Node) Stream {
 				"initial_backoff": func(p string, v *yaml.Node) { d.duration(p, v, &r.InitialBackoff, time.Nanosecond) },
 				"max_backoff":     func(p string, v *yaml.Node) { d.duration(p, v, &r.MaxBackoff, time.Nanosecond) },
 				"handler_timeout": func(p string, v *yaml.Node) { d.duration(p, v, &r.HandlerTimeout, time.Nanosecond) },
+				"max_elapsed": func(p string, v *yaml.Node) {
+					if x, ok := d.scalar(p, v); ok && x == "off" {
+						r.MaxElapsed = 0
+						return
+					}
+					d.duration(p, v, &r.MaxElapsed, time.Second)
+				},
 			})
 			if r.MaxBackoff < r.InitialBackoff {
 				d.add(join(p, "max_backoff"), "must not be less than initial_backoff (%v), got %v", r.InitialBackoff, r.MaxBackoff)
@@ -197,6 +204,9 @@ func (d *decoder) stream(path string, n *yaml.Node) Stream {
 	}
 	if !seen["sink"] {
 		d.add(join(path, "sink"), "is required: choose one of %s", strings.Join(SinkTypes, ", "))
+	}
+	if st := s.Source.StartAt; st.Kind == startAtCheckpoints && st.Stream == s.Name && s.Name != "" {
+		d.add(join(path, "source.start_at.checkpoints_of"), "names this stream itself; name the stream whose checkpoints the new definition starts from")
 	}
 	return s
 }
@@ -319,6 +329,24 @@ func (d *decoder) startAt(path string, n *yaml.Node, s *StartAt) {
 	if isNull(n) {
 		return
 	}
+	if n.Kind == yaml.MappingNode {
+		var from string
+		ok := d.mapping(path, n, map[string]field{
+			"checkpoints_of": func(p string, v *yaml.Node) {
+				d.str(p, v, &from)
+				if from == "" {
+					d.add(p, "must name the stream whose checkpoints to start from")
+				} else if err := checkStreamName(from); err != nil {
+					d.add(p, "%v", err)
+				}
+			},
+		})
+		if ok && from == "" {
+			d.add(path, "as a mapping, set checkpoints_of: <stream> (start where that stream's checkpoints are)")
+		}
+		*s = StartAt{Kind: startAtCheckpoints, Stream: from}
+		return
+	}
 	v, ok := d.scalar(path, n)
 	if !ok {
 		return
@@ -330,7 +358,7 @@ func (d *decoder) startAt(path string, n *yaml.Node, s *StartAt) {
 	}
 	t, err := time.Parse(time.RFC3339Nano, v)
 	if err != nil {
-		d.add(path, "must be now, backfill or an RFC 3339 time such as 2024-05-01T12:00:00Z, got %s", quote(v))
+		d.add(path, "must be now, backfill, an RFC 3339 time such as 2024-05-01T12:00:00Z, or {checkpoints_of: <stream>}, got %s", quote(v))
 		return
 	}
 	if t.Unix() < 1 || t.Unix() > math.MaxUint32 {

@@ -42,6 +42,11 @@ func (g *Group) session(ctx context.Context, member *lease.Member, recheck *back
 	ended := make(chan int, cfg.partitions)
 	tick := time.NewTicker(cfg.interval)
 	defer tick.Stop()
+	kick := make(chan struct{}, 1)
+	wctx, stopWatch := context.WithCancel(ctx)
+	watched := make(chan struct{})
+	go func() { defer close(watched); g.watchOwnership(wctx, kick) }()
+	defer func() { stopWatch(); <-watched }()
 	g.st.set(Running)
 	started := time.Now()
 	// A re-check that runs this long without failing again ends the
@@ -78,6 +83,7 @@ func (g *Group) session(ctx context.Context, member *lease.Member, recheck *back
 			if time.Since(started) >= probation && g.rechecking() {
 				g.recovered(recheck)
 			}
+		case <-kick: // a lease changed owner, or a member joined or left
 		}
 	}
 }

@@ -7,7 +7,16 @@
 //	c, _ := ferry.NewConsumer(client, h, ..., ferry.WithHooks(m))
 //
 // Metric names follow Prometheus conventions under ferry_ (DESIGN.md,
-// "Observability"). Labels never carry documents, tokens or credentials.
+// "Observability"). Labels never carry documents, tokens, event ids or
+// credentials.
+//
+// Lag (ferry_lag_seconds) has one definition, the same as ferry.Status.Lag
+// and `ferry status`: 0 when nothing is pending, otherwise now minus the
+// clusterTime of the oldest event read and not yet applied or
+// dead-lettered. It is computed at scrape time, so it grows while a
+// partition is stuck. When a partition stops on this member (handed off,
+// lost, failed) every series labelled with it is removed, so a member
+// never exports a partition it no longer runs.
 package metrics
 
 import (
@@ -27,7 +36,10 @@ type Metrics struct {
 	retries     *prometheus.CounterVec
 	deadLetters *prometheus.CounterVec
 	resumes     *prometheus.CounterVec
-	lag         *prometheus.GaugeVec
+	lag         *prometheus.Desc
+	sinkUp      *prometheus.GaugeVec
+	state       *prometheus.GaugeVec
+	failures    *prometheus.CounterVec
 	queueEvents *prometheus.GaugeVec
 	queueBytes  *prometheus.GaugeVec
 	cpWrites    *prometheus.CounterVec
@@ -35,6 +47,7 @@ type Metrics struct {
 
 	mu          sync.Mutex
 	checkpoints map[[2]string]time.Time // (stream, partition) → last successful checkpoint write
+	pending     map[[2]string]time.Time // (stream, partition) → clusterTime of the oldest pending event (zero: none)
 	now         func() time.Time
 }
 
@@ -43,6 +56,7 @@ var (
 	_ ferry.HookResume     = (*Metrics)(nil)
 	_ ferry.HookCheckpoint = (*Metrics)(nil)
 	_ ferry.HookQueue      = (*Metrics)(nil)
+	_ ferry.HookState      = (*Metrics)(nil)
 )
 
 // New creates the metrics and registers them with reg.
@@ -60,8 +74,15 @@ func New(reg prometheus.Registerer) *Metrics {
 			Help: "Events written to the dead-letter store."}, sp),
 		resumes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ferry_resumes_total",
 			Help: "Change-stream reopenings after an error, by error class."}, []string{"stream", "partition", "class"}),
-		lag: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "ferry_lag_seconds",
-			Help: "End-to-end lag: now minus the clusterTime of the last applied event."}, sp),
+		lag: prometheus.NewDesc("ferry_lag_seconds",
+			"Lag: 0 when nothing is pending, else now minus the clusterTime of the oldest event not yet applied or dead-lettered.", sp, nil),
+		sinkUp: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "ferry_sink_up",
+			Help: "1 while the partition's sink accepts events, 0 while every delivery attempt since the last success failed (waiting-for-sink: nothing is dead-lettered)."}, sp),
+		state: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "ferry_stream_state",
+			Help: "1 for the stream's current state on this member (starting, running, waiting-for-sink, failed, draining, stopped), 0 for the others."},
+			[]string{"stream", "state"}),
+		failures: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ferry_stream_failures_total",
+			Help: "Times the stream entered the failed state on this member, by failure class."}, []string{"stream", "class"}),
 		queueEvents: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "ferry_queue_events",
 			Help: "Events read but not finished."}, sp),
 		queueBytes: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "ferry_queue_bytes",
@@ -71,9 +92,11 @@ func New(reg prometheus.Registerer) *Metrics {
 		cpAge: prometheus.NewDesc("ferry_checkpoint_age_seconds",
 			"Seconds since the partition's last successful checkpoint write.", sp, nil),
 		checkpoints: map[[2]string]time.Time{},
+		pending:     map[[2]string]time.Time{},
 		now:         time.Now,
 	}
-	reg.MustRegister(m.events, m.duration, m.retries, m.deadLetters, m.resumes, m.lag, m.queueEvents, m.queueBytes, m.cpWrites, m)
+	reg.MustRegister(m.events, m.duration, m.retries, m.deadLetters, m.resumes, m.sinkUp, m.state, m.failures,
+		m.queueEvents, m.queueBytes, m.cpWrites, m)
 	return m
 }
 
@@ -86,9 +109,6 @@ func (m *Metrics) OnEvent(i ferry.EventInfo) {
 	switch i.Result {
 	case ferry.ResultApplied:
 		m.duration.WithLabelValues(i.Stream).Observe(i.Duration.Seconds())
-		if !i.ClusterTime.IsZero() && i.ClusterTime.Unix() > 0 {
-			m.lag.WithLabelValues(i.Stream, p).Set(m.now().Sub(i.ClusterTime).Seconds())
-		}
 	case ferry.ResultRetried:
 		m.retries.WithLabelValues(i.Stream, p).Inc()
 	case ferry.ResultDeadLettered:
@@ -119,18 +139,72 @@ func (m *Metrics) OnQueue(i ferry.QueueInfo) {
 	p := part(i.Partition)
 	m.queueEvents.WithLabelValues(i.Stream, p).Set(float64(i.Events))
 	m.queueBytes.WithLabelValues(i.Stream, p).Set(float64(i.Bytes))
+	m.mu.Lock()
+	m.pending[[2]string{i.Stream, p}] = i.OldestPending
+	m.mu.Unlock()
 }
 
-// Describe implements prometheus.Collector (for the checkpoint age).
-func (m *Metrics) Describe(ch chan<- *prometheus.Desc) { ch <- m.cpAge }
+// OnState implements ferry.HookState: the sink's state, and the removal of
+// a partition's series when it stops on this member.
+func (m *Metrics) OnState(i ferry.StateInfo) {
+	p := part(i.Partition)
+	switch i.State {
+	case ferry.StateRunning:
+		m.sinkUp.WithLabelValues(i.Stream, p).Set(1)
+	case ferry.StateWaitingForSink:
+		m.sinkUp.WithLabelValues(i.Stream, p).Set(0)
+	case ferry.StateStopped:
+		m.forget(i.Stream, p)
+	}
+}
 
-// Collect implements prometheus.Collector: checkpoint ages are computed
-// at scrape time.
+// forget removes every series of one partition.
+func (m *Metrics) forget(stream, p string) {
+	labels := prometheus.Labels{"stream": stream, "partition": p}
+	for _, v := range []interface{ DeletePartialMatch(prometheus.Labels) int }{
+		m.events, m.retries, m.deadLetters, m.resumes, m.sinkUp, m.queueEvents, m.queueBytes, m.cpWrites,
+	} {
+		v.DeletePartialMatch(labels)
+	}
+	m.mu.Lock()
+	delete(m.checkpoints, [2]string{stream, p})
+	delete(m.pending, [2]string{stream, p})
+	m.mu.Unlock()
+}
+
+// StreamState sets ferry_stream_state for a stream: 1 for state, 0 for
+// the other states (the names of group.States).
+func (m *Metrics) StreamState(stream, state string) {
+	for _, s := range []string{"starting", "running", "waiting-for-sink", "failed", "draining", "stopped"} {
+		v := 0.0
+		if s == state {
+			v = 1
+		}
+		m.state.WithLabelValues(stream, s).Set(v)
+	}
+}
+
+// StreamFailure counts a stream's entry into the failed state.
+func (m *Metrics) StreamFailure(stream, class string) {
+	m.failures.WithLabelValues(stream, class).Inc()
+}
+
+// Describe implements prometheus.Collector (checkpoint age and lag).
+func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
+	ch <- m.cpAge
+	ch <- m.lag
+}
+
+// Collect implements prometheus.Collector: checkpoint ages and lags are
+// computed at scrape time.
 func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	now := m.now()
 	for k, at := range m.checkpoints {
-		ch <- prometheus.MustNewConstMetric(m.cpAge, prometheus.GaugeValue, now.Sub(at).Seconds(), k[0], k[1])
+		ch <- prometheus.MustNewConstMetric(m.cpAge, prometheus.GaugeValue, max(now.Sub(at).Seconds(), 0), k[0], k[1])
+	}
+	for k, oldest := range m.pending {
+		ch <- prometheus.MustNewConstMetric(m.lag, prometheus.GaugeValue, ferry.LagOf(now, oldest).Seconds(), k[0], k[1])
 	}
 }

@@ -24,7 +24,8 @@ func TestMetricsFromHooks(t *testing.T) {
 	m.OnResume(ferry.ResumeInfo{Stream: "s", Partition: 1, Class: "resumable"})
 	m.OnCheckpoint(ferry.CheckpointInfo{Stream: "s", Partition: 1, Version: 3})
 	m.OnCheckpoint(ferry.CheckpointInfo{Stream: "s", Partition: 1, Err: errors.New("down")})
-	m.OnQueue(ferry.QueueInfo{Stream: "s", Partition: 1, Events: 7, Bytes: 700})
+	m.OnQueue(ferry.QueueInfo{Stream: "s", Partition: 1, Events: 7, Bytes: 700, OldestPending: now.Add(-3 * time.Second)})
+	m.OnQueue(ferry.QueueInfo{Stream: "s", Partition: 2, Events: 0, Bytes: 0}) // nothing pending: lag 0
 	now = now.Add(5 * time.Second)
 
 	want := `
@@ -34,12 +35,14 @@ ferry_checkpoint_age_seconds{partition="1",stream="s"} 5
 # HELP ferry_dead_letters_total Events written to the dead-letter store.
 # TYPE ferry_dead_letters_total counter
 ferry_dead_letters_total{partition="1",stream="s"} 1
-# HELP ferry_lag_seconds End-to-end lag: now minus the clusterTime of the last applied event.
+# HELP ferry_lag_seconds Lag: 0 when nothing is pending, else now minus the clusterTime of the oldest event not yet applied or dead-lettered.
 # TYPE ferry_lag_seconds gauge
-ferry_lag_seconds{partition="1",stream="s"} 3
+ferry_lag_seconds{partition="1",stream="s"} 8
+ferry_lag_seconds{partition="2",stream="s"} 0
 # HELP ferry_queue_events Events read but not finished.
 # TYPE ferry_queue_events gauge
 ferry_queue_events{partition="1",stream="s"} 7
+ferry_queue_events{partition="2",stream="s"} 0
 # HELP ferry_resumes_total Change-stream reopenings after an error, by error class.
 # TYPE ferry_resumes_total counter
 ferry_resumes_total{class="resumable",partition="1",stream="s"} 1
@@ -57,5 +60,52 @@ ferry_retries_total{partition="1",stream="s"} 1
 	}
 	if n := testutil.ToFloat64(m.cpWrites.WithLabelValues("s", "1", "error")); n != 1 {
 		t.Fatalf("failed checkpoint writes = %v", n)
+	}
+}
+
+// TestPartitionSeriesGoWithThePartition: when a partition stops on this
+// member, none of its series remain (a member owning partitions 1–2 used to
+// export partition 0's growing checkpoint age); the sink gauge follows the
+// run state.
+func TestPartitionSeriesGoWithThePartition(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := New(reg)
+	for _, p := range []int{0, 1} {
+		m.OnState(ferry.StateInfo{Stream: "s", Partition: p, State: ferry.StateRunning})
+		m.OnEvent(ferry.EventInfo{Stream: "s", Partition: p, Operation: "insert", Result: ferry.ResultApplied})
+		m.OnCheckpoint(ferry.CheckpointInfo{Stream: "s", Partition: p, Version: 1})
+		m.OnQueue(ferry.QueueInfo{Stream: "s", Partition: p, Events: 1})
+	}
+	m.OnState(ferry.StateInfo{Stream: "s", Partition: 1, State: ferry.StateWaitingForSink})
+	if up := testutil.ToFloat64(m.sinkUp.WithLabelValues("s", "1")); up != 0 {
+		t.Fatalf("ferry_sink_up of a partition waiting for its sink = %v", up)
+	}
+	m.OnState(ferry.StateInfo{Stream: "s", Partition: 0, State: ferry.StateStopped})
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := 0
+	for _, mf := range mfs {
+		for _, mm := range mf.GetMetric() {
+			for _, l := range mm.GetLabel() {
+				if l.GetName() == "partition" {
+					seen++
+					if l.GetValue() == "0" {
+						t.Errorf("%s still has a series for partition 0 after it stopped", mf.GetName())
+					}
+				}
+			}
+		}
+	}
+	if seen == 0 {
+		t.Fatal("no partition series at all: partition 1's should remain")
+	}
+	m.StreamState("s", "failed")
+	if v := testutil.ToFloat64(m.state.WithLabelValues("s", "failed")); v != 1 {
+		t.Fatalf("ferry_stream_state{state=failed} = %v", v)
+	}
+	if v := testutil.ToFloat64(m.state.WithLabelValues("s", "running")); v != 0 {
+		t.Fatalf("ferry_stream_state{state=running} = %v", v)
 	}
 }

@@ -2,48 +2,38 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
-	"net/http"
-	"os"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/sasl"
-	"github.com/twmb/franz-go/pkg/sasl/plain"
-	"github.com/twmb/franz-go/pkg/sasl/scram"
-	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
-	"google.golang.org/api/option"
 
 	"github.com/ferry-io/ferry"
+	"github.com/ferry-io/ferry/checkpoint"
 	"github.com/ferry-io/ferry/checkpoint/boltstore"
 	"github.com/ferry-io/ferry/checkpoint/mongostore"
 	"github.com/ferry-io/ferry/config"
 	"github.com/ferry-io/ferry/group"
 	"github.com/ferry-io/ferry/metrics"
 	"github.com/ferry-io/ferry/sink"
-	"github.com/ferry-io/ferry/sink/kafka"
 	"github.com/ferry-io/ferry/sink/mongoproj"
-	"github.com/ferry-io/ferry/sink/natsjs"
-	"github.com/ferry-io/ferry/sink/pubsub"
-	"github.com/ferry-io/ferry/sink/stdout"
-	"github.com/ferry-io/ferry/sink/webhook"
 )
 
 // shutdownBudget is how long the daemon takes to stop after SIGTERM: Cloud
 // Run allows 10 s.
 const shutdownBudget = 9 * time.Second
+
+// shutdownGrace is how much longer than the budget the daemon waits for
+// its streams to stop before it gives up on them: it then exits without
+// closing the sinks and stores they may still use.
+const shutdownGrace = 20 * time.Second
 
 // runValidate checks a configuration file without connecting to anything.
 func runValidate(args []string, stdout, stderr io.Writer) int {
@@ -56,7 +46,9 @@ func runValidate(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// runDaemon runs every stream of the configuration until ctx ends.
+// runDaemon runs every stream of the configuration until ctx ends. Its
+// steps: open the streams (clients, sinks, stores, groups), register the
+// metrics, serve the ops port, run everything; then, in reverse, stop.
 func runDaemon(ctx context.Context, args []string, stdoutW, stderr io.Writer) error {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -68,303 +60,239 @@ func runDaemon(ctx context.Context, args []string, stdoutW, stderr io.Writer) er
 	if err != nil {
 		return err
 	}
-	log := newLogger(cfg.Log, stderr)
-	log.Info("starting", "config", *path, "streams", len(cfg.Streams))
+	d := &daemon{cfg: cfg, log: newLogger(cfg.Log, stderr), stdout: stdoutW, clients: map[string]*mongo.Client{}}
+	d.log.Info("starting", "config", *path, "streams", len(cfg.Streams))
+	defer d.close()
+	if err := d.openStreams(ctx); err != nil {
+		return err
+	}
+	d.registerMetrics()
+	ops, err := d.serveOps()
+	if err != nil {
+		return err
+	}
+	return d.runAll(ctx, ops)
+}
 
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	m := metrics.New(reg)
+// daemon is one `ferry run`: its streams and what they use.
+type daemon struct {
+	cfg     *config.Config
+	log     *slog.Logger
+	stdout  io.Writer
+	reg     *prometheus.Registry
+	m       *metrics.Metrics
+	clients map[string]*mongo.Client // by URI
+	streams []*stream
+	purgers []*tombstonePurger
+	// closers release sinks and stores, in reverse order, once every
+	// stream stopped.
+	closers []func()
+	// abandoned: streams outlived the shutdown; their sinks and stores
+	// are left open for the process exit.
+	abandoned bool
+}
 
-	clients := map[string]*mongo.Client{}
-	defer func() {
-		for _, c := range clients {
-			_ = c.Disconnect(context.Background())
-		}
-	}()
-	connect := func(uri config.MongoURI) (*mongo.Client, error) {
-		if c := clients[uri.Reveal()]; c != nil {
-			return c, nil
-		}
-		c, err := mongo.Connect(options.Client().ApplyURI(uri.Reveal()))
-		if err != nil {
-			return nil, fmt.Errorf("connect to %s: %w", uri, err)
-		}
-		clients[uri.Reveal()] = c
+// stream is one configured stream as the daemon runs it: a consumer group
+// (MongoDB state store) or a single supervised consumer (bolt).
+type stream struct {
+	name   string
+	cfg    *config.Stream
+	run    func(context.Context) error
+	status func() group.Status
+	group  *group.Group     // nil with the bolt state store
+	dlq    *mongo.Database  // the state database, nil with bolt
+	proj   *mongoproj.Sink  // the mongodb sink, or nil
+	cps    checkpoint.Store // the state store's checkpoints
+	notes  *failureNotes
+}
+
+func (d *daemon) connect(uri config.MongoURI) (*mongo.Client, error) {
+	if c := d.clients[uri.Reveal()]; c != nil {
 		return c, nil
 	}
-
-	type runner struct {
-		name string
-		run  func(context.Context) error
-	}
-	var runners []runner
-	var purgers []*tombstonePurger
-	for i := range cfg.Streams {
-		st := &cfg.Streams[i]
-		client, err := connect(st.Source.URI)
-		if err != nil {
-			return err
-		}
-		var stateDBForSink *mongo.Database
-		if cfg.State.Bolt == nil {
-			sc, err := connect(cfg.StateURI())
-			if err != nil {
-				return err
-			}
-			stateDBForSink = sc.Database(cfg.State.Database)
-		}
-		s, err := buildSink(st, stdoutW, stateDBForSink)
-		if err != nil {
-			return fmt.Errorf("streams[%d].sink: %w", i, err)
-		}
-		if err := s.Connect(ctx); err != nil {
-			return fmt.Errorf("streams[%d].sink: %w", i, err)
-		}
-		defer s.Close(context.Background())
-		copts, err := st.ConsumerOptions()
-		if err != nil {
-			return fmt.Errorf("streams[%d]: %w", i, err)
-		}
-		copts = append(copts, ferry.WithHooks(m), ferry.Logger(log))
-		proj, _ := s.(*mongoproj.Sink)
-		h := sink.Handler(s)
-		if cfg.State.Bolt != nil {
-			if proj != nil {
-				copts = append(copts, ferry.WithSweeper(proj.Sweep)) // a backfill removes what it did not touch
-			}
-			store, err := boltstore.Open(cfg.State.Bolt.Path)
-			if err != nil {
-				return fmt.Errorf("state.bolt.path: %w", err)
-			}
-			defer store.Close()
-			c, err := ferry.NewConsumer(client, h, append(copts, ferry.Checkpoints(store))...)
-			if err != nil {
-				return fmt.Errorf("streams[%d]: %w", i, err)
-			}
-			runners = append(runners, runner{st.Name, c.Run})
-			continue
-		}
-		stateClient, err := connect(cfg.StateURI())
-		if err != nil {
-			return err
-		}
-		gopts := append(st.GroupOptions(), group.StateDatabase(stateClient.Database(cfg.State.Database)),
-			group.Consumer(copts...), group.Logger(log))
-		if proj != nil {
-			// Each partition's backfill sweeps only its own documents.
-			gopts = append(gopts, group.Sweeper(proj.SweepPartition))
-		}
-		g, err := group.New(client, h, gopts...)
-		if err != nil {
-			return fmt.Errorf("streams[%d]: %w", i, err)
-		}
-		labels := prometheus.Labels{"stream": st.Name}
-		dlq := stateClient.Database(cfg.State.Database).Collection("dlq")
-		name := st.Name
-		reg.MustRegister(
-			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "ferry_partitions_owned",
-				Help: "Partitions of the stream this member runs.", ConstLabels: labels},
-				func() float64 { return float64(len(g.Owned())) }),
-			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "ferry_ledger_duplicates_total",
-				Help: "Events the ledger recognised as already applied (replays absorbed).", ConstLabels: labels},
-				func() float64 { return float64(g.LedgerDuplicates()) }),
-			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "ferry_lease_renew_failures_total",
-				Help: "Failed partition lease renewals.", ConstLabels: labels},
-				func() float64 { return float64(g.LeaseRenewFailures()) }),
-			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "ferry_dlq_size",
-				Help: "Events in the dead-letter store (read at scrape time).", ConstLabels: labels},
-				func() float64 {
-					ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-					defer cancel()
-					n, err := dlq.CountDocuments(ctx, bson.D{{Key: "stream", Value: name}})
-					if err != nil {
-						return -1
-					}
-					return float64(n)
-				}),
-		)
-		if proj != nil && st.Sink.MongoDB.TombstoneRetention > 0 {
-			cps, err := mongostore.New(stateClient.Database(cfg.State.Database))
-			if err != nil {
-				return fmt.Errorf("streams[%d]: %w", i, err)
-			}
-			defer cps.Close()
-			p := &tombstonePurger{stream: st.Name, partitions: st.Group.Partitions,
-				retention: st.Sink.MongoDB.TombstoneRetention, sink: proj, store: cps,
-				state: stateClient.Database(cfg.State.Database), log: log}
-			purgers = append(purgers, p)
-			reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "ferry_tombstones_purged_total",
-				Help: "Tombstones of the mongodb sink's projection purged by this member.", ConstLabels: labels},
-				func() float64 { return float64(p.purged.Load()) }))
-		}
-		runners = append(runners, runner{st.Name, g.Run})
-	}
-
-	// The operating surface.
-	var mu sync.Mutex
-	var failed []string
-	ready := false
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
-		pctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
-		defer cancel()
-		for _, c := range clients {
-			if err := c.Database("admin").RunCommand(pctx, bson.D{{Key: "ping", Value: 1}}).Err(); err != nil {
-				http.Error(w, "mongodb unreachable", http.StatusServiceUnavailable)
-				return
-			}
-		}
-		fmt.Fprintln(w, "ok")
-	})
-	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		defer mu.Unlock()
-		if !ready || len(failed) > 0 {
-			http.Error(w, fmt.Sprintf("not ready; stopped streams: %v", failed), http.StatusServiceUnavailable)
-			return
-		}
-		fmt.Fprintln(w, "ready")
-	})
-	addr := cfg.Listen
-	if port := os.Getenv("PORT"); port != "" {
-		addr = ":" + port
-	}
-	ln, err := net.Listen("tcp", addr)
+	c, err := mongo.Connect(options.Client().ApplyURI(uri.Reveal()))
 	if err != nil {
-		return fmt.Errorf("listen: %w", err)
+		return nil, fmt.Errorf("connect to %s: %w", uri, err)
 	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	go func() { _ = srv.Serve(ln) }()
-	log.Info("listening", "addr", ln.Addr().String())
+	d.clients[uri.Reveal()] = c
+	return c, nil
+}
 
-	runCtx, cancelRun := context.WithCancel(context.WithoutCancel(ctx))
-	defer cancelRun()
+// openStreams connects the clients and sinks and builds every stream's
+// group (or consumer). Nothing runs yet.
+func (d *daemon) openStreams(ctx context.Context) error {
+	d.reg = prometheus.NewRegistry()
+	d.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	d.m = metrics.New(d.reg)
+	var stateDB *mongo.Database
+	var cps checkpoint.Store
+	if d.cfg.State.Bolt == nil {
+		sc, err := d.connect(d.cfg.StateURI())
+		if err != nil {
+			return err
+		}
+		stateDB = sc.Database(d.cfg.State.Database)
+		ms, err := mongostore.New(stateDB)
+		if err != nil {
+			return err
+		}
+		cps = ms
+	} else {
+		store, err := boltstore.Open(d.cfg.State.Bolt.Path)
+		if err != nil {
+			return fmt.Errorf("state.bolt.path: %w", err)
+		}
+		d.closers = append(d.closers, func() { _ = store.Close() })
+		cps = store
+	}
+	for i := range d.cfg.Streams {
+		st, err := d.openStream(ctx, fmt.Sprintf("streams[%d]", i), &d.cfg.Streams[i], stateDB, cps)
+		if err != nil {
+			return err
+		}
+		d.streams = append(d.streams, st)
+	}
+	return nil
+}
+
+// openStream opens the stream at path (streams[i]); its errors name the
+// path.
+func (d *daemon) openStream(ctx context.Context, path string, sc *config.Stream, stateDB *mongo.Database, cps checkpoint.Store) (*stream, error) {
+	client, err := d.connect(sc.Source.URI)
+	if err != nil {
+		return nil, fmt.Errorf("%s.source.uri: %w", path, err)
+	}
+	s, err := buildSink(sc, d.stdout, stateDB)
+	if err != nil {
+		return nil, fmt.Errorf("%s.sink: %w", path, err)
+	}
+	if err := s.Connect(ctx); err != nil {
+		return nil, fmt.Errorf("%s.sink: %w", path, err)
+	}
+	d.closers = append(d.closers, func() { _ = s.Close(context.Background()) })
+	copts, err := sc.ConsumerOptions(cps)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	st := &stream{name: sc.Name, cfg: sc, dlq: stateDB, cps: cps, notes: &failureNotes{}}
+	st.proj, _ = s.(*mongoproj.Sink)
+	copts = append(copts, ferry.WithHooks(d.m), ferry.Logger(d.log))
+	h := sink.Handler(s)
+	if stateDB == nil {
+		if st.proj != nil {
+			copts = append(copts, ferry.WithSweeper(st.proj.Sweep)) // a backfill removes what it did not touch
+		}
+		one := newSingle(sc.Name, d.log, func(s group.Status) { d.onState(st, s) })
+		c, err := ferry.NewConsumer(client, h, append(copts, ferry.Checkpoints(cps), ferry.WithHooks(one), ferry.LogStops(false))...)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		one.c = c
+		st.run, st.status = one.run, one.get
+		return st, nil
+	}
+	gopts := append(sc.GroupOptions(), group.StateDatabase(stateDB), group.Consumer(copts...), group.Logger(d.log),
+		group.OnStateChange(func(s group.Status) { d.onState(st, s) }))
+	if st.proj != nil {
+		// Each partition's backfill sweeps only its own documents.
+		gopts = append(gopts, group.Sweeper(st.proj.SweepPartition))
+	}
+	g, err := group.New(client, h, gopts...)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	st.group, st.run, st.status = g, g.Run, g.Status
+	if st.proj != nil && sc.Sink.MongoDB.TombstoneRetention > 0 {
+		d.purgers = append(d.purgers, &tombstonePurger{stream: sc.Name, partitions: sc.Group.Partitions,
+			retention: sc.Sink.MongoDB.TombstoneRetention, sink: st.proj, store: cps, state: stateDB, log: d.log})
+	}
+	return st, nil
+}
+
+// onState follows a stream's state changes: failures are counted, and a
+// new failure reason is logged once with what the operator can do, in
+// the configuration's terms.
+func (d *daemon) onState(st *stream, s group.Status) {
+	d.m.StreamState(st.name, string(s.State))
+	if s.State != group.Failed || s.Failure == nil {
+		return
+	}
+	d.m.StreamFailure(st.name, string(s.Failure.Class))
+	if st.notes.first(s.Failure) {
+		d.log.Warn("stream failed: what to do", "stream", st.name, "class", s.Failure.Class,
+			"advice", advice(st.cfg, *s.Failure), "recheck", recheckText(s))
+	}
+}
+
+// runAll runs every stream and purger until ctx ends (SIGTERM), then
+// stops them: every stream drains, checkpoints and releases its leases
+// before the ops server, the sinks and the stores are closed. It returns
+// every stream's error.
+func (d *daemon) runAll(ctx context.Context, ops *opsServer) error {
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancel()
 	var wg sync.WaitGroup
-	errs := make(chan error, len(runners))
-	for _, r := range runners {
+	errs := make([]error, len(d.streams))
+	for i, st := range d.streams {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := r.run(runCtx); err != nil {
-				mu.Lock()
-				failed = append(failed, r.name)
-				mu.Unlock()
-				log.Error("stream stopped", "stream", r.name, "err", err)
-				errs <- fmt.Errorf("stream %s: %w", r.name, err)
+			if err := st.run(runCtx); err != nil {
+				errs[i] = fmt.Errorf("stream %s: %w", st.name, err)
+				d.log.Error("stream stopped", "stream", st.name, "err", err)
 			}
 		}()
 	}
-	for _, p := range purgers {
-		wg.Add(1)
+	var pw sync.WaitGroup
+	for _, p := range d.purgers {
+		pw.Add(1)
 		go func() {
-			defer wg.Done()
+			defer pw.Done()
 			p.run(runCtx)
 		}()
 	}
-	mu.Lock()
-	ready = true
-	mu.Unlock()
-
-	var runErr error
+	streamsDone := make(chan struct{})
+	go func() { wg.Wait(); close(streamsDone) }()
+	ops.setReady(true)
 	select {
 	case <-ctx.Done():
-		log.Info("shutting down: draining, checkpointing, releasing leases")
-	case runErr = <-errs:
+		d.log.Info("shutting down: draining, checkpointing, releasing leases")
+	case <-streamsDone:
+		d.log.Error("every stream stopped")
 	}
-	cancelRun()
-	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
+	ops.setReady(false)
+	cancel()
+	budget := time.NewTimer(shutdownBudget)
+	defer budget.Stop()
 	select {
-	case <-done:
-	case <-time.After(shutdownBudget):
-		log.Warn("shutdown budget exceeded", "budget", shutdownBudget)
+	case <-streamsDone:
+	case <-budget.C:
+		d.log.Warn("shutdown budget exceeded; still waiting for the streams to stop", "budget", shutdownBudget)
+		select {
+		case <-streamsDone:
+		case <-time.After(shutdownGrace):
+			d.abandoned = true
+			d.log.Error("streams did not stop; exiting without closing their sinks and stores", "waited", shutdownBudget+shutdownGrace)
+		}
 	}
-	sctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	_ = srv.Shutdown(sctx)
-	log.Info("stopped")
-	return runErr
+	pw.Wait()
+	ops.shutdown()
+	d.log.Info("stopped")
+	return errors.Join(errs...)
 }
 
-func buildSink(st *config.Stream, stdoutW io.Writer, state *mongo.Database) (sink.Sink, error) {
-	switch {
-	case st.Sink.MongoDB != nil:
-		if state == nil {
-			return nil, errors.New("the mongodb sink needs a MongoDB state store")
-		}
-		// The projection lives in the state store's cluster; with the same
-		// client as the group, transactional effects share its transaction.
-		return mongoproj.New(state.Client().Database(st.Sink.MongoDB.Database).Collection(st.Sink.MongoDB.Collection))
-	case st.Sink.Webhook != nil:
-		w := st.Sink.Webhook
-		opts := []webhook.Option{webhook.Secret(w.Secret.Reveal()), webhook.Timeout(w.Timeout)}
-		if w.Encoding == "canonical" {
-			opts = append(opts, webhook.Canonical())
-		}
-		for k, v := range w.Headers {
-			opts = append(opts, webhook.Header(k, v))
-		}
-		return webhook.New(w.URL, opts...)
-	case st.Sink.NATS != nil:
-		n := st.Sink.NATS
-		opts := []natsjs.Option{natsjs.Subject(n.Subject), natsjs.Timeout(n.Timeout)}
-		if n.Encoding == "canonical" {
-			opts = append(opts, natsjs.Canonical())
-		}
-		return natsjs.New(n.URL, opts...)
-	case st.Sink.Kafka != nil:
-		k := st.Sink.Kafka
-		copts := []kgo.Opt{kgo.ClientID(k.ClientID)}
-		if k.TLS {
-			copts = append(copts, kgo.DialTLSConfig(&tls.Config{MinVersion: tls.VersionTLS12}))
-		}
-		if k.SASL != nil {
-			m, err := kafkaSASL(k.SASL)
-			if err != nil {
-				return nil, err
-			}
-			copts = append(copts, kgo.SASL(m))
-		}
-		opts := []kafka.Option{kafka.Topic(k.Topic), kafka.Timeout(k.Timeout), kafka.ClientOptions(copts...)}
-		if k.Encoding == "canonical" {
-			opts = append(opts, kafka.Canonical())
-		}
-		return kafka.New(k.Brokers, opts...)
-	case st.Sink.PubSub != nil:
-		ps := st.Sink.PubSub
-		opts := []pubsub.Option{pubsub.Timeout(ps.Timeout)}
-		if ps.Emulator != "" {
-			opts = append(opts, pubsub.Emulator(ps.Emulator))
-		}
-		if ps.Endpoint != "" {
-			opts = append(opts, pubsub.ClientOptions(option.WithEndpoint(ps.Endpoint)))
-		}
-		if ps.Encoding == "canonical" {
-			opts = append(opts, pubsub.Canonical())
-		}
-		return pubsub.New(ps.Project, ps.Topic, opts...)
-	case st.Sink.Stdout != nil:
-		opts := []stdout.Option{stdout.Writer(stdoutW)}
-		if st.Sink.Stdout.Encoding == "canonical" {
-			opts = append(opts, stdout.Canonical())
-		}
-		return stdout.New(opts...)
+// close releases sinks and stores in reverse order, then the clients,
+// unless streams were abandoned still running.
+func (d *daemon) close() {
+	if d.abandoned {
+		return
 	}
-	return nil, errors.New("no sink configured")
-}
-
-// kafkaSASL returns the SASL mechanism of the kafka sink's configuration.
-func kafkaSASL(c *config.KafkaSASL) (sasl.Mechanism, error) {
-	switch c.Mechanism {
-	case config.KafkaSASLPlain:
-		return plain.Auth{User: c.User, Pass: c.Password.Reveal()}.AsMechanism(), nil
-	case config.KafkaSASLScramSHA256:
-		return scram.Auth{User: c.User, Pass: c.Password.Reveal()}.AsSha256Mechanism(), nil
-	case config.KafkaSASLScramSHA512:
-		return scram.Auth{User: c.User, Pass: c.Password.Reveal()}.AsSha512Mechanism(), nil
+	for i := len(d.closers) - 1; i >= 0; i-- {
+		d.closers[i]()
 	}
-	return nil, fmt.Errorf("kafka.sasl.mechanism: unknown SASL mechanism %q", c.Mechanism)
+	for _, c := range d.clients {
+		_ = c.Disconnect(context.Background())
+	}
 }
 
 func newLogger(c config.Log, w io.Writer) *slog.Logger {

@@ -1,7 +1,7 @@
 package main
 
 import (
-	"bufio"
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/base64"
@@ -13,7 +13,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"os/signal"
+	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -24,148 +24,279 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
-	"github.com/ferry-io/ferry"
-	"github.com/ferry-io/ferry/group"
 	"github.com/ferry-io/ferry/lease"
 	"github.com/ferry-io/ferry/mongotest"
-	"github.com/ferry-io/ferry/sink"
 	"github.com/ferry-io/ferry/sink/webhook"
 )
 
 // The demo walks through our first users' problem: documents with a TTL
 // expire in MongoDB, and each expiry (and each insert) must trigger work
 // exactly once although the service runs as several instances, one of which
-// crashes midway.
+// crashes midway. Its members are `ferry run` processes reading one
+// configuration file the demo writes, so what it measures is what `ferry
+// run` does with that file: nothing is tuned for the demo but lease_ttl.
 const (
 	demoPartitions = 4
 	demoLeaseTTL   = 2 * time.Second
 	demoGroup      = "sessions"
 )
 
+// demoConfig is the configuration every demo member runs with: the
+// defaults of `ferry run` but for lease_ttl, the emulator as source and
+// state store, the receiver as webhook sink. FERRY_MEMBER_ID names each
+// process (unset: the default id).
+const demoConfig = `# Written by ferry demo; every member runs: ferry run -c <this file>
+listen: "127.0.0.1:0"
+log: {level: warn}
+state:
+  uri: %q
+  database: ferry
+streams:
+  - name: %s
+    source:
+      uri: %q
+      scope: {collection: demo.sessions}
+    group:
+      partitions: %d
+      lease_ttl: %s
+      member_id: ${FERRY_MEMBER_ID:-}
+    delivery: {mode: idempotent}
+    sink:
+      webhook:
+        url: %q
+        secret: ${FERRY_DEMO_SECRET}
+`
+
+// demoEnv is the emulator, the receiver and the configuration of a demo.
+type demoEnv struct {
+	srv    *mongotest.Server
+	client *mongo.Client
+	coll   *mongo.Collection
+	rcv    *demoReceiver
+	secret string
+	config string // the configuration file's path
+	ls     *lease.Store
+	dir    string
+	stop   func()
+}
+
+func startDemoEnv(ctx context.Context) (*demoEnv, error) {
+	srv, err := mongotest.Start(mongotest.TTLMonitorInterval(100 * time.Millisecond))
+	if err != nil {
+		return nil, err
+	}
+	e := &demoEnv{srv: srv}
+	var closers []func()
+	e.stop = func() {
+		for i := len(closers) - 1; i >= 0; i-- {
+			closers[i]()
+		}
+	}
+	closers = append(closers, srv.Close)
+	fail := func(err error) (*demoEnv, error) { e.stop(); return nil, err }
+	e.client, err = mongo.Connect(options.Client().ApplyURI(srv.URI()))
+	if err != nil {
+		return fail(err)
+	}
+	closers = append(closers, func() { _ = e.client.Disconnect(context.Background()) })
+	e.coll = e.client.Database("demo").Collection("sessions")
+	if _, err := e.coll.Indexes().CreateOne(ctx, mongo.IndexModel{Keys: bson.D{{Key: "expireAt", Value: 1}},
+		Options: options.Index().SetExpireAfterSeconds(0)}); err != nil {
+		return fail(err)
+	}
+	// The receiver: verifies signatures, applies each event once.
+	secretBytes := make([]byte, 32)
+	_, _ = rand.Read(secretBytes)
+	e.secret = "whsec_" + base64.StdEncoding.EncodeToString(secretBytes)
+	e.rcv = newDemoReceiver(secretBytes)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return fail(err)
+	}
+	hs := &http.Server{Handler: e.rcv, ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = hs.Serve(ln) }()
+	closers = append(closers, func() { _ = hs.Close() })
+	url := "http://" + ln.Addr().String() + "/events"
+	e.dir, err = os.MkdirTemp("", "ferry-demo-")
+	if err != nil {
+		return fail(err)
+	}
+	closers = append(closers, func() { _ = os.RemoveAll(e.dir) })
+	e.config = filepath.Join(e.dir, "ferry.yaml")
+	body := fmt.Sprintf(demoConfig, srv.URI(), demoGroup, srv.URI(), demoPartitions, demoLeaseTTL, url)
+	if err := os.WriteFile(e.config, []byte(body), 0o600); err != nil {
+		return fail(err)
+	}
+	e.ls, err = lease.New(e.client.Database("ferry"))
+	if err != nil {
+		return fail(err)
+	}
+	return e, nil
+}
+
+// demoMember is one `ferry run` process.
+type demoMember struct {
+	id  string
+	cmd *exec.Cmd
+	log *bytes.Buffer // its stderr, shown when the demo fails
+}
+
+// startMember runs `ferry run -c <config>` as a process named id.
+func (e *demoEnv) startMember(ctx context.Context, id string) (*demoMember, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.CommandContext(ctx, self, "run", "-c", e.config)
+	env := []string{"FERRY_DEMO_SECRET=" + e.secret, "FERRY_MEMBER_ID=" + id, demoChildEnv + "=1"}
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "PORT=") { // the ops port is the file's listen:
+			env = append(env, kv)
+		}
+	}
+	cmd.Env = env
+	m := &demoMember{id: id, cmd: cmd, log: &bytes.Buffer{}}
+	cmd.Stdout, cmd.Stderr = io.Discard, &syncWriter{w: m.log}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// demoChildEnv marks a member process started by the demo. The ferry
+// binary needs no mark (a member is `ferry run`); under go test, the
+// binary is the test binary, whose TestMain runs the command line it is
+// given when the mark is set.
+const demoChildEnv = "FERRY_DEMO_CHILD"
+
+// syncWriter serialises writes (exec copies stderr from a goroutine).
+type syncWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
+}
+
+// owners returns partition → live lease owner.
+func (e *demoEnv) owners(ctx context.Context) map[int]string {
+	list, _ := e.ls.List(ctx, demoGroup)
+	m := map[int]string{}
+	for _, l := range list {
+		if l.Owner != "" && !l.Expired {
+			m[l.Partition] = l.Owner
+		}
+	}
+	return m
+}
+
+// waitOwned waits until every partition has a live owner for which ok
+// holds, and returns how long that took.
+func (e *demoEnv) waitOwned(ctx context.Context, ok func(string) bool) (time.Duration, error) {
+	start := time.Now()
+	for {
+		good := 0
+		for _, o := range e.owners(ctx) {
+			if ok(o) {
+				good++
+			}
+		}
+		if good == demoPartitions {
+			return time.Since(start), nil
+		}
+		if ctx.Err() != nil {
+			return 0, errors.New("partitions were not all owned in time")
+		}
+		time.Sleep(5 * time.Millisecond) // polling the leases, not synchronisation
+	}
+}
+
+// waitBalanced waits until the partitions are spread over exactly n
+// members.
+func (e *demoEnv) waitBalanced(ctx context.Context, n int) error {
+	for {
+		own := e.owners(ctx)
+		per := map[string]int{}
+		for _, o := range own {
+			per[o]++
+		}
+		if len(own) == demoPartitions && len(per) == n {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("the group did not balance over %d members in time: %s", n, describeOwners(own))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // runDemo: the emulator, a TTL-indexed collection, a webhook receiver and
-// three member processes; one member is killed with SIGKILL halfway through
-// the writes. It ends with one line scripts can check.
+// three `ferry run` member processes; one member is killed with SIGKILL
+// halfway through the writes. It ends with one line scripts can check.
+// With -takeover-runs N it measures instead how long partitions take to
+// move after a SIGKILL and after a SIGTERM, N times each.
 func runDemo(ctx context.Context, args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
 	fs.SetOutput(out)
 	n := fs.Int("n", 200, "number of documents to write")
+	runs := fs.Int("takeover-runs", 0, "measure the takeover after SIGKILL and after SIGTERM this many times each, and print min/median/max")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if *n < 2 {
 		return fmt.Errorf("-n must be at least 2, got %d", *n)
 	}
-	srv, err := mongotest.Start(mongotest.TTLMonitorInterval(100 * time.Millisecond))
+	if *runs < 0 {
+		return fmt.Errorf("-takeover-runs must not be negative, got %d", *runs)
+	}
+	e, err := startDemoEnv(ctx)
 	if err != nil {
 		return err
 	}
-	defer srv.Close()
+	defer e.stop()
+	if *runs > 0 {
+		return e.measureTakeovers(ctx, *runs, out)
+	}
+	return e.demo(ctx, *n, out)
+}
+
+func (e *demoEnv) demo(ctx context.Context, n int, out io.Writer) (err error) {
 	ctx, cancel := context.WithTimeout(ctx, 90*time.Second)
 	defer cancel()
-	client, err := mongo.Connect(options.Client().ApplyURI(srv.URI()))
-	if err != nil {
-		return err
-	}
-	defer client.Disconnect(context.Background())
-	coll := client.Database("demo").Collection("sessions")
-	if _, err := coll.Indexes().CreateOne(ctx, mongo.IndexModel{Keys: bson.D{{Key: "expireAt", Value: 1}},
-		Options: options.Index().SetExpireAfterSeconds(0)}); err != nil {
-		return err
-	}
-	fmt.Fprintf(out, "emulator:  %s (TTL monitor every 100ms)\n", srv.URI())
+	fmt.Fprintf(out, "emulator:  %s (TTL monitor every 100ms)\n", e.srv.URI())
+	fmt.Fprintf(out, "receiver:  Standard Webhooks signatures, idempotent by webhook-id\n")
+	fmt.Fprintf(out, "config:    %s (idempotent delivery, %d partitions, lease_ttl %s, every other setting ferry run's default)\n",
+		e.config, demoPartitions, demoLeaseTTL)
 
-	// The receiver: verifies signatures, applies each event once.
-	secretBytes := make([]byte, 32)
-	_, _ = rand.Read(secretBytes)
-	secret := "whsec_" + base64.StdEncoding.EncodeToString(secretBytes)
-	rcv := newDemoReceiver(secretBytes)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return err
-	}
-	hs := &http.Server{Handler: rcv, ReadHeaderTimeout: 5 * time.Second}
-	go func() { _ = hs.Serve(ln) }()
-	defer hs.Close()
-	url := "http://" + ln.Addr().String() + "/events"
-	fmt.Fprintf(out, "receiver:  %s (Standard Webhooks signatures, idempotent by webhook-id)\n", url)
-
-	// Three members, each its own process.
-	self, err := os.Executable()
-	if err != nil {
-		return err
-	}
-	members := map[string]*exec.Cmd{}
-	for _, id := range []string{"member-a", "member-b", "member-c"} {
-		cmd := exec.CommandContext(ctx, self, "demo-member", srv.URI(), id, url)
-		cmd.Env = append(os.Environ(), "FERRY_DEMO_SECRET="+secret)
-		cmd.Stdout, cmd.Stderr = io.Discard, os.Stderr
-		if err := cmd.Start(); err != nil {
-			return err
-		}
-		members[id] = cmd
-	}
+	members := map[string]*demoMember{}
 	defer func() {
-		for _, cmd := range members {
-			_ = cmd.Process.Signal(syscall.SIGTERM)
+		for _, m := range members {
+			_ = m.cmd.Process.Signal(syscall.SIGTERM)
 		}
-		for _, cmd := range members {
-			_ = cmd.Wait()
+		for _, m := range members {
+			_ = m.cmd.Wait()
+			if err != nil {
+				fmt.Fprintf(out, "--- %s's log:\n%s", m.id, m.log.String())
+			}
 		}
 	}()
-	ls, err := lease.New(client.Database("ferry"))
-	if err != nil {
+	for _, id := range []string{"member-a", "member-b", "member-c"} {
+		m, err := e.startMember(ctx, id)
+		if err != nil {
+			return err
+		}
+		members[id] = m
+	}
+	if err := e.waitBalanced(ctx, 3); err != nil {
 		return err
 	}
-	owners := func() map[int]string {
-		list, _ := ls.List(ctx, demoGroup)
-		m := map[int]string{}
-		for _, l := range list {
-			if l.Owner != "" && !l.Expired {
-				m[l.Partition] = l.Owner
-			}
-		}
-		return m
-	}
-	waitOwned := func(ok func(string) bool) (time.Duration, error) {
-		start := time.Now()
-		for {
-			own := owners()
-			good := 0
-			for _, o := range own {
-				if ok(o) {
-					good++
-				}
-			}
-			if good == demoPartitions {
-				return time.Since(start), nil
-			}
-			if ctx.Err() != nil {
-				return 0, errors.New("partitions were not all owned in time")
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-	}
-	if _, err := waitOwned(func(string) bool { return true }); err != nil {
-		return err
-	}
-	// Balanced: every member owns some.
-	for {
-		per := map[string]int{}
-		for _, o := range owners() {
-			per[o]++
-		}
-		if len(per) == 3 {
-			fmt.Fprintf(out, "members:   3 processes, %d partitions: %s\n", demoPartitions, describeOwners(owners()))
-			break
-		}
-		if ctx.Err() != nil {
-			return errors.New("the group did not balance in time")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	fmt.Fprintf(out, "members:   3 ferry run processes, %d partitions: %s\n", demoPartitions, describeOwners(e.owners(ctx)))
 	// The consumers record their start before reading.
 	for {
-		c, _ := client.Database("ferry").Collection("checkpoints").CountDocuments(ctx, bson.D{{Key: "token", Value: bson.D{{Key: "$ne", Value: nil}}}})
+		c, _ := e.client.Database("ferry").Collection("checkpoints").CountDocuments(ctx, bson.D{{Key: "token", Value: bson.D{{Key: "$ne", Value: nil}}}})
 		if c >= demoPartitions {
 			break
 		}
@@ -176,22 +307,22 @@ func runDemo(ctx context.Context, args []string, out io.Writer) error {
 	}
 
 	// Writes; the member owning partition 0 is killed halfway.
-	victim := owners()[0]
+	victim := e.owners(ctx)[0]
 	var takeover time.Duration
-	now := srv.Now()
-	for i := 0; i < *n; i++ {
+	now := e.srv.Now()
+	for i := 0; i < n; i++ {
 		doc := bson.D{{Key: "_id", Value: fmt.Sprintf("session-%04d", i)}, {Key: "user", Value: i % 17},
 			{Key: "expireAt", Value: now.Add(time.Duration(30+i%30) * time.Minute)}}
-		if _, err := coll.InsertOne(ctx, doc); err != nil {
+		if _, err := e.coll.InsertOne(ctx, doc); err != nil {
 			return err
 		}
-		if i == *n/2 {
-			_ = members[victim].Process.Signal(syscall.SIGKILL)
-			_ = members[victim].Wait()
+		if i == n/2 {
+			_ = members[victim].cmd.Process.Signal(syscall.SIGKILL)
+			_ = members[victim].cmd.Wait()
 			delete(members, victim)
 			fmt.Fprintf(out, "killed:    %s with SIGKILL after %d writes\n", victim, i+1)
 			go func() {
-				d, err := waitOwned(func(o string) bool { return o != victim })
+				d, err := e.waitOwned(ctx, func(o string) bool { return o != victim })
 				if err == nil {
 					takeover = d
 				}
@@ -200,9 +331,9 @@ func runDemo(ctx context.Context, args []string, out io.Writer) error {
 		time.Sleep(5 * time.Millisecond) // a steady write rate, not synchronisation
 	}
 	// Every session expires: the TTL monitor deletes them all.
-	srv.AdvanceClock(2 * time.Hour)
+	e.srv.AdvanceClock(2 * time.Hour)
 	for {
-		left, err := coll.CountDocuments(ctx, bson.D{})
+		left, err := e.coll.CountDocuments(ctx, bson.D{})
 		if err != nil {
 			return err
 		}
@@ -214,38 +345,104 @@ func runDemo(ctx context.Context, args []string, out io.Writer) error {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	want := 2 * *n // an insert and an expiry (delete) per document
-	for rcv.applied() < want && ctx.Err() == nil {
+	want := 2 * n // an insert and an expiry (delete) per document
+	for e.rcv.applied() < want && ctx.Err() == nil {
 		time.Sleep(20 * time.Millisecond)
 	}
 	if takeover == 0 {
-		if d, err := waitOwned(func(o string) bool { return o != victim }); err == nil {
+		if d, err := e.waitOwned(ctx, func(o string) bool { return o != victim }); err == nil {
 			takeover = d
 		}
 	}
 	// The two survivors share the partitions again.
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		per := map[string]int{}
-		for _, o := range owners() {
-			per[o]++
-		}
-		if len(per) == 2 && len(owners()) == demoPartitions {
-			break
-		}
-	}
-	applied, redelivered, inserts, deletes := rcv.stats()
-	lost := rcv.missing(*n)
-	fmt.Fprintf(out, "after:     %s\n", describeOwners(owners()))
-	fmt.Fprintf(out, "written:   %d documents with a TTL; expired: %d (delete events delivered)\n", *n, deletes)
+	bctx, bcancel := context.WithTimeout(ctx, 5*time.Second)
+	_ = e.waitBalanced(bctx, 2)
+	bcancel()
+	applied, redelivered, inserts, deletes := e.rcv.stats()
+	lost := e.rcv.missing(n)
+	fmt.Fprintf(out, "after:     %s\n", describeOwners(e.owners(ctx)))
+	fmt.Fprintf(out, "written:   %d documents with a TTL; expired: %d (delete events delivered)\n", n, deletes)
 	fmt.Fprintf(out, "delivered: %d events applied once each (%d inserts, %d expiries); %d redeliveries absorbed by the receiver\n",
 		applied, inserts, deletes, redelivered)
-	fmt.Fprintf(out, "takeover:  %d ms after the kill (lease TTL %d ms)\n", takeover.Milliseconds(), demoLeaseTTL.Milliseconds())
+	fmt.Fprintf(out, "takeover:  %d ms after the kill (lease_ttl %d ms: a crashed member's partitions move within lease_ttl + lease_ttl/4)\n",
+		takeover.Milliseconds(), demoLeaseTTL.Milliseconds())
 	fmt.Fprintf(out, "demo: written=%d expired=%d delivered=%d duplicates=%d lost=%d takeover_ms=%d\n",
-		*n, deletes, applied, rcv.duplicateEffects(), lost, takeover.Milliseconds())
-	if lost != 0 || rcv.duplicateEffects() != 0 {
-		return fmt.Errorf("lost %d events, %d duplicate effects", lost, rcv.duplicateEffects())
+		n, deletes, applied, e.rcv.duplicateEffects(), lost, takeover.Milliseconds())
+	if lost != 0 || e.rcv.duplicateEffects() != 0 {
+		return fmt.Errorf("lost %d events, %d duplicate effects", lost, e.rcv.duplicateEffects())
 	}
 	return nil
+}
+
+// measureTakeovers measures, runs times each, how long the partitions of a
+// member take to be owned by the others after it is sent SIGKILL (a crash)
+// and SIGTERM (a graceful stop), with two `ferry run` members, and prints
+// the min, median and max of each.
+func (e *demoEnv) measureTakeovers(ctx context.Context, runs int, out io.Writer) (err error) {
+	ctx, cancel := context.WithTimeout(ctx, time.Duration(runs)*40*time.Second)
+	defer cancel()
+	fmt.Fprintf(out, "config:    %s (%d partitions, lease_ttl %s)\n", e.config, demoPartitions, demoLeaseTTL)
+	seq := 0
+	start := func() (*demoMember, error) {
+		seq++
+		return e.startMember(ctx, fmt.Sprintf("member-%d", seq))
+	}
+	live := []*demoMember{}
+	defer func() {
+		for _, m := range live {
+			_ = m.cmd.Process.Signal(syscall.SIGTERM)
+			_ = m.cmd.Wait()
+			if err != nil {
+				fmt.Fprintf(out, "--- %s's log:\n%s", m.id, m.log.String())
+			}
+		}
+	}()
+	for len(live) < 2 {
+		m, err := start()
+		if err != nil {
+			return err
+		}
+		live = append(live, m)
+	}
+	results := map[syscall.Signal][]time.Duration{}
+	for i := 0; i < runs; i++ {
+		for _, sig := range []syscall.Signal{syscall.SIGKILL, syscall.SIGTERM} {
+			if err := e.waitBalanced(ctx, 2); err != nil {
+				return err
+			}
+			victim := live[0]
+			live = live[1:]
+			_ = victim.cmd.Process.Signal(sig)
+			t0 := time.Now()
+			d, err := e.waitOwned(ctx, func(o string) bool { return o != victim.id })
+			if err != nil {
+				return err
+			}
+			_ = victim.cmd.Wait()
+			_ = t0
+			results[sig] = append(results[sig], d)
+			m, err := start()
+			if err != nil {
+				return err
+			}
+			live = append(live, m)
+		}
+	}
+	for _, sig := range []syscall.Signal{syscall.SIGKILL, syscall.SIGTERM} {
+		ds := results[sig]
+		sort.Slice(ds, func(a, b int) bool { return ds[a] < ds[b] })
+		fmt.Fprintf(out, "takeover after %s: runs=%d min=%dms median=%dms max=%dms (lease_ttl %dms)\n",
+			strings.ToUpper(sigName(sig)), len(ds), ds[0].Milliseconds(), ds[len(ds)/2].Milliseconds(), ds[len(ds)-1].Milliseconds(),
+			demoLeaseTTL.Milliseconds())
+	}
+	return nil
+}
+
+func sigName(s syscall.Signal) string {
+	if s == syscall.SIGKILL {
+		return "sigkill"
+	}
+	return "sigterm"
 }
 
 func describeOwners(own map[int]string) string {
@@ -364,39 +561,4 @@ func (d *demoReceiver) stats() (applied, redelivered, inserts, deletes int) {
 		}
 	}
 	return len(d.seen), d.dups, inserts, deletes
-}
-
-// runDemoMember is one member process of the demo: a group member
-// delivering the sessions collection's changes to the receiver.
-func runDemoMember(args []string) error {
-	if len(args) != 3 {
-		return errors.New("usage: ferry demo-member URI MEMBER-ID RECEIVER-URL")
-	}
-	uri, id, url := args[0], args[1], args[2]
-	client, err := mongo.Connect(options.Client().ApplyURI(uri))
-	if err != nil {
-		return err
-	}
-	defer client.Disconnect(context.Background())
-	s, err := webhook.New(url, webhook.Secret(os.Getenv("FERRY_DEMO_SECRET")))
-	if err != nil {
-		return err
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
-	defer stop()
-	if err := s.Connect(ctx); err != nil {
-		return err
-	}
-	defer s.Close(context.Background())
-	g, err := group.New(client, sink.Handler(s), group.Name(demoGroup), group.Partitions(demoPartitions),
-		group.MemberID(id), group.StateDatabase(client.Database("ferry")), group.DeliveryMode(group.Idempotent),
-		group.LeaseTTL(demoLeaseTTL), group.RebalanceInterval(100*time.Millisecond),
-		group.LeaseOptions(lease.MemberTimeout(demoLeaseTTL), lease.HeartbeatInterval(demoLeaseTTL/5)),
-		group.Consumer(ferry.WatchCollection("demo", "sessions"), ferry.MaxAwaitTime(50*time.Millisecond),
-			ferry.CommitEvery(20, 50*time.Millisecond)))
-	if err != nil {
-		return err
-	}
-	fmt.Fprintln(bufio.NewWriter(os.Stdout), "member", id, "started")
-	return g.Run(ctx)
 }

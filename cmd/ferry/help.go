@@ -23,7 +23,7 @@ type command struct {
 	run     func(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	sub     []*command // the subcommands of a group ("dlq"); run is nil
 	noFlags bool       // it has no flags (version, help)
-	hidden  bool       // not listed and no help (demo-member)
+	hidden  bool       // not listed and no help
 }
 
 // lookup returns the command named name ("reset", "dlq list"), or nil.

@@ -94,13 +94,17 @@ shows them; "ferry dlq replay" re-delivers them.`,
 			},
 		},
 		{
-			name: "demo", args: "[-n N]",
+			name: "demo", args: "[-n N] [-takeover-runs N]",
 			summary: "TTL expiries delivered once by a 3-member group to a webhook, one member killed midway",
 			doc: `Runs the whole data path against the embedded MongoDB emulator: a
-TTL-indexed collection, a webhook receiver and three member processes, one
-of them killed with SIGKILL halfway through the writes. It ends with one
-line saying how many events were written, expired, delivered, duplicated
-and lost, and how long the takeover took.`,
+TTL-indexed collection, a webhook receiver and three member processes
+(each is ` + "`ferry run -c`" + ` with one configuration file the demo writes:
+ferry run's defaults but lease_ttl 2s), one of them killed with SIGKILL
+halfway through the writes. It ends with one line saying how many events
+were written, expired, delivered, duplicated and lost, and how long the
+takeover took. With -takeover-runs N it measures instead how long the
+partitions take to move after a SIGKILL and after a SIGTERM, N times
+each, and prints min/median/max.`,
 			run: func(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 				err := runDemo(ctx, args, stdout)
 				switch {
@@ -132,17 +136,6 @@ Also: ferry -version.`,
 			doc:     `Prints the list of commands, or the usage and flags of one command.`,
 			run: func(_ context.Context, args []string, stdout, stderr io.Writer) int {
 				return runHelp(args, stdout, stderr)
-			},
-		},
-		{
-			// A member process of ferry demo.
-			name: "demo-member", hidden: true, noFlags: true,
-			run: func(_ context.Context, args []string, _, stderr io.Writer) int {
-				if err := runDemoMember(args); err != nil {
-					fmt.Fprintln(stderr, "ferry demo-member:", err)
-					return 1
-				}
-				return 0
 			},
 		},
 	}

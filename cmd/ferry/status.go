@@ -12,8 +12,10 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
+	"github.com/ferry-io/ferry"
 	"github.com/ferry-io/ferry/checkpoint/mongostore"
 	"github.com/ferry-io/ferry/config"
+	"github.com/ferry-io/ferry/group"
 	"github.com/ferry-io/ferry/lease"
 )
 
@@ -109,9 +111,32 @@ func printStatus(ctx context.Context, cfg *config.Config, db *mongo.Database, ls
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(w, "stream %s: %d partition(s), %d live member(s)\n", st.Name, st.Group.Partitions, len(members))
+		failures, err := group.Failures(ctx, db, st.Name)
+		if err != nil {
+			return err
+		}
+		state := "running"
+		switch {
+		case len(failures) > 0 && len(members) == 0:
+			state = "failed"
+		case len(failures) > 0:
+			state = "running, failed on " + plural(len(failures), "member")
+		case len(members) == 0:
+			state = "stopped (no live member)"
+		}
+		fmt.Fprintf(w, "stream %s: %s; %d partition(s), %d live member(s)\n", st.Name, state, st.Group.Partitions, len(members))
 		for _, m := range members {
-			fmt.Fprintf(w, "  member\t%s\theartbeat %s ago\n", m.ID, now.Sub(m.HeartbeatAt).Round(time.Millisecond))
+			fmt.Fprintf(w, "  member\t%s\theartbeat %s ago\n", m.ID, ageOf(now, m.HeartbeatAt))
+		}
+		for _, f := range failures {
+			fmt.Fprintf(w, "  member\t%s\tfailed since %s (%s, partition %d): %s\n", f.Member, f.Since.UTC().Format(time.RFC3339),
+				f.Class, f.Partition, f.Message)
+			fmt.Fprintf(w, "  \t\twhat to do: %s\n", advice(&st, ferry.Failure{Class: ferry.FailureClass(f.Class), Clears: f.Clears, Detail: f.Message}))
+			if f.RetryAt.IsZero() {
+				fmt.Fprintf(w, "  \t\tre-check: never by itself: only a change of configuration (and a restart) ends it\n")
+			} else {
+				fmt.Fprintf(w, "  \t\tre-check: at %s\n", f.RetryAt.UTC().Format(time.RFC3339))
+			}
 		}
 		fmt.Fprintln(w, "  partition\towner\tepoch\tcheckpoint age\tlag\tstate")
 		byP := map[int]lease.Lease{}
@@ -133,10 +158,15 @@ func printStatus(ctx context.Context, cfg *config.Config, db *mongo.Database, ls
 			age, lag, state := "-", "-", "no checkpoint"
 			if i, ok := cpByP[p]; ok {
 				cp := checkpoints[i]
-				age = now.Sub(cp.UpdatedAt).Round(time.Millisecond).String()
-				if cp.ClusterTime.T > 0 {
-					lag = now.Sub(time.Unix(int64(cp.ClusterTime.T), 0)).Round(time.Second).String()
+				age = ageOf(now, cp.UpdatedAt)
+				// Lag, as in ferry_lag_seconds: 0 when nothing was pending at
+				// the last checkpoint write, else now minus the clusterTime of
+				// the oldest pending event.
+				var oldest time.Time
+				if !cp.Pending.IsZero() {
+					oldest = time.Unix(int64(cp.Pending.T), 0)
 				}
+				lag = ferry.LagOf(now, oldest).Round(time.Second).String()
 				state = string(cp.State)
 				if state == "" {
 					state = "running"
@@ -149,4 +179,20 @@ func printStatus(ctx context.Context, cfg *config.Config, db *mongo.Database, ls
 		}
 	}
 	return w.Flush()
+}
+
+// ageOf is now minus t, never negative (the clocks of two servers).
+func ageOf(now, t time.Time) string {
+	d := now.Sub(t)
+	if d < 0 {
+		d = 0
+	}
+	return d.Round(time.Millisecond).String()
+}
+
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
 }

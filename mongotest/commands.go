@@ -190,6 +190,18 @@ func (e *engine) run(ctx context.Context, c *conn, cmd bson.D, seqs []wire.Secti
 
 // requestNS is the "db.coll" a command names, or "" when it names none.
 func requestNS(r *request) string {
+	if r.name == "getMore" {
+		// A getMore names its cursor; its namespace is the collection
+		// field, as the server's fail points see it.
+		for _, el := range r.cmd {
+			if el.Key == "collection" {
+				if s, ok := el.Value.(string); ok {
+					return r.db + "." + s
+				}
+			}
+		}
+		return ""
+	}
 	if s, ok := r.cmd[0].Value.(string); ok {
 		return r.db + "." + s
 	}

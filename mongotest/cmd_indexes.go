@@ -160,7 +160,12 @@ func parseIndexSpec(spec bson.D) (*index, error) {
 			}
 			ix.expireAfterSeconds = &secs
 			out = append(out, bson.E{Key: "expireAfterSeconds", Value: int32(secs)})
-		case "partialFilterExpression", "collation", "hidden", "background", "weights", "default_language",
+		case "collation":
+			if err := refuseCollation(el.Value, "an index collation"); err != nil {
+				return nil, err
+			}
+			out = append(out, el)
+		case "partialFilterExpression", "hidden", "background", "weights", "default_language",
 			"language_override", "textIndexVersion", "2dsphereIndexVersion", "bits", "min", "max",
 			"wildcardProjection", "storageEngine":
 			out = append(out, el)

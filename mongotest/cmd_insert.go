@@ -73,6 +73,9 @@ func prepareInsert(v any) (bson.D, error) {
 	}
 	id, has := lookupTop(d, "_id")
 	if has {
+		if err := idFieldNames(id); err != nil {
+			return nil, err
+		}
 		switch id.(type) {
 		case bson.A:
 			return nil, errorf(codeBadValue, "The '_id' value cannot be of type array")

@@ -1017,11 +1017,14 @@ func compileSetField(name string, unset bool) opCompiler {
 		if !ok {
 			return nil, errf(4161102, "%s requires 'field' to be specified", name)
 		}
+		// A name starting with "$" must be a $literal (a bare one is a
+		// field path); a literal one may name any field.
+		literal := false
 		if d, isDoc := fv.(bson.D); isDoc && len(d) == 1 && d[0].Key == "$literal" {
-			fv = normalize(d[0].Value)
+			fv, literal = normalize(d[0].Value), true
 		}
 		field, ok := fv.(string)
-		if !ok || strings.HasPrefix(field, "$") {
+		if !ok || !literal && strings.HasPrefix(field, "$") {
 			return nil, errf(4161106, "%s requires 'field' to evaluate to a constant string", name)
 		}
 		inSpec, ok := m["input"]

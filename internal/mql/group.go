@@ -98,6 +98,9 @@ type groupState struct {
 }
 
 func runGroup(idExpr *Expr, specs []accSpec, docs []bson.D, vars *Vars) ([]bson.D, error) {
+	if collationOf(vars) != nil {
+		return nil, collationRefused("$group")
+	}
 	index := map[string]*groupState{}
 	var order []*groupState
 	var kb strings.Builder

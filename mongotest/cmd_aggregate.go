@@ -56,6 +56,9 @@ func cmdAggregate(e *engine, r *request) (bson.D, error) {
 		if out, err = parseOutputStage(r.db, sd[0].Key, sd[0].Value); err != nil {
 			return nil, err
 		}
+		if rc, ok := lookupD(r.cmd, "readConcern").(bson.D); ok && lookupD(rc, "level") == "linearizable" {
+			return nil, errorf(codeInvalidOptions, "{aggregate: ...} cannot run with readConcern level 'linearizable' while the pipeline has a %s stage", sd[0].Key)
+		}
 		pipeline = pipeline[:i]
 	}
 	var docs []bson.D

@@ -182,6 +182,9 @@ func (e *engine) writeOut(r *request, o *outputStage, docs []bson.D) error {
 		if err != nil {
 			return fail(err)
 		}
+		if err := e.validate(r, tmp, nil, doc); err != nil {
+			return fail(err)
+		}
 		if err := e.insertDoc(tmp, doc, nil); err != nil {
 			return fail(err)
 		}
@@ -237,6 +240,9 @@ func (e *engine) writeMerge(r *request, o *outputStage, docs []bson.D, vars *mql
 			if err != nil {
 				return err
 			}
+			if err := e.validate(r, c, nil, doc); err != nil {
+				return err
+			}
 			if err := e.writeInsert(r, c, doc, nil); err != nil {
 				return err
 			}
@@ -244,6 +250,7 @@ func (e *engine) writeMerge(r *request, o *outputStage, docs []bson.D, vars *mql
 		}
 		ref := refs[0]
 		var u *mql.Update
+		var err error
 		uvars := vars
 		switch o.whenMatched {
 		case "keepExisting":
@@ -252,9 +259,9 @@ func (e *engine) writeMerge(r *request, o *outputStage, docs []bson.D, vars *mql
 			// The server inserts and reports the duplicate key.
 			return c.dupKeyError(c.indexes[0], bson.D{{Key: "_id", Value: d[0].Value}})
 		case "replace":
-			u, _ = mql.CompileUpdate(withoutID(d))
+			u, err = mql.CompileUpdate(withoutID(d))
 		case "merge":
-			u, _ = mql.CompileUpdate(bson.D{{Key: "$set", Value: withoutID(d)}})
+			u, err = mql.CompileUpdate(bson.D{{Key: "$set", Value: withoutID(d)}})
 		default:
 			u = o.pipeline
 			cp := *vars
@@ -280,8 +287,8 @@ func (e *engine) writeMerge(r *request, o *outputStage, docs []bson.D, vars *mql
 			cp.User = user
 			uvars = &cp
 		}
-		if u == nil {
-			return errorf(codeDollarPrefixedFieldName, "$merge cannot write a document with '$'-prefixed field names at the top level")
+		if err != nil {
+			return err
 		}
 		newDoc, desc, err := u.Apply(ref.doc, uvars, false)
 		if err != nil {
@@ -296,6 +303,9 @@ func (e *engine) writeMerge(r *request, o *outputStage, docs []bson.D, vars *mql
 		op := opUpdate
 		if u.Kind() == mql.UpdateReplacement || desc != nil && desc.Replacement {
 			op = opReplace
+		}
+		if err := e.validate(r, c, ref.doc, newDoc); err != nil {
+			return err
 		}
 		if err := e.writeUpdate(r, c, ref, newDoc, op, desc); err != nil {
 			return err

@@ -167,5 +167,8 @@ func (e *engine) bulkInsert(r *request, db, name string, v any) error {
 	if err != nil {
 		return err
 	}
+	if err := e.validate(r, c, nil, doc); err != nil {
+		return err
+	}
 	return e.writeInsert(r, c, doc, nil)
 }

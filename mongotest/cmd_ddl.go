@@ -34,6 +34,9 @@ func cmdCreate(e *engine, r *request) (bson.D, error) {
 	if err := refuseCollation(lookupD(opts, "collation"), "a collection or view default collation"); err != nil {
 		return nil, err
 	}
+	if _, err := parseValidation(opts); err != nil {
+		return nil, err
+	}
 	if existing := e.coll(db, name); existing != nil {
 		if mql.Equal(existing.options, opts) || (len(existing.options) == 0 && len(opts) == 0) {
 			return bson.D{}, nil
@@ -179,7 +182,14 @@ func cmdCollMod(e *engine, r *request) (bson.D, error) {
 				ix.spec = setField(ix.spec, "expireAfterSeconds", secs)
 				indexOpts = bson.D{{Key: "expireAfterSeconds_old", Value: old}, {Key: "expireAfterSeconds_new", Value: secs}}
 			}
-		case "validator", "validationLevel", "validationAction", "expireAfterSeconds", "timeseries", "viewOn", "pipeline", "cappedSize", "cappedMax":
+		case "validator", "validationLevel", "validationAction":
+			opts := setField(c.options, el.Key, el.Value)
+			val, err := parseValidation(opts)
+			if err != nil {
+				return nil, err
+			}
+			c.options, c.validation = opts, val
+		case "expireAfterSeconds", "timeseries", "viewOn", "pipeline", "cappedSize", "cappedMax":
 			c.options = setField(c.options, el.Key, el.Value)
 		default:
 			return nil, errorf(codeInvalidOptions, "unknown option to collMod: %s", el.Key)

@@ -140,7 +140,9 @@ func cmdInsert(e *engine, r *request) (bson.D, error) {
 			if in, ok := v.(bson.D); ok && raws != nil && sameDoc(in, doc) {
 				raw = raws[i]
 			}
-			err = e.writeInsert(r, c, doc, raw)
+			if err = e.validate(r, c, nil, doc); err == nil {
+				err = e.writeInsert(r, c, doc, raw)
+			}
 		}
 		if err != nil {
 			if txnFatal(r, err) {

@@ -274,3 +274,108 @@ func idFieldNames(v any) error {
 
 // codeDollarPrefixedFieldName is MongoDB's DollarPrefixedFieldName.
 const codeDollarPrefixedFieldName = 52
+
+// codeDocumentValidationFailure is MongoDB's DocumentValidationFailure.
+const codeDocumentValidationFailure = 121
+
+// validation is a collection's document validation: a query-operator
+// validator ($jsonSchema is refused with NotImplemented when the
+// collection is created or modified), validationLevel and
+// validationAction.
+type validation struct {
+	filter   *mql.Filter
+	spec     bson.D
+	moderate bool // validationLevel "moderate": existing invalid documents may stay invalid
+	off      bool // validationLevel "off"
+	warn     bool // validationAction "warn": accept, as the server does (it only logs)
+}
+
+// parseValidation reads the validation options of a create or collMod
+// (opts holds the collection's options after the change).
+func parseValidation(opts bson.D) (*validation, error) {
+	v, ok := lookupTop(opts, "validator")
+	if !ok {
+		return nil, nil
+	}
+	spec, ok := v.(bson.D)
+	if !ok {
+		return nil, errorf(codeTypeMismatch, "BSON field 'validator' is the wrong type '%s', expected type 'object'", typeName(v))
+	}
+	if len(spec) == 0 {
+		return nil, nil
+	}
+	if mqlContainsKey(spec, "$jsonSchema") {
+		return nil, errorf(codeNotImplemented, "$jsonSchema validators are not supported by mongotest (query-operator validators are)")
+	}
+	f, err := mql.CompileFilter(spec)
+	if err != nil {
+		return nil, err
+	}
+	val := &validation{filter: f, spec: spec}
+	switch lvl := lookupD(opts, "validationLevel"); lvl {
+	case nil, "strict":
+	case "moderate":
+		val.moderate = true
+	case "off":
+		val.off = true
+	default:
+		return nil, errorf(codeBadValue, "Enumeration value '%v' for field 'validationLevel' is not a valid value.", lvl)
+	}
+	switch act := lookupD(opts, "validationAction"); act {
+	case nil, "error", "errorAndLog":
+	case "warn":
+		val.warn = true
+	default:
+		return nil, errorf(codeBadValue, "Enumeration value '%v' for field 'validationAction' is not a valid value.", act)
+	}
+	return val, nil
+}
+
+func mqlContainsKey(v any, key string) bool {
+	switch x := v.(type) {
+	case bson.D:
+		for _, el := range x {
+			if el.Key == key || mqlContainsKey(el.Value, key) {
+				return true
+			}
+		}
+	case bson.A:
+		for _, y := range x {
+			if mqlContainsKey(y, key) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// validate checks a document about to be written to c (old is the
+// document it replaces, nil for an insert) against c's validator, unless
+// the command bypasses validation.
+func (e *engine) validate(r *request, c *collection, old, doc bson.D) error {
+	val := c.validation
+	if val == nil || val.off || val.warn || r != nil && boolArg(r, "bypassDocumentValidation", false) {
+		return nil
+	}
+	vars := e.vars()
+	if old != nil && val.moderate && !val.filter.Match(old, vars) {
+		return nil
+	}
+	ok, err := val.filter.MatchErr(doc, vars)
+	if err != nil {
+		return err
+	}
+	if ok {
+		return nil
+	}
+	id, _ := lookupTop(doc, "_id")
+	return &cmdError{Code: codeDocumentValidationFailure, Msg: "Document failed validation",
+		Extra: bson.D{{Key: "errInfo", Value: bson.D{
+			{Key: "failingDocumentId", Value: id},
+			{Key: "details", Value: bson.D{
+				{Key: "operatorName", Value: "$and"},
+				{Key: "specifiedAs", Value: val.spec},
+				{Key: "reason", Value: "the document does not match the validator (mongotest reports no per-clause details)"},
+			}},
+		}}}}
+}

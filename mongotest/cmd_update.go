@@ -197,6 +197,9 @@ func (e *engine) applyUpdate(r *request, db, name string, spec *updateSpec) (*up
 		if spec.u.Kind() == mql.UpdateReplacement || desc != nil && desc.Replacement {
 			op = opReplace
 		}
+		if err := e.validate(r, c, old, doc); err != nil {
+			return res, err
+		}
 		if err := e.writeUpdate(r, c, ref, doc, op, desc); err != nil {
 			return res, err
 		}
@@ -234,6 +237,9 @@ func (e *engine) applyUpdate(r *request, db, name string, spec *updateSpec) (*up
 		if c, err = e.ensureColl(db, name); err != nil {
 			return res, err
 		}
+	}
+	if err := e.validate(r, c, nil, doc); err != nil {
+		return res, err
 	}
 	if err := e.writeInsert(r, c, doc, nil); err != nil {
 		return res, err

@@ -236,3 +236,12 @@ func fixedCtx(name string, minArgs, maxArgs int, fn func(ctx *evalCtx, args []an
 		}, nil
 	})
 }
+
+// sortKey returns the collation key of s: two strings have equal keys
+// exactly when they compare equal under c.
+func (c *Collation) sortKey(s string) []byte {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var buf collate.Buffer
+	return append([]byte(nil), c.c.KeyFromString(&buf, s)...)
+}

@@ -85,7 +85,16 @@ func init() {
 	registerInternal("$setField", compileSetField("$setField", false))
 	registerInternal("$unsetField", compileSetField("$unsetField", true))
 
-	fixed("$rand", 0, 0, func([]any) (any, error) { return rand.Float64(), nil })
+	registerInternal("$rand", func(_ *compiler, _ string, arg any) (exprFn, error) {
+		// {$rand: {}} (the documented form) or {$rand: []}.
+		if d, ok := arg.(bson.D); ok && len(d) == 0 {
+			arg = bson.A{}
+		}
+		if a, ok := arg.(bson.A); !ok || len(a) != 0 {
+			return nil, errf(16020, "Expression $rand takes exactly 0 arguments.")
+		}
+		return func(*evalCtx) (any, error) { return rand.Float64(), nil }, nil
+	})
 	fixed("$binarySize", 1, 1, func(a []any) (any, error) {
 		switch x := a[0].(type) {
 		case nil, missingT:

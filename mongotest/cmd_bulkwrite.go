@@ -16,9 +16,9 @@ import (
 // (failCommand's writeConcernError) is added to the reply as for any write
 // command.
 //
-// Inside a transaction the first failed operation fails the whole command
-// (and so aborts the transaction), as a write error does for the other
-// write commands here.
+// Inside a transaction the first failed operation is reported in the
+// cursor and aborts the transaction, as a write error does for the other
+// write commands (a write conflict fails the whole command).
 func cmdBulkWrite(e *engine, r *request) (bson.D, error) {
 	if n, ok := asInt64(r.cmd[0].Value); !ok || n != 1 {
 		return nil, errorf(codeFailedToParse, "BSON field 'bulkWrite.bulkWrite' must be 1")
@@ -115,7 +115,7 @@ func cmdBulkWrite(e *engine, r *request) (bson.D, error) {
 			return nil, errorf(codeFailedToParse, "Unrecognized bulkWrite operation '%s' in ops entry %d", kind, i)
 		}
 		if opErr != nil {
-			if r.txn != nil {
+			if txnFatal(r, opErr) {
 				return nil, opErr
 			}
 			nErrors++
@@ -127,6 +127,12 @@ func cmdBulkWrite(e *engine, r *request) (bson.D, error) {
 				res = append(res, bson.E{Key: "n", Value: int32(0)}, bson.E{Key: "nModified", Value: int32(0)})
 			}
 			results = append(results, res)
+			if r.txn != nil {
+				// A failed write aborts the transaction, as for the
+				// other write commands.
+				e.abortTxn(r.txn)
+				break
+			}
 			if ordered {
 				break
 			}

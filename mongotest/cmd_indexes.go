@@ -173,6 +173,10 @@ func parseIndexSpec(spec bson.D) (*index, error) {
 			return nil, errorf(codeInvalidIndexSpecification, "The field '%s' is not valid for an index specification. Specification: %v", el.Key, spec)
 		}
 	}
+	if _, partial := lookupTop(out, "partialFilterExpression"); partial && ix.unique {
+		// Uniqueness would have to skip the documents outside the filter.
+		return nil, errorf(codeNotImplemented, "unique indexes with a partialFilterExpression are not supported by mongotest")
+	}
 	ix.spec = out
 	return ix, nil
 }

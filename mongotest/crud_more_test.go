@@ -371,3 +371,48 @@ func TestValidatorHintsViewsAndIDs(t *testing.T) {
 		t.Fatalf("top-level $ and dotted names are storable since 5.0: %v", err)
 	}
 }
+
+func TestClientBulkWriteInTransaction(t *testing.T) {
+	client, db, _ := connect(t)
+	c := db.Collection("c")
+	insertDocs(t, c, bson.D{{Key: "_id", Value: 1}})
+	sess, err := client.StartSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.EndSession(ctx(t))
+	ins := func(id int) mongo.ClientBulkWrite {
+		return mongo.ClientBulkWrite{Database: db.Name(), Collection: "c", Model: mongo.NewClientInsertOneModel().SetDocument(bson.D{{Key: "_id", Value: id}})}
+	}
+	sctx := mongo.NewSessionContext(ctx(t), sess)
+	if err := sess.StartTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.BulkWrite(sctx, []mongo.ClientBulkWrite{ins(2), ins(3)}); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := c.CountDocuments(ctx(t), bson.D{}); n != 1 {
+		t.Fatalf("uncommitted writes visible: %d documents", n)
+	}
+	if err := sess.CommitTransaction(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := c.CountDocuments(ctx(t), bson.D{}); n != 3 {
+		t.Fatalf("after commit: %d documents, want 3", n)
+	}
+	// A failed operation aborts the transaction: nothing of it commits.
+	if err := sess.StartTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	_, err = client.BulkWrite(sctx, []mongo.ClientBulkWrite{ins(4), ins(1)})
+	var cbe mongo.ClientBulkWriteException
+	if !errors.As(err, &cbe) || cbe.WriteErrors[1].Code != 11000 {
+		t.Fatalf("duplicate in a transaction: %v", err)
+	}
+	if err := sess.CommitTransaction(ctx(t)); !serverCode(err, 251) {
+		t.Fatalf("commit after a failed write: %v, want NoSuchTransaction (251)", err)
+	}
+	if n, _ := c.CountDocuments(ctx(t), bson.D{}); n != 3 {
+		t.Fatalf("an aborted transaction left writes: %d documents", n)
+	}
+}

@@ -36,13 +36,46 @@ func cmdAggregate(e *engine, r *request) (bson.D, error) {
 			return nil, errorf(codeLocation40602, "$changeStream is only valid as the first stage in a pipeline")
 		}
 	}
+	vars, err := e.cmdVars(r)
+	if err != nil {
+		return nil, err
+	}
+	if vars, err = withCollation(vars, lookupD(r.cmd, "collation")); err != nil {
+		return nil, err
+	}
+	// A final $out or $merge writes the results instead of returning them.
+	var out *outputStage
+	for i, st := range pipeline {
+		sd, _ := st.(bson.D)
+		if len(sd) == 0 || sd[0].Key != "$out" && sd[0].Key != "$merge" {
+			continue
+		}
+		if i != len(pipeline)-1 {
+			return nil, errorf(40601, "%s can only be the final stage in the pipeline", sd[0].Key)
+		}
+		if out, err = parseOutputStage(r.db, sd[0].Key, sd[0].Value); err != nil {
+			return nil, err
+		}
+		if rc, ok := lookupD(r.cmd, "readConcern").(bson.D); ok && lookupD(rc, "level") == "linearizable" {
+			return nil, errorf(codeInvalidOptions, "{aggregate: ...} cannot run with readConcern level 'linearizable' while the pipeline has a %s stage", sd[0].Key)
+		}
+		pipeline = pipeline[:i]
+	}
 	var docs []bson.D
 	var ns string
 	switch target := r.cmd[0].Value.(type) {
 	case string:
 		ns = r.db + "." + target
+		c := e.coll(r.db, target)
+		if err := checkHint(c, lookupD(r.cmd, "hint")); err != nil {
+			return nil, err
+		}
 		all, _ := mql.CompileFilter(bson.D{})
-		for _, ref := range e.read(r, e.coll(r.db, target), all, nil, e.vars(), 0) {
+		refs, err := e.scanDocs(r, c, all, nil, vars, 0)
+		if err != nil {
+			return nil, err
+		}
+		for _, ref := range refs {
 			docs = append(docs, ref.doc)
 		}
 	default:
@@ -50,24 +83,31 @@ func cmdAggregate(e *engine, r *request) (bson.D, error) {
 			return nil, errorf(codeFailedToParse, "Invalid aggregate namespace")
 		}
 		ns = r.db + ".$cmd.aggregate"
-		// Collection-less aggregates start from $documents.
+		// Collection-less aggregates start from $documents or
+		// $listLocalSessions.
 		if len(pipeline) == 0 {
 			break
 		}
 		first, _ := pipeline[0].(bson.D)
-		if len(first) == 0 || first[0].Key != "$documents" {
-			return nil, errorf(codeInvalidNamespace, "{aggregate: 1} is not valid for '%s'; a collection is required.", first)
-		}
-		arr, ok := first[0].Value.(bson.A)
-		if !ok {
-			return nil, errorf(codeTypeMismatch, "$documents must be an array of objects")
-		}
-		for _, v := range arr {
-			d, ok := v.(bson.D)
+		switch {
+		case len(first) > 0 && first[0].Key == "$documents":
+			arr, ok := first[0].Value.(bson.A)
 			if !ok {
 				return nil, errorf(codeTypeMismatch, "$documents must be an array of objects")
 			}
-			docs = append(docs, d)
+			for _, v := range arr {
+				d, ok := v.(bson.D)
+				if !ok {
+					return nil, errorf(codeTypeMismatch, "$documents must be an array of objects")
+				}
+				docs = append(docs, d)
+			}
+		case len(first) > 0 && first[0].Key == "$listLocalSessions":
+			if docs, err = e.listLocalSessions(r, first[0].Value); err != nil {
+				return nil, err
+			}
+		default:
+			return nil, errorf(codeInvalidNamespace, "{aggregate: 1} is not valid for '%s'; a collection is required.", first)
 		}
 		pipeline = pipeline[1:]
 	}
@@ -75,13 +115,22 @@ func cmdAggregate(e *engine, r *request) (bson.D, error) {
 	if err != nil {
 		return nil, err
 	}
-	out, err := p.Run(docs, e.vars())
+	res, err := p.Run(docs, vars)
 	if err != nil {
 		return nil, err
+	}
+	if out != nil {
+		if r.txn != nil {
+			return nil, errorf(codeOperationNotSupportedInTxn, "Operation not permitted in transaction :: caused by :: %s cannot be used in a transaction", out.stage)
+		}
+		if err := e.writeOutput(r, out, res, vars); err != nil {
+			return nil, err
+		}
+		return cursorReply(true, 0, ns, bson.A{}), nil
 	}
 	bs, err := batchSizeArg(cursorOpts(r), 101)
 	if err != nil {
 		return nil, err
 	}
-	return e.firstBatchReply(ns, r.db, out, bs, false), nil
+	return e.firstBatchReply(ns, r.db, res, bs, false), nil
 }

@@ -17,7 +17,19 @@ func cmdCount(e *engine, r *request) (bson.D, error) {
 		return nil, err
 	}
 	qd, _ := q.(bson.D)
-	n := len(e.read(r, e.coll(db, name), f, qd, e.vars(), 0))
+	vars, err := withCollation(e.vars(), lookupD(r.cmd, "collation"))
+	if err != nil {
+		return nil, err
+	}
+	c := e.coll(db, name)
+	if err := checkHint(c, lookupD(r.cmd, "hint")); err != nil {
+		return nil, err
+	}
+	refs, err := e.scanDocs(r, c, f, qd, vars, 0)
+	if err != nil {
+		return nil, err
+	}
+	n := len(refs)
 	skip, _ := asInt64(lookupD(r.cmd, "skip"))
 	limit, _ := asInt64(lookupD(r.cmd, "limit"))
 	n = max(n-int(skip), 0)
@@ -45,16 +57,39 @@ func cmdDistinct(e *engine, r *request) (bson.D, error) {
 		return nil, err
 	}
 	qd, _ := q.(bson.D)
+	vars, err := withCollation(e.vars(), lookupD(r.cmd, "collation"))
+	if err != nil {
+		return nil, err
+	}
+	c := e.coll(db, name)
+	if err := checkHint(c, lookupD(r.cmd, "hint")); err != nil {
+		return nil, err
+	}
+	refs, err := e.scanDocs(r, c, f, qd, vars, 0)
+	if err != nil {
+		return nil, err
+	}
 	values := bson.A{}
 	seen := map[string]bool{}
 	add := func(v any) {
+		if vars.Collation != nil {
+			// Values equal under the collation are one value; the
+			// first one met is returned.
+			for _, x := range values {
+				if mql.CompareCollated(x, v, vars.Collation) == 0 {
+					return
+				}
+			}
+			values = append(values, v)
+			return
+		}
 		k := keyOf(v)
 		if !seen[k] {
 			seen[k] = true
 			values = append(values, v)
 		}
 	}
-	for _, rec := range e.read(r, e.coll(db, name), f, qd, e.vars(), 0) {
+	for _, rec := range refs {
 		v, ok := mql.Lookup(rec.doc, key)
 		if !ok {
 			continue

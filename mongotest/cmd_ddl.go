@@ -31,6 +31,12 @@ func cmdCreate(e *engine, r *request) (bson.D, error) {
 			return nil, errorf(codeIDLUnknownField, "BSON field 'create.%s' is an unknown field.", el.Key)
 		}
 	}
+	if err := refuseCollation(lookupD(opts, "collation"), "a collection or view default collation"); err != nil {
+		return nil, err
+	}
+	if _, err := parseValidation(opts); err != nil {
+		return nil, err
+	}
 	if existing := e.coll(db, name); existing != nil {
 		if mql.Equal(existing.options, opts) || (len(existing.options) == 0 && len(opts) == 0) {
 			return bson.D{}, nil
@@ -123,24 +129,10 @@ func cmdRenameCollection(e *engine, r *request) (bson.D, error) {
 		return nil, errorf(codeIllegalOperation, "Can't rename a collection to itself")
 	}
 	dropTarget := boolArg(r, "dropTarget", false)
-	var dropped *[16]byte
-	if tgt := e.coll(tdb, tcoll); tgt != nil {
-		if !dropTarget {
-			return nil, errorf(codeNamespaceExists, "target namespace exists")
-		}
-		u := tgt.uuid
-		dropped = &u
-		delete(e.dbs[tdb].colls, tcoll)
+	if e.coll(tdb, tcoll) != nil && !dropTarget {
+		return nil, errorf(codeNamespaceExists, "target namespace exists")
 	}
-	delete(e.dbs[fdb].colls, fcoll)
-	src.db, src.name = tdb, tcoll
-	e.db(tdb, true).colls[tcoll] = src
-	u := src.uuid
-	desc := bson.D{{Key: "to", Value: bson.D{{Key: "db", Value: tdb}, {Key: "coll", Value: tcoll}}}}
-	if dropped != nil {
-		desc = append(desc, bson.E{Key: "dropTarget", Value: bson.Binary{Subtype: 4, Data: dropped[:]}})
-	}
-	e.appendOplog(&oplogEntry{op: opRename, db: fdb, coll: fcoll, uuid: &u, toDB: tdb, toColl: tcoll, dropTarget: dropped, opDesc: desc})
+	e.renameColl(src, tdb, tcoll, dropTarget)
 	return bson.D{}, nil
 }
 
@@ -190,7 +182,14 @@ func cmdCollMod(e *engine, r *request) (bson.D, error) {
 				ix.spec = setField(ix.spec, "expireAfterSeconds", secs)
 				indexOpts = bson.D{{Key: "expireAfterSeconds_old", Value: old}, {Key: "expireAfterSeconds_new", Value: secs}}
 			}
-		case "validator", "validationLevel", "validationAction", "expireAfterSeconds", "timeseries", "viewOn", "pipeline", "cappedSize", "cappedMax":
+		case "validator", "validationLevel", "validationAction":
+			opts := setField(c.options, el.Key, el.Value)
+			val, err := parseValidation(opts)
+			if err != nil {
+				return nil, err
+			}
+			c.options, c.validation = opts, val
+		case "expireAfterSeconds", "timeseries", "viewOn", "pipeline", "cappedSize", "cappedMax":
 			c.options = setField(c.options, el.Key, el.Value)
 		default:
 			return nil, errorf(codeInvalidOptions, "unknown option to collMod: %s", el.Key)

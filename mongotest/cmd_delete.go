@@ -2,6 +2,8 @@ package mongotest
 
 import (
 	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/ferry-io/ferry/internal/mql"
 )
 
 // deleteRecord removes a record and logs the delete.
@@ -18,6 +20,66 @@ func (e *engine) deleteRecord(c *collection, rec *record) {
 	e.appendOplog(ent)
 }
 
+// deleteStmt is one delete statement: the delete command's {q, limit,
+// collation, hint} or a bulkWrite delete operation's.
+type deleteStmt struct {
+	q, collation, hint any
+	limit              int64
+}
+
+// applyDelete runs one delete statement and returns how many documents it
+// deleted; a failure may come after some deletions (multi).
+func (e *engine) applyDelete(r *request, db, name string, vars *mql.Vars, st deleteStmt) (int, error) {
+	if st.limit != 0 && st.limit != 1 {
+		return 0, errorf(codeFailedToParse, "The limit field in delete objects must be 0 or 1. Got %d", st.limit)
+	}
+	f, err := compileFilter(st.q)
+	if err != nil {
+		return 0, err
+	}
+	if vars, err = withCollation(vars, st.collation); err != nil {
+		return 0, err
+	}
+	c := e.coll(db, name)
+	if c == nil {
+		return 0, nil
+	}
+	if c.isView {
+		return 0, viewWriteError(c)
+	}
+	if err := checkHint(c, st.hint); err != nil {
+		return 0, err
+	}
+	qd, _ := st.q.(bson.D)
+	refs, err := e.scanDocs(r, c, f, qd, vars, int(st.limit))
+	if err != nil {
+		return 0, err
+	}
+	for r.txn == nil {
+		t := blockingTxn(refs)
+		if t == nil {
+			break
+		}
+		if err := e.waitTxn(r, t); err != nil {
+			return 0, err
+		}
+		if c = e.coll(db, name); c == nil {
+			return 0, nil
+		}
+		if refs, err = e.scanDocs(r, c, f, qd, vars, int(st.limit)); err != nil {
+			return 0, err
+		}
+	}
+	n := 0
+	for _, ref := range refs {
+		if err := e.writeDelete(r, c, ref); err != nil {
+			return n, err
+		}
+		n++
+	}
+	return n, nil
+}
+
 func cmdDelete(e *engine, r *request) (bson.D, error) {
 	db, name, err := nsArg(r)
 	if err != nil {
@@ -28,7 +90,10 @@ func cmdDelete(e *engine, r *request) (bson.D, error) {
 		return nil, err
 	}
 	ordered := boolArg(r, "ordered", true)
-	c := e.coll(db, name)
+	vars, err := e.cmdVars(r)
+	if err != nil {
+		return nil, err
+	}
 	n := 0
 	var writeErrors bson.A
 	for i, v := range stmts {
@@ -37,50 +102,17 @@ func cmdDelete(e *engine, r *request) (bson.D, error) {
 			return nil, errorf(codeTypeMismatch, "delete statement must be an object")
 		}
 		limit, _ := asInt64(lookupD(st, "limit"))
-		if limit != 0 && limit != 1 {
-			writeErrors = append(writeErrors, writeError(i, errorf(codeFailedToParse, "The limit field in delete objects must be 0 or 1. Got %d", limit)))
-			if ordered {
-				break
-			}
-			continue
-		}
-		q := lookupD(st, "q")
-		f, err := compileFilter(q)
+		k, err := e.applyDelete(r, db, name, vars, deleteStmt{q: lookupD(st, "q"), collation: lookupD(st, "collation"),
+			hint: lookupD(st, "hint"), limit: limit})
+		n += k
 		if err != nil {
+			if txnFatal(r, err) {
+				return nil, err
+			}
 			writeErrors = append(writeErrors, writeError(i, err))
 			if ordered {
 				break
 			}
-			continue
-		}
-		if c == nil || c.isView {
-			continue
-		}
-		qd, _ := q.(bson.D)
-		refs := e.read(r, c, f, qd, e.vars(), int(limit))
-		for r.txn == nil {
-			t := blockingTxn(refs)
-			if t == nil {
-				break
-			}
-			if err := e.waitTxn(r, t); err != nil {
-				return nil, err
-			}
-			if c = e.coll(db, name); c == nil {
-				refs = nil
-				break
-			}
-			refs = e.read(r, c, f, qd, e.vars(), int(limit))
-		}
-		for _, ref := range refs {
-			if err := e.writeDelete(r, c, ref); err != nil {
-				if txnFatal(r, err) {
-					return nil, err
-				}
-				writeErrors = append(writeErrors, writeError(i, err))
-				break
-			}
-			n++
 		}
 	}
 	reply := bson.D{{Key: "n", Value: int32(n)}}

@@ -17,11 +17,19 @@ func cmdFind(e *engine, r *request) (bson.D, error) {
 		return nil, err
 	}
 	fd, _ := filter.(bson.D)
+	vars, err := e.cmdVars(r)
+	if err != nil {
+		return nil, err
+	}
+	if vars, err = withCollation(vars, lookupD(r.cmd, "collation")); err != nil {
+		return nil, err
+	}
 	var sortSpec *mql.Sort
 	if sd, ok := lookupD(r.cmd, "sort").(bson.D); ok && len(sd) > 0 {
 		if sortSpec, err = mql.CompileSort(sd); err != nil {
 			return nil, err
 		}
+		sortSpec = sortSpec.WithCollation(vars.Collation)
 	}
 	var proj *mql.Projection
 	if pd, ok := lookupD(r.cmd, "projection").(bson.D); ok && len(pd) > 0 {
@@ -43,12 +51,17 @@ func cmdFind(e *engine, r *request) (bson.D, error) {
 		return nil, err
 	}
 	c := e.coll(db, name)
-	vars := e.vars()
+	if err := checkHint(c, lookupD(r.cmd, "hint")); err != nil {
+		return nil, err
+	}
 	scanLimit := 0
 	if sortSpec == nil && limit > 0 {
 		scanLimit = int(skip + limit)
 	}
-	recs := e.read(r, c, f, fd, vars, scanLimit)
+	recs, err := e.scanDocs(r, c, f, fd, vars, scanLimit)
+	if err != nil {
+		return nil, err
+	}
 	if sortSpec != nil {
 		sortRefs(recs, sortSpec)
 	}

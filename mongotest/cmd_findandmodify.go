@@ -25,6 +25,10 @@ func cmdFindAndModify(e *engine, r *request) (bson.D, error) {
 	if remove && (upsert || returnNew) {
 		return nil, errorf(codeFailedToParse, "Cannot specify both upsert=true and remove=true ")
 	}
+	vars, err := e.cmdVars(r)
+	if err != nil {
+		return nil, err
+	}
 	var proj *mql.Projection
 	if pd, ok := lookupD(r.cmd, "fields").(bson.D); ok && len(pd) > 0 {
 		if proj, err = mql.CompileProjection(pd); err != nil {
@@ -38,7 +42,7 @@ func cmdFindAndModify(e *engine, r *request) (bson.D, error) {
 		if proj == nil {
 			return d, nil
 		}
-		return proj.Apply(d, e.vars())
+		return proj.Apply(d, vars)
 	}
 	if remove {
 		f, err := compileFilter(query)
@@ -46,6 +50,15 @@ func cmdFindAndModify(e *engine, r *request) (bson.D, error) {
 			return nil, err
 		}
 		c := e.coll(db, name)
+		if c != nil && c.isView {
+			return nil, viewWriteError(c)
+		}
+		if err := checkHint(c, lookupD(r.cmd, "hint")); err != nil {
+			return nil, err
+		}
+		if vars, err = withCollation(vars, lookupD(r.cmd, "collation")); err != nil {
+			return nil, err
+		}
 		qd, _ := query.(bson.D)
 		var refs []docRef
 		if sd, ok := lookupD(r.cmd, "sort").(bson.D); ok && len(sd) > 0 {
@@ -53,10 +66,12 @@ func cmdFindAndModify(e *engine, r *request) (bson.D, error) {
 			if err != nil {
 				return nil, err
 			}
-			refs = e.read(r, c, f, qd, e.vars(), 0)
-			sortRefs(refs, s)
-		} else {
-			refs = e.read(r, c, f, qd, e.vars(), 1)
+			if refs, err = e.scanDocs(r, c, f, qd, vars, 0); err != nil {
+				return nil, err
+			}
+			sortRefs(refs, s.WithCollation(vars.Collation))
+		} else if refs, err = e.scanDocs(r, c, f, qd, vars, 1); err != nil {
+			return nil, err
 		}
 		if t := blockingTxn(refs); t != nil && r.txn == nil {
 			if err := e.waitTxn(r, t); err != nil {
@@ -77,7 +92,8 @@ func cmdFindAndModify(e *engine, r *request) (bson.D, error) {
 		}
 		return bson.D{{Key: "lastErrorObject", Value: bson.D{{Key: "n", Value: int32(1)}}}, {Key: "value", Value: v}}, nil
 	}
-	spec, err := parseUpdateSpec(query, update, upsert, false, lookupD(r.cmd, "sort"))
+	spec, err := parseUpdateSpec(vars, updateStmt{q: query, u: update, upsert: upsert, sort: lookupD(r.cmd, "sort"),
+		arrayFilters: lookupD(r.cmd, "arrayFilters"), collation: lookupD(r.cmd, "collation"), hint: lookupD(r.cmd, "hint")})
 	if err != nil {
 		return nil, err
 	}

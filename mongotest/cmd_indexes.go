@@ -160,13 +160,22 @@ func parseIndexSpec(spec bson.D) (*index, error) {
 			}
 			ix.expireAfterSeconds = &secs
 			out = append(out, bson.E{Key: "expireAfterSeconds", Value: int32(secs)})
-		case "partialFilterExpression", "collation", "hidden", "background", "weights", "default_language",
+		case "collation":
+			if err := refuseCollation(el.Value, "an index collation"); err != nil {
+				return nil, err
+			}
+			out = append(out, el)
+		case "partialFilterExpression", "hidden", "background", "weights", "default_language",
 			"language_override", "textIndexVersion", "2dsphereIndexVersion", "bits", "min", "max",
 			"wildcardProjection", "storageEngine":
 			out = append(out, el)
 		default:
 			return nil, errorf(codeInvalidIndexSpecification, "The field '%s' is not valid for an index specification. Specification: %v", el.Key, spec)
 		}
+	}
+	if _, partial := lookupTop(out, "partialFilterExpression"); partial && ix.unique {
+		// Uniqueness would have to skip the documents outside the filter.
+		return nil, errorf(codeNotImplemented, "unique indexes with a partialFilterExpression are not supported by mongotest")
 	}
 	ix.spec = out
 	return ix, nil

@@ -73,6 +73,9 @@ func prepareInsert(v any) (bson.D, error) {
 	}
 	id, has := lookupTop(d, "_id")
 	if has {
+		if err := idFieldNames(id); err != nil {
+			return nil, err
+		}
 		switch id.(type) {
 		case bson.A:
 			return nil, errorf(codeBadValue, "The '_id' value cannot be of type array")
@@ -137,7 +140,9 @@ func cmdInsert(e *engine, r *request) (bson.D, error) {
 			if in, ok := v.(bson.D); ok && raws != nil && sameDoc(in, doc) {
 				raw = raws[i]
 			}
-			err = e.writeInsert(r, c, doc, raw)
+			if err = e.validate(r, c, nil, doc); err == nil {
+				err = e.writeInsert(r, c, doc, raw)
+			}
 		}
 		if err != nil {
 			if txnFatal(r, err) {

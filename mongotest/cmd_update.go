@@ -68,29 +68,70 @@ type updateSpec struct {
 	upsert bool
 	multi  bool
 	sort   *mql.Sort
+	// vars are the command's variables (let), the statement's constants
+	// and its collation.
+	vars *mql.Vars
+	hint any
 }
 
-func parseUpdateSpec(filter, u any, upsert, multi bool, sort any) (*updateSpec, error) {
-	f, err := compileFilter(filter)
+// updateStmt is one update statement as the update command (q, u, c, ...)
+// or a bulkWrite operation (filter, updateMods, constants, ...) gives it.
+type updateStmt struct {
+	q, u                                        any
+	upsert, multi                               bool
+	sort, arrayFilters, collation, hint, consts any
+}
+
+// updateStmtOf reads an update command statement.
+func updateStmtOf(st bson.D) updateStmt {
+	return updateStmt{q: lookupD(st, "q"), u: lookupD(st, "u"), upsert: truthy(lookupD(st, "upsert")),
+		multi: truthy(lookupD(st, "multi")), sort: lookupD(st, "sort"), arrayFilters: lookupD(st, "arrayFilters"),
+		collation: lookupD(st, "collation"), hint: lookupD(st, "hint"), consts: lookupD(st, "c")}
+}
+
+func parseUpdateSpec(vars *mql.Vars, st updateStmt) (*updateSpec, error) {
+	f, err := compileFilter(st.q)
 	if err != nil {
 		return nil, err
 	}
-	fd, _ := filter.(bson.D)
-	if u == nil {
+	fd, _ := st.q.(bson.D)
+	if st.u == nil {
 		return nil, errorf(codeFailedToParse, "BSON field 'update.updates.u' is missing but a required field")
 	}
-	cu, err := mql.CompileUpdate(u)
+	var opts mql.UpdateOptions
+	if st.arrayFilters != nil {
+		af, ok := st.arrayFilters.(bson.A)
+		if !ok {
+			return nil, errorf(codeTypeMismatch, "BSON field 'arrayFilters' is the wrong type '%s', expected type 'array'", typeName(st.arrayFilters))
+		}
+		opts.ArrayFilters = af
+	}
+	cu, err := mql.CompileUpdateWithOptions(st.u, opts)
 	if err != nil {
 		return nil, err
 	}
-	if multi && cu.Kind() == mql.UpdateReplacement {
+	if st.multi && cu.Kind() == mql.UpdateReplacement {
 		return nil, errorf(codeFailedToParse, "multi update is not supported for replacement-style update")
 	}
-	spec := &updateSpec{filter: fd, f: f, u: cu, upsert: upsert, multi: multi}
-	if sd, ok := sort.(bson.D); ok && len(sd) > 0 {
+	if st.consts != nil {
+		if cu.Kind() != mql.UpdatePipeline {
+			return nil, errorf(codeFailedToParse, "Constants can only be specified with pipeline updates")
+		}
+		cp := *vars
+		if err := addLet(&cp, st.consts, "c"); err != nil {
+			return nil, err
+		}
+		vars = &cp
+	}
+	if vars, err = withCollation(vars, st.collation); err != nil {
+		return nil, err
+	}
+	spec := &updateSpec{filter: fd, f: f, u: cu, upsert: st.upsert, multi: st.multi, vars: vars, hint: st.hint}
+	if sd, ok := st.sort.(bson.D); ok && len(sd) > 0 {
 		if spec.sort, err = mql.CompileSort(sd); err != nil {
 			return nil, err
 		}
+		spec.sort = spec.sort.WithCollation(vars.Collation)
 	}
 	return spec, nil
 }
@@ -100,14 +141,20 @@ func parseUpdateSpec(filter, u any, upsert, multi bool, sort any) (*updateSpec, 
 func (e *engine) applyUpdate(r *request, db, name string, spec *updateSpec) (*updateResult, error) {
 	c := e.coll(db, name)
 	if c != nil && c.isView {
-		return nil, errorf(166, "Namespace %s.%s is a view, not a collection", db, name)
+		return nil, viewWriteError(c)
 	}
-	vars := e.vars()
+	if err := checkHint(c, spec.hint); err != nil {
+		return nil, err
+	}
+	vars := spec.vars
 	limit := 1
 	if spec.multi || spec.sort != nil {
 		limit = 0
 	}
-	refs := e.read(r, c, spec.f, spec.filter, vars, limit)
+	refs, err := e.scanDocs(r, c, spec.f, spec.filter, vars, limit)
+	if err != nil {
+		return nil, err
+	}
 	for r.txn == nil {
 		t := blockingTxn(refs)
 		if t == nil {
@@ -117,7 +164,9 @@ func (e *engine) applyUpdate(r *request, db, name string, spec *updateSpec) (*up
 			return nil, err
 		}
 		c = e.coll(db, name)
-		refs = e.read(r, c, spec.f, spec.filter, vars, limit)
+		if refs, err = e.scanDocs(r, c, spec.f, spec.filter, vars, limit); err != nil {
+			return nil, err
+		}
 	}
 	if spec.sort != nil && len(refs) > 1 {
 		sortRefs(refs, spec.sort)
@@ -147,6 +196,9 @@ func (e *engine) applyUpdate(r *request, db, name string, spec *updateSpec) (*up
 		op := opUpdate
 		if spec.u.Kind() == mql.UpdateReplacement || desc != nil && desc.Replacement {
 			op = opReplace
+		}
+		if err := e.validate(r, c, old, doc); err != nil {
+			return res, err
 		}
 		if err := e.writeUpdate(r, c, ref, doc, op, desc); err != nil {
 			return res, err
@@ -186,6 +238,9 @@ func (e *engine) applyUpdate(r *request, db, name string, spec *updateSpec) (*up
 			return res, err
 		}
 	}
+	if err := e.validate(r, c, nil, doc); err != nil {
+		return res, err
+	}
 	if err := e.writeInsert(r, c, doc, nil); err != nil {
 		return res, err
 	}
@@ -214,6 +269,10 @@ func cmdUpdate(e *engine, r *request) (bson.D, error) {
 		return nil, err
 	}
 	ordered := boolArg(r, "ordered", true)
+	vars, err := e.cmdVars(r)
+	if err != nil {
+		return nil, err
+	}
 	n, nModified := 0, 0
 	var upserted, writeErrors bson.A
 	for i, v := range stmts {
@@ -221,7 +280,7 @@ func cmdUpdate(e *engine, r *request) (bson.D, error) {
 		if !ok {
 			return nil, errorf(codeTypeMismatch, "update statement must be an object")
 		}
-		spec, err := parseUpdateSpec(lookupD(st, "q"), lookupD(st, "u"), truthy(lookupD(st, "upsert")), truthy(lookupD(st, "multi")), lookupD(st, "sort"))
+		spec, err := parseUpdateSpec(vars, updateStmtOf(st))
 		var res *updateResult
 		if err == nil {
 			res, err = e.applyUpdate(r, db, name, spec)

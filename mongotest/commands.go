@@ -103,6 +103,7 @@ func init() {
 		"configureFailPoint": {run: cmdConfigureFailPoint, adminOnly: true},
 		"commitTransaction":  {run: cmdCommitTransaction, adminOnly: true},
 		"abortTransaction":   {run: cmdAbortTransaction, adminOnly: true},
+		"bulkWrite":          {run: cmdBulkWrite, adminOnly: true},
 	}
 }
 
@@ -273,7 +274,7 @@ func (e *engine) labelsFor(code int32, r *request) []string {
 
 func isWriteCommand(name string) bool {
 	switch name {
-	case "insert", "update", "delete", "findAndModify", "findandmodify":
+	case "insert", "update", "delete", "findAndModify", "findandmodify", "bulkWrite":
 		return true
 	}
 	return false

@@ -36,22 +36,50 @@
 //	topology             one writable primary of a replica set (8.0,      sharding, secondaries, awaitable hello; auth:
 //	                     wire version 25); sessions (lsid accepted)       a client with credentials fails its handshake
 //	                                                                      (saslStart: 59 CommandNotFound)
-//	CRUD                 insert, update (operators incl. positional and   bulkWrite (59 CommandNotFound), collation
-//	                     arrayFilters, replacement, pipeline, upsert,     (ignored), hint (ignored), $where/$text/geo,
-//	                     multi), delete, find, getMore, killCursors,      $lookup/$facet/$out/$merge (2 BadValue)
-//	                     findAndModify, count, distinct, aggregate
-//	                     ($match $project $group $sort $unwind ... and
-//	                     ~120 expression operators incl. $$NOW and
-//	                     $toHashedIndexKey with MongoDB's hash)
+//	CRUD                 insert, update (operators incl. positional "$",  $where/$text/geo, $lookup/$facet and other
+//	                     "$[]" and "$[<id>]" with arrayFilters,           unlisted stages (2 BadValue); writes to
+//	                     replacement, pipeline with constants, upsert,    views (166); $out to time-series (238);
+//	                     multi, sort), delete, find, getMore,
+//	                     killCursors, findAndModify, count, distinct,
+//	                     aggregate ($match $project $group $sort
+//	                     $unwind ... ~120 expression operators incl.
+//	                     $$NOW and $toHashedIndexKey with MongoDB's
+//	                     hash; $out via a temporary collection renamed
+//	                     over the target; $merge with on, whenMatched
+//	                     (replace/keepExisting/merge/fail/pipeline with
+//	                     $$new), whenNotMatched, let; $documents and
+//	                     $listLocalSessions sources); the 8.0 bulkWrite
+//	                     command (admin: nsInfo/ops, ordered, errorsOnly,
+//	                     let, per-op errors, summary counts, results
+//	                     cursor, writeConcernError via failCommand); let
+//	                     variables on find/aggregate/update/delete/
+//	                     findAndModify/bulkWrite; $expr errors fail the
+//	                     command; reads through views; names with dots
+//	                     and "$" stored as 5.0+ does ("$" refused inside
+//	                     _id, 52); hints must name an index (2 BadValue)
+//	                     and otherwise only choose a plan; rawData
+//	                     accepted (no time-series buckets to expose)
+//	collation            per operation: locale (CLDR tables of            strength 4 and 5, caseLevel, caseFirst
+//	(approximated)       golang.org/x/text, the same algorithm as ICU;    upper/lower, alternate shifted, backwards
+//	                     table versions may differ in rare characters),   (238 NotImplemented); collection, view and
+//	                     strength 1-3, numericOrdering; applied to        index default collations (238); under a
+//	                     filters, sorts, distinct, update operators,      collation: $setUnion and the other set
+//	                     $group keys and comparison expressions; "simple" operators, $indexOfArray, $min/$max/
+//	                     is binary                                        $sortArray/$topN..., $group accumulators
+//	                                                                      $min/$max/$addToSet (238)
 //	transactions         startTransaction/commit/abort, snapshot reads,   prepared transactions, read/write concern
 //	                     WriteConflict (112) + TransientTransactionError, options (accepted, single node)
 //	                     NoSuchTransaction (251), lifetime limit (60s);
 //	                     one clusterTime + lsid/txnNumber/txnOpIndex in
 //	                     change streams; aborted writes never appear
 //	DDL                  create, drop, dropDatabase, renameCollection,    capped collections (accepted, not capped),
-//	                     collMod, listCollections, listDatabases,         views (created and listed; reading through a
-//	                     createIndexes/listIndexes/dropIndexes with       view is not supported), validators (stored,
-//	                     unique indexes enforced (11000), TTL indexes     not enforced)
+//	                     collMod, listCollections, listDatabases,         $jsonSchema validators (238
+//	                     createIndexes/listIndexes/dropIndexes with       NotImplemented), unique indexes with a
+//	                     unique indexes enforced (11000), TTL indexes,    partialFilterExpression (238)
+//	                     views (read through their pipeline),
+//	                     query-operator validators enforced (121 with
+//	                     errInfo; validationLevel/Action,
+//	                     bypassDocumentValidation)
 //	change streams       collection, database and cluster streams;        an event over 16 MiB without
 //	                     resumeAfter, startAfter, startAtOperationTime;   $changeStreamSplitLargeEvent: 10334
 //	                     $changeStreamSplitLargeEvent (fragments with     BSONObjectTooLarge, as on a real server

@@ -75,6 +75,7 @@ var codeNames = map[int32]string{
 	91:      "ShutdownInProgress",
 	96:      "OperationFailed",
 	112:     "WriteConflict",
+	121:     "DocumentValidationFailure",
 	133:     "FailedToSatisfyReadPreference",
 	136:     "CappedPositionLost",
 	150:     "StaleEpoch",

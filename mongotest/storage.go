@@ -23,6 +23,7 @@ type collection struct {
 	options          bson.D // as given to create (minus the command name)
 	preAndPostImages bool
 	isView           bool
+	validation       *validation // nil: no validator
 
 	records []*record // insertion order; deleted records are nil'ed lazily
 	byID    map[string]*record
@@ -110,6 +111,9 @@ func (e *engine) createColl(db, name string, options bson.D) *collection {
 		case "viewOn":
 			c.isView = true
 			c.indexes = nil
+		case "validator":
+			// cmdCreate has checked the options.
+			c.validation, _ = parseValidation(options)
 		}
 	}
 	d.colls[name] = c

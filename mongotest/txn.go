@@ -486,6 +486,7 @@ var txnCommands = map[string]bool{
 	"findAndModify": true, "findandmodify": true, "aggregate": true, "distinct": true,
 	"killCursors": true, "commitTransaction": true, "abortTransaction": true,
 	"create": true, "createIndexes": true, "ping": true,
+	"bulkWrite": true,
 }
 
 // runTxn runs a command that belongs to a transaction. Callers hold e.mu.

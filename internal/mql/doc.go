@@ -53,7 +53,8 @@
 //	              server's positional document diff with its size rules
 //	              for pipelines), replacement detection, no-op detection
 //	Pipelines     $match $project $addFields $set $unset $replaceRoot       $lookup $facet $out $merge
-//	              $replaceWith $redact $sort $limit $skip $count $group      $bucket $sample ... (code 2,
+//	              $replaceWith $redact $sort $limit $skip $count $group      ($out/$merge: the server's job)
+//	                                                                         $bucket $sample ... (code 2,
 //	              ($sum $avg $min $max $first $last $push $addToSet $count   "not supported by mongotest");
 //	              $mergeObjects $stdDevPop $stdDevSamp) $unwind            unknown stage → 40324
 //	              $sortByCount
@@ -62,7 +63,13 @@
 //	Sorts         ascending/descending, arrays by min/max element, empty     {$meta: ...}
 //	              arrays before null, missing as null
 //
-// Collation is not supported: strings always compare bytewise.
+// Collations (ParseCollation, Vars.Collation, Sort.WithCollation) follow
+// the Unicode Collation Algorithm with CLDR tailorings (golang.org/x/text):
+// locale, strength 1 to 3 and numericOrdering; the other options refuse
+// with NotImplemented (238). Filters, sorts, comparison expressions, $in,
+// update operators and $group keys honour a collation; expression
+// operators and accumulators that compare values but do not implement one
+// fail with 238 under a non-simple collation rather than compare bytewise.
 //
 // Regular expressions ($regex, regex literals, $regexMatch/$regexFind/
 // $regexFindAll) run on Go's RE2 engine with the options i, m, s, x and u;

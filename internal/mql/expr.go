@@ -19,6 +19,11 @@ type Vars struct {
 	// User holds user variables ($$name); names must start with a
 	// lowercase letter or a non-ASCII character.
 	User map[string]any
+	// Collation is the command's collation (nil: simple). Filters,
+	// comparison expressions, $in and $sort stages honour it;
+	// collation-sensitive operations mongotest does not implement under
+	// a collation fail with NotImplemented (238).
+	Collation *Collation
 }
 
 // Expr is a compiled aggregation expression. It is immutable and safe for
@@ -440,7 +445,16 @@ func (c *compiler) compileOperator(name string, arg any) (exprFn, error) {
 	if !ok {
 		return nil, errf(CodeInvalidPipelineOperator, "Unrecognized expression '%s'", name)
 	}
-	return f(c, name, arg)
+	fn, err := f(c, name, arg)
+	if err != nil || !collationSensitive[name] {
+		return fn, err
+	}
+	return func(ctx *evalCtx) (any, error) {
+		if collationOf(ctx.vars) != nil {
+			return nil, collationRefused(name)
+		}
+		return fn(ctx)
+	}, nil
 }
 
 // compileArgs compiles an operator's argument list, checking its arity.

@@ -85,7 +85,16 @@ func init() {
 	registerInternal("$setField", compileSetField("$setField", false))
 	registerInternal("$unsetField", compileSetField("$unsetField", true))
 
-	fixed("$rand", 0, 0, func([]any) (any, error) { return rand.Float64(), nil })
+	registerInternal("$rand", func(_ *compiler, _ string, arg any) (exprFn, error) {
+		// {$rand: {}} (the documented form) or {$rand: []}.
+		if d, ok := arg.(bson.D); ok && len(d) == 0 {
+			arg = bson.A{}
+		}
+		if a, ok := arg.(bson.A); !ok || len(a) != 0 {
+			return nil, errf(16020, "Expression $rand takes exactly 0 arguments.")
+		}
+		return func(*evalCtx) (any, error) { return rand.Float64(), nil }, nil
+	})
 	fixed("$binarySize", 1, 1, func(a []any) (any, error) {
 		switch x := a[0].(type) {
 		case nil, missingT:
@@ -1017,11 +1026,14 @@ func compileSetField(name string, unset bool) opCompiler {
 		if !ok {
 			return nil, errf(4161102, "%s requires 'field' to be specified", name)
 		}
+		// A name starting with "$" must be a $literal (a bare one is a
+		// field path); a literal one may name any field.
+		literal := false
 		if d, isDoc := fv.(bson.D); isDoc && len(d) == 1 && d[0].Key == "$literal" {
-			fv = normalize(d[0].Value)
+			fv, literal = normalize(d[0].Value), true
 		}
 		field, ok := fv.(string)
-		if !ok || strings.HasPrefix(field, "$") {
+		if !ok || !literal && strings.HasPrefix(field, "$") {
 			return nil, errf(4161106, "%s requires 'field' to evaluate to a constant string", name)
 		}
 		inSpec, ok := m["input"]

@@ -45,8 +45,8 @@ func init() {
 	// comparison
 	for _, op := range []string{"$eq", "$ne", "$gt", "$gte", "$lt", "$lte", "$cmp"} {
 		op := op
-		fixed(op, 2, 2, func(a []any) (any, error) {
-			c := Compare(a[0], a[1])
+		fixedCtx(op, 2, 2, func(ctx *evalCtx, a []any) (any, error) {
+			c := CompareCollated(a[0], a[1], collationOf(ctx.vars))
 			switch op {
 			case "$eq":
 				return c == 0, nil
@@ -67,13 +67,14 @@ func init() {
 	registerInternal("$and", compileAndOr(true))
 	registerInternal("$or", compileAndOr(false))
 	fixed("$not", 1, 1, func(a []any) (any, error) { return !truthy(a[0]), nil })
-	fixed("$in", 2, 2, func(a []any) (any, error) {
+	fixedCtx("$in", 2, 2, func(ctx *evalCtx, a []any) (any, error) {
 		arr, ok := a[1].(bson.A)
 		if !ok {
 			return nil, errf(40081, "$in requires an array as a second argument, found: %s", typeName(a[1]))
 		}
+		coll := collationOf(ctx.vars)
 		for _, e := range arr {
-			if Compare(a[0], e) == 0 {
+			if CompareCollated(a[0], e, coll) == 0 {
 				return true, nil
 			}
 		}

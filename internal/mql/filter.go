@@ -17,6 +17,7 @@ type Filter struct {
 // evaluation error met by an $expr.
 type matchCtx struct {
 	vars *Vars
+	coll *Collation
 	err  error
 }
 
@@ -54,10 +55,11 @@ func (f *Filter) MatchErr(doc bson.D, vars *Vars) (bool, error) {
 	if f == nil || f.root == nil {
 		return true, nil
 	}
-	if !f.hasExpr {
+	coll := collationOf(vars)
+	if !f.hasExpr && coll == nil {
 		return f.root(doc, noExprCtx), nil
 	}
-	mc := matchCtx{vars: vars}
+	mc := matchCtx{vars: vars, coll: coll}
 	ok := f.root(doc, &mc)
 	if mc.err != nil {
 		return false, mc.err
@@ -581,3 +583,7 @@ func compileOperator(op string, arg any) ([]fieldPred, error) {
 	}
 	return nil, errf(CodeBadValue, "unknown operator: %s", op)
 }
+
+// HasExpr reports whether the filter contains $expr, whose evaluation may
+// fail (MatchErr) and reads variables.
+func (f *Filter) HasExpr() bool { return f != nil && f.hasExpr }

@@ -26,8 +26,14 @@ func eqPred(x any) valuePred {
 	if xf, ok := x.(float64); ok && math.IsNaN(xf) {
 		return func(v any, _ *matchCtx) bool { return isNaN(v) }
 	}
-	return func(v any, _ *matchCtx) bool {
-		return typeRank(v) == rank && Compare(v, x) == 0
+	return func(v any, mc *matchCtx) bool {
+		if typeRank(v) != rank {
+			return false
+		}
+		if mc != nil && mc.coll != nil {
+			return CompareCollated(v, x, mc.coll) == 0
+		}
+		return Compare(v, x) == 0
 	}
 }
 
@@ -68,12 +74,15 @@ func cmpPred(op string, x any) valuePred {
 	}
 	rank := typeRank(x)
 	xNaN := isNaN(x)
-	return func(v any, _ *matchCtx) bool {
+	return func(v any, mc *matchCtx) bool {
 		if typeRank(v) != rank {
 			return false
 		}
 		if xNaN || isNaN(v) {
 			return xNaN && isNaN(v) && (op == "$gte" || op == "$lte")
+		}
+		if mc != nil && mc.coll != nil {
+			return test(CompareCollated(v, x, mc.coll))
 		}
 		return test(Compare(v, x))
 	}

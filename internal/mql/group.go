@@ -98,6 +98,18 @@ type groupState struct {
 }
 
 func runGroup(idExpr *Expr, specs []accSpec, docs []bson.D, vars *Vars) ([]bson.D, error) {
+	coll := collationOf(vars)
+	if coll != nil {
+		// Group keys honour the collation; the accumulators that compare
+		// values do not implement it.
+		for _, s := range specs {
+			switch s.op {
+			case "$sum", "$avg", "$first", "$last", "$push", "$count", "$stdDevPop", "$stdDevSamp", "$mergeObjects":
+			default:
+				return nil, collationRefused("$group accumulator " + s.op)
+			}
+		}
+	}
 	index := map[string]*groupState{}
 	var order []*groupState
 	var kb strings.Builder
@@ -110,7 +122,7 @@ func runGroup(idExpr *Expr, specs []accSpec, docs []bson.D, vars *Vars) ([]bson.
 			id = nil
 		}
 		kb.Reset()
-		canonKey(&kb, id)
+		canonKeyColl(&kb, id, coll)
 		g := index[kb.String()]
 		if g == nil {
 			g = &groupState{id: id, accs: make([]accumulator, len(specs))}
@@ -144,7 +156,11 @@ func runGroup(idExpr *Expr, specs []accSpec, docs []bson.D, vars *Vars) ([]bson.
 
 // canonKey writes a key such that values that compare equal (Compare == 0)
 // get the same key.
-func canonKey(b *strings.Builder, v any) {
+func canonKey(b *strings.Builder, v any) { canonKeyColl(b, v, nil) }
+
+// canonKeyColl is canonKey with strings keyed by their sort key under
+// coll (nil: simple), so that strings equal under it get the same key.
+func canonKeyColl(b *strings.Builder, v any, coll *Collation) {
 	switch typeRank(v) {
 	case rankNumber:
 		n, _ := toNum(v)
@@ -173,6 +189,10 @@ func canonKey(b *strings.Builder, v any) {
 		}
 	case rankString:
 		b.WriteString("s:")
+		if coll != nil {
+			b.WriteString(strconv.Quote(string(coll.sortKey(stringOf(v)))))
+			break
+		}
 		b.WriteString(strconv.Quote(stringOf(v)))
 	case rankObject:
 		d, _ := asDoc(v)
@@ -180,7 +200,7 @@ func canonKey(b *strings.Builder, v any) {
 		for _, e := range d {
 			b.WriteString(strconv.Quote(e.Key))
 			b.WriteString(":")
-			canonKey(b, e.Value)
+			canonKeyColl(b, e.Value, coll)
 			b.WriteString(",")
 		}
 		b.WriteString("}")
@@ -188,7 +208,7 @@ func canonKey(b *strings.Builder, v any) {
 		a, _ := asArray(v)
 		b.WriteString("[")
 		for _, e := range a {
-			canonKey(b, e)
+			canonKeyColl(b, e, coll)
 			b.WriteString(",")
 		}
 		b.WriteString("]")

@@ -196,10 +196,13 @@ func compileMatchStage(name string, spec any) ([]stage, error) {
 		return nil, err
 	}
 	return []stage{&docStage{stageName: name, fn: func(doc bson.D, vars *Vars) (bson.D, bool, error) {
-		if f.Match(doc, vars) {
-			return doc, true, nil
+		// An $expr that cannot be evaluated fails the pipeline, as on
+		// the server.
+		ok, err := f.MatchErr(doc, vars)
+		if err != nil || !ok {
+			return nil, false, err
 		}
-		return nil, false, nil
+		return doc, true, nil
 	}}}, nil
 }
 
@@ -351,8 +354,8 @@ func compileSortStage(name string, spec any) ([]stage, error) {
 	if err != nil {
 		return nil, err
 	}
-	return []stage{&batchStage{stageName: name, fn: func(docs []bson.D, _ *Vars) ([]bson.D, error) {
-		return s.sortDocs(docs), nil
+	return []stage{&batchStage{stageName: name, fn: func(docs []bson.D, vars *Vars) ([]bson.D, error) {
+		return s.WithCollation(collationOf(vars)).sortDocs(docs), nil
 	}}}, nil
 }
 
@@ -372,7 +375,7 @@ func (s *Sort) sortDocs(docs []bson.D) []bson.D {
 	}
 	sort.SliceStable(ks, func(i, j int) bool {
 		for k, sk := range s.keys {
-			if c := compareSortKeys(ks[i].keys[k], ks[j].keys[k]); c != 0 {
+			if c := compareSortKeysColl(ks[i].keys[k], ks[j].keys[k], s.coll); c != 0 {
 				return c*sk.dir < 0
 			}
 		}

@@ -9,6 +9,18 @@ import (
 // Sort is a compiled sort specification ({a: 1, "b.c": -1}).
 type Sort struct {
 	keys []sortKey
+	coll *Collation
+}
+
+// WithCollation returns the sort with strings compared under c (nil:
+// simple).
+func (s *Sort) WithCollation(c *Collation) *Sort {
+	if s == nil || c == s.coll {
+		return s
+	}
+	cp := *s
+	cp.coll = c
+	return &cp
 }
 
 type sortKey struct {
@@ -60,7 +72,7 @@ func (s *Sort) compare(a, b bson.D) int {
 	for _, k := range s.keys {
 		ka := sortKeyValue(a, k.parts, k.dir)
 		kb := sortKeyValue(b, k.parts, k.dir)
-		if c := compareSortKeys(ka, kb); c != 0 {
+		if c := compareSortKeysColl(ka, kb, s.coll); c != 0 {
 			return c * k.dir
 		}
 	}
@@ -70,7 +82,9 @@ func (s *Sort) compare(a, b bson.D) int {
 // emptyArrayKey is the sort key of an empty array: below null.
 type emptyArrayKey struct{}
 
-func compareSortKeys(a, b any) int {
+func compareSortKeys(a, b any) int { return compareSortKeysColl(a, b, nil) }
+
+func compareSortKeysColl(a, b any, coll *Collation) int {
 	_, ea := a.(emptyArrayKey)
 	_, eb := b.(emptyArrayKey)
 	switch {
@@ -87,7 +101,7 @@ func compareSortKeys(a, b any) int {
 		}
 		return 1
 	}
-	return Compare(a, b)
+	return CompareCollated(a, b, coll)
 }
 
 // sortKeyValue extracts the sort key of doc for one path.

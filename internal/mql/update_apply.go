@@ -372,7 +372,7 @@ func (a *applier) applyOp(op *updateOp, parts []string) error {
 		return a.setComputed(op, parts, n, res, false)
 	case "$min", "$max":
 		if n.found {
-			c := Compare(*n.ref, op.arg)
+			c := CompareCollated(*n.ref, op.arg, collationOf(a.vars))
 			if (op.name == "$min" && c <= 0) || (op.name == "$max" && c >= 0) {
 				return nil
 			}
@@ -558,7 +558,7 @@ func (a *applier) push(op *updateOp, parts []string, n navResult) error {
 	res = append(res, old[pos:]...)
 	appendOnly := pos == int64(len(old))
 	if spec.sort != nil {
-		sortArray(res, spec.sort)
+		sortArray(res, spec.sort, collationOf(a.vars))
 		appendOnly = false
 	}
 	if spec.slice != nil {
@@ -594,15 +594,16 @@ func (a *applier) push(op *updateOp, parts []string, n navResult) error {
 }
 
 // sortArray implements $push's $sort.
-func sortArray(arr bson.A, s *pushSort) {
+func sortArray(arr bson.A, s *pushSort, coll *Collation) {
+	fields := s.fields.WithCollation(coll)
 	sort.SliceStable(arr, func(i, j int) bool {
-		if s.fields == nil {
-			c := Compare(arr[i], arr[j])
+		if fields == nil {
+			c := CompareCollated(arr[i], arr[j], coll)
 			return c*s.dir < 0
 		}
 		di, _ := arr[i].(bson.D)
 		dj, _ := arr[j].(bson.D)
-		return s.fields.Less(di, dj)
+		return fields.Less(di, dj)
 	})
 }
 
@@ -619,7 +620,7 @@ func (a *applier) addToSet(op *updateOp, parts []string, n navResult) error {
 	for _, x := range op.addToSet {
 		dup := false
 		for _, y := range res {
-			if Compare(x, y) == 0 {
+			if CompareCollated(x, y, collationOf(a.vars)) == 0 {
 				dup = true
 				break
 			}
@@ -670,7 +671,7 @@ func (a *applier) pull(op *updateOp, parts []string, n navResult) error {
 func (a *applier) pullMatches(op *updateOp, el any) bool {
 	if op.name == "$pullAll" {
 		for _, x := range op.pullAll {
-			if Compare(el, x) == 0 {
+			if CompareCollated(el, x, collationOf(a.vars)) == 0 {
 				return true
 			}
 		}
@@ -679,7 +680,7 @@ func (a *applier) pullMatches(op *updateOp, el any) bool {
 	p := op.pull
 	switch {
 	case p.filter == nil:
-		return Compare(el, p.eq) == 0
+		return CompareCollated(el, p.eq, collationOf(a.vars)) == 0
 	case p.wrap:
 		return p.filter.Match(bson.D{{Key: "", Value: el}}, a.vars)
 	}

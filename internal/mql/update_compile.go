@@ -130,9 +130,7 @@ func (u *Update) compileOperators(d bson.D) error {
 			return errf(CodeFailedToParse, "Modifiers operate on fields but we found type %s instead. For example: {$mod: {<field>: ...}} not {%s: %s}",
 				typeNames[bsonType(e.Value)], e.Key, describe(e.Value))
 		}
-		if len(fields) == 0 {
-			return errf(CodeFailedToParse, "'%s' is empty. You must specify a field like so: {%s: {<field>: ...}}", e.Key, e.Key)
-		}
+		// Since MongoDB 5.0 an empty operand ({$set: {}}) is a no-op.
 		for _, f := range fields {
 			op, err := u.compileOp(e.Key, f.Key, f.Value, usedFilters)
 			if err != nil {

@@ -181,7 +181,6 @@ func TestUpdateErrors(t *testing.T) {
 		msg               string
 	}{
 		{"unknown modifier", `{"_id": 1}`, `{"$foo": {"a": 1}}`, 9, "Unknown modifier: $foo"},
-		{"empty set", `{"_id": 1}`, `{"$set": {}}`, 9, "'$set' is empty. You must specify a field like so: {$set: {<field>: ...}}"},
 		{"modifier not a document", `{"_id": 1}`, `{"$set": 1}`, 9, "Modifiers operate on fields but we found type int instead"},
 		{"conflict", `{"_id": 1}`, `{"$set": {"a": 1, "a.b": 2}}`, 40, "Updating the path 'a.b' would create a conflict at 'a'"},
 		{"conflict across operators", `{"_id": 1}`, `{"$set": {"a": 1}, "$inc": {"a": 2}}`, 40, "would create a conflict at 'a'"},

@@ -21,8 +21,21 @@
 //     csfle (never supported by this build), authMechanism (never met: the
 //     server's mechanisms are not read);
 //   - initialData and outcome;
-//   - the operations listed in [SupportedOperations];
-//   - expectResult, expectError and expectEvents (command events) with the
+//   - the operations listed in [SupportedOperations], CRUD included:
+//     bulkWrite and clientBulkWrite (with partial results on errors), the
+//     deprecated count (run as the count command, which the v2 driver
+//     has no helper for), findOne, modifyCollection (collMod), and the
+//     collation, let, hint, arrayFilters and rawData arguments;
+//   - arguments the v2 driver cannot express through its public options
+//     are passed through its internal options (package xoptions): rawData,
+//     and, as extra command fields, bypassDocumentValidation: false (the
+//     driver drops false, GODRIVER-3407) and maxTimeMS of operations that
+//     return no cursor; where the driver has no such option either (an
+//     aggregate's bypassDocumentValidation: false, a hint with an
+//     unacknowledged write), the test fails with the driver's reason;
+//   - expectResult, expectError (expectResult for a partial result, and
+//     writeErrors and writeConcernErrors of a client bulk write) and
+//     expectEvents (command events) with the
 //     special matching operators ($$exists, $$type, $$unsetOrMatches,
 //     $$matchesEntity, $$matchesHexBytes, $$sessionLsid, $$lte,
 //     $$matchAsDocument, $$matchAsRoot) and the root-level / nested document

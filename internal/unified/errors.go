@@ -25,6 +25,7 @@ func errorDetails(err error) (d serverErrorDetails, ok bool) {
 	var ce mongo.CommandError
 	var we mongo.WriteException
 	var bwe mongo.BulkWriteException
+	var cbe mongo.ClientBulkWriteException
 	switch {
 	case errors.As(err, &ce):
 		d.codes = []int64{int64(ce.Code)}
@@ -50,6 +51,18 @@ func errorDetails(err error) (d serverErrorDetails, ok bool) {
 			d.names = append(d.names, wce.Name)
 		}
 		d.labels = bwe.Labels
+	case errors.As(err, &cbe):
+		if te := cbe.WriteError; te != nil {
+			d.codes = append(d.codes, int64(te.Code))
+			d.raw = te.Raw
+		}
+		for _, w := range cbe.WriteErrors {
+			d.codes = append(d.codes, int64(w.Code))
+		}
+		for _, wce := range cbe.WriteConcernErrors {
+			d.codes = append(d.codes, int64(wce.Code))
+			d.names = append(d.names, wce.Name)
+		}
 	default:
 		return d, false
 	}
@@ -68,7 +81,7 @@ func hasLabel(err error, label string) bool {
 }
 
 // verifyError checks an operation's error against expectError.
-func (tr *testRun) verifyError(x *ExpectedError, err error) error {
+func (tr *testRun) verifyError(x *ExpectedError, err error, res opResult) error {
 	d, server := errorDetails(err)
 	isNetwork := mongo.IsNetworkError(err)
 	if x.IsClientError != nil {
@@ -126,7 +139,12 @@ func (tr *testRun) verifyError(x *ExpectedError, err error) error {
 		}
 	}
 	if x.ExpectResult != nil {
-		return rerr("unified runner: expectError.expectResult not supported")
+		if err := tr.verifyResult(*x.ExpectResult, res); err != nil {
+			return fmt.Errorf("expectError.expectResult: %w", err)
+		}
+	}
+	if x.WriteErrors != nil || x.WriteConcernErrors != nil {
+		return tr.verifyBulkErrors(x, err)
 	}
 	return nil
 }

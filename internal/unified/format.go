@@ -91,6 +91,11 @@ type ExpectedError struct {
 	ErrorLabelsOmit    []string
 	ErrorResponse      bson.Raw
 	ExpectResult       *bson.RawValue
+	// WriteErrors and WriteConcernErrors are the clientBulkWrite
+	// assertions: write errors by model index, write concern errors in
+	// order.
+	WriteErrors        bson.Raw
+	WriteConcernErrors []bson.Raw
 }
 
 // ExpectedEvents is one element of a test's expectEvents.
@@ -364,6 +369,13 @@ func parseExpectedError(d bson.Raw, where string) (*ExpectedError, error) {
 	}
 	if v, ok := r.value("expectResult"); ok {
 		e.ExpectResult = &v
+	}
+	e.WriteErrors = r.doc("writeErrors")
+	if r.has("writeConcernErrors") {
+		e.WriteConcernErrors = r.docs("writeConcernErrors")
+		if e.WriteConcernErrors == nil {
+			e.WriteConcernErrors = []bson.Raw{}
+		}
 	}
 	return e, r.done("field")
 }

@@ -118,7 +118,7 @@ func (tr *testRun) runOperation(op Operation) error {
 		if opErr == nil {
 			return fmt.Errorf("expected an error, got success (result %s)", show(res.value))
 		}
-		return tr.verifyError(op.ExpectError, opErr)
+		return tr.verifyError(op.ExpectError, opErr, res)
 	}
 	if opErr != nil {
 		return fmt.Errorf("unexpected error: %w", opErr)

@@ -8,6 +8,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
+	"go.mongodb.org/mongo-driver/v2/x/mongo/driver/xoptions"
 )
 
 // Collection operations (CRUD and index management).
@@ -105,13 +106,19 @@ var bsonEmptyDoc = []byte{5, 0, 0, 0, 0}
 func opInsertOne(_ *testRun, ctx context.Context, e *entity, a *fields) (opResult, error) {
 	doc := a.reqDoc("document")
 	o := options.InsertOne()
+	var in internalArgs
 	if b := a.boolPtr("bypassDocumentValidation"); b != nil {
 		o.SetBypassDocumentValidation(*b)
+		in.bypassFalse(*b)
 	}
 	if c := rawArg(a, "comment"); c != nil {
 		o.SetComment(c)
 	}
+	in.read(a)
 	if err := a.ready(); err != nil {
+		return opResult{}, err
+	}
+	if err := in.apply(func(k string, v any) error { return xoptions.SetInternalInsertOneOptions(o, k, v) }); err != nil {
 		return opResult{}, err
 	}
 	res, err := e.coll.InsertOne(ctx, doc, o)
@@ -127,24 +134,38 @@ func opInsertMany(_ *testRun, ctx context.Context, e *entity, a *fields) (opResu
 		a.fail("documents is required")
 	}
 	o := options.InsertMany()
+	var in internalArgs
 	if b := a.boolPtr("ordered"); b != nil {
 		o.SetOrdered(*b)
 	}
 	if b := a.boolPtr("bypassDocumentValidation"); b != nil {
 		o.SetBypassDocumentValidation(*b)
+		in.bypassFalse(*b)
 	}
 	if c := rawArg(a, "comment"); c != nil {
 		o.SetComment(c)
 	}
+	in.read(a)
 	if err := a.ready(); err != nil {
 		return opResult{}, err
 	}
-	in := make([]any, len(docs))
-	for i, d := range docs {
-		in[i] = d
+	if err := in.apply(func(k string, v any) error { return xoptions.SetInternalInsertManyOptions(o, k, v) }); err != nil {
+		return opResult{}, err
 	}
-	res, err := e.coll.InsertMany(ctx, in, o)
+	docsIn := make([]any, len(docs))
+	for i, d := range docs {
+		docsIn[i] = d
+	}
+	res, err := e.coll.InsertMany(ctx, docsIn, o)
 	if err != nil {
+		if res != nil {
+			// A failed insertMany reports a partial BulkWriteResult.
+			r, rerr := bulkWriteResult(&mongo.BulkWriteResult{InsertedCount: int64(len(res.InsertedIDs))})
+			if rerr != nil {
+				return opResult{}, rerr
+			}
+			return r, err
+		}
 		return opResult{}, err
 	}
 	ids := bson.D{}
@@ -172,7 +193,13 @@ func opUpdate(many bool) handler {
 		update := updateArg(a, "update")
 		upsert := a.boolPtr("upsert")
 		bypass := a.boolPtr("bypassDocumentValidation")
-		comment, let, hint := rawArg(a, "comment"), rawArg(a, "let"), hintArg(a)
+		comment, let, hint := rawArg(a, "comment"), letArg(a), hintArg(a)
+		collation := collationArg(a)
+		var in internalArgs
+		if bypass != nil {
+			in.bypassFalse(*bypass)
+		}
+		in.read(a)
 		var arrayFilters []any
 		for _, f := range a.docs("arrayFilters") {
 			arrayFilters = append(arrayFilters, f)
@@ -208,6 +235,12 @@ func opUpdate(many bool) handler {
 			if arrayFilters != nil {
 				o.SetArrayFilters(arrayFilters)
 			}
+			if collation != nil {
+				o.SetCollation(collation)
+			}
+			if err := in.apply(func(k string, v any) error { return xoptions.SetInternalUpdateManyOptions(o, k, v) }); err != nil {
+				return opResult{}, err
+			}
 			res, err = e.coll.UpdateMany(ctx, filter, update, o)
 		} else {
 			o := options.UpdateOne()
@@ -232,6 +265,12 @@ func opUpdate(many bool) handler {
 			if sort != nil {
 				o.SetSort(sort)
 			}
+			if collation != nil {
+				o.SetCollation(collation)
+			}
+			if err := in.apply(func(k string, v any) error { return xoptions.SetInternalUpdateOneOptions(o, k, v) }); err != nil {
+				return opResult{}, err
+			}
 			res, err = e.coll.UpdateOne(ctx, filter, update, o)
 		}
 		if err != nil {
@@ -245,16 +284,22 @@ func opReplaceOne(_ *testRun, ctx context.Context, e *entity, a *fields) (opResu
 	filter := filterArg(a, true)
 	repl := a.reqDoc("replacement")
 	o := options.Replace()
+	var in internalArgs
 	if b := a.boolPtr("upsert"); b != nil {
 		o.SetUpsert(*b)
 	}
 	if b := a.boolPtr("bypassDocumentValidation"); b != nil {
 		o.SetBypassDocumentValidation(*b)
+		in.bypassFalse(*b)
 	}
+	if c := collationArg(a); c != nil {
+		o.SetCollation(c)
+	}
+	in.read(a)
 	if c := rawArg(a, "comment"); c != nil {
 		o.SetComment(c)
 	}
-	if l := rawArg(a, "let"); l != nil {
+	if l := letArg(a); l != nil {
 		o.SetLet(l)
 	}
 	if h := hintArg(a); h != nil {
@@ -264,6 +309,9 @@ func opReplaceOne(_ *testRun, ctx context.Context, e *entity, a *fields) (opResu
 		o.SetSort(s)
 	}
 	if err := a.ready(); err != nil {
+		return opResult{}, err
+	}
+	if err := in.apply(func(k string, v any) error { return xoptions.SetInternalReplaceOptions(o, k, v) }); err != nil {
 		return opResult{}, err
 	}
 	res, err := e.coll.ReplaceOne(ctx, filter, repl, o)
@@ -276,7 +324,10 @@ func opReplaceOne(_ *testRun, ctx context.Context, e *entity, a *fields) (opResu
 func opDelete(many bool) handler {
 	return func(_ *testRun, ctx context.Context, e *entity, a *fields) (opResult, error) {
 		filter := filterArg(a, true)
-		comment, let, hint := rawArg(a, "comment"), rawArg(a, "let"), hintArg(a)
+		comment, let, hint := rawArg(a, "comment"), letArg(a), hintArg(a)
+		collation := collationArg(a)
+		var in internalArgs
+		in.read(a)
 		if err := a.ready(); err != nil {
 			return opResult{}, err
 		}
@@ -293,6 +344,12 @@ func opDelete(many bool) handler {
 			if hint != nil {
 				o.SetHint(hint)
 			}
+			if collation != nil {
+				o.SetCollation(collation)
+			}
+			if err := in.apply(func(k string, v any) error { return xoptions.SetInternalDeleteManyOptions(o, k, v) }); err != nil {
+				return opResult{}, err
+			}
 			res, err = e.coll.DeleteMany(ctx, filter, o)
 		} else {
 			o := options.DeleteOne()
@@ -304,6 +361,12 @@ func opDelete(many bool) handler {
 			}
 			if hint != nil {
 				o.SetHint(hint)
+			}
+			if collation != nil {
+				o.SetCollation(collation)
+			}
+			if err := in.apply(func(k string, v any) error { return xoptions.SetInternalDeleteOneOptions(o, k, v) }); err != nil {
+				return opResult{}, err
 			}
 			res, err = e.coll.DeleteOne(ctx, filter, o)
 		}
@@ -338,11 +401,19 @@ func findOptions(a *fields) *options.FindOptionsBuilder {
 	if h := hintArg(a); h != nil {
 		o.SetHint(h)
 	}
-	if l := rawArg(a, "let"); l != nil {
+	if l := letArg(a); l != nil {
 		o.SetLet(l)
 	}
 	if b := a.boolPtr("allowDiskUse"); b != nil {
 		o.SetAllowDiskUse(*b)
+	}
+	if c := collationArg(a); c != nil {
+		o.SetCollation(c)
+	}
+	if b := a.boolPtr("rawData"); b != nil && a.err == nil {
+		if err := xoptions.SetInternalFindOptions(o, "rawData", *b); err != nil {
+			a.fail("rawData: %v", err)
+		}
 	}
 	return o
 }
@@ -400,11 +471,24 @@ func aggregateOptions(a *fields) *options.AggregateOptionsBuilder {
 	if c := rawArg(a, "comment"); c != nil {
 		o.SetComment(c)
 	}
-	if l := rawArg(a, "let"); l != nil {
+	if l := letArg(a); l != nil {
 		o.SetLet(l)
 	}
 	if h := hintArg(a); h != nil {
 		o.SetHint(h)
+	}
+	if c := collationArg(a); c != nil {
+		o.SetCollation(c)
+	}
+	var in internalArgs
+	if b, ok := a.value("bypassDocumentValidation"); ok && b.Type == bson.TypeBoolean {
+		in.bypassFalse(b.Boolean())
+	}
+	in.read(a)
+	if a.err == nil {
+		if err := in.apply(func(k string, v any) error { return xoptions.SetInternalAggregateOptions(o, k, v) }); err != nil {
+			a.fail("%v", err)
+		}
 	}
 	return o
 }
@@ -437,7 +521,15 @@ func opCountDocuments(_ *testRun, ctx context.Context, e *entity, a *fields) (op
 	if h := hintArg(a); h != nil {
 		o.SetHint(h)
 	}
+	if c := collationArg(a); c != nil {
+		o.SetCollation(c)
+	}
+	var in internalArgs
+	in.read(a)
 	if err := a.ready(); err != nil {
+		return opResult{}, err
+	}
+	if err := in.apply(func(k string, v any) error { return xoptions.SetInternalCountOptions(o, k, v) }); err != nil {
 		return opResult{}, err
 	}
 	n, err := e.coll.CountDocuments(ctx, filter, o)
@@ -452,7 +544,12 @@ func opEstimatedCount(_ *testRun, ctx context.Context, e *entity, a *fields) (op
 	if c := rawArg(a, "comment"); c != nil {
 		o.SetComment(c)
 	}
+	var in internalArgs
+	in.read(a)
 	if err := a.ready(); err != nil {
+		return opResult{}, err
+	}
+	if err := in.apply(func(k string, v any) error { return xoptions.SetInternalEstimatedDocumentCountOptions(o, k, v) }); err != nil {
 		return opResult{}, err
 	}
 	n, err := e.coll.EstimatedDocumentCount(ctx, o)
@@ -472,7 +569,15 @@ func opDistinct(_ *testRun, ctx context.Context, e *entity, a *fields) (opResult
 	if h := hintArg(a); h != nil {
 		o.SetHint(h)
 	}
+	if c := collationArg(a); c != nil {
+		o.SetCollation(c)
+	}
+	var in internalArgs
+	in.read(a)
 	if err := a.ready(); err != nil {
+		return opResult{}, err
+	}
+	if err := in.apply(func(k string, v any) error { return xoptions.SetInternalDistinctOptions(o, k, v) }); err != nil {
 		return opResult{}, err
 	}
 	arr, err := e.coll.Distinct(ctx, field, filter, o).Raw()
@@ -504,7 +609,17 @@ func opFindOneAndModify(kind string) handler {
 		}
 		upsert := a.boolPtr("upsert")
 		projection, sort := a.doc("projection"), a.doc("sort")
-		comment, let, hint := rawArg(a, "comment"), rawArg(a, "let"), hintArg(a)
+		comment, let, hint := rawArg(a, "comment"), letArg(a), hintArg(a)
+		collation := collationArg(a)
+		var bypass *bool
+		if kind != "delete" {
+			bypass = a.boolPtr("bypassDocumentValidation")
+		}
+		var in internalArgs
+		if bypass != nil {
+			in.bypassFalse(*bypass)
+		}
+		in.read(a)
 		var arrayFilters []any
 		if kind == "update" {
 			for _, f := range a.docs("arrayFilters") {
@@ -543,6 +658,15 @@ func opFindOneAndModify(kind string) handler {
 			if arrayFilters != nil {
 				o.SetArrayFilters(arrayFilters)
 			}
+			if collation != nil {
+				o.SetCollation(collation)
+			}
+			if bypass != nil && *bypass {
+				o.SetBypassDocumentValidation(true)
+			}
+			if err := in.apply(func(k string, v any) error { return xoptions.SetInternalFindOneAndUpdateOptions(o, k, v) }); err != nil {
+				return opResult{}, err
+			}
 			sr = e.coll.FindOneAndUpdate(ctx, filter, update, o)
 		case "replace":
 			o := options.FindOneAndReplace().SetReturnDocument(rd)
@@ -564,6 +688,15 @@ func opFindOneAndModify(kind string) handler {
 			if hint != nil {
 				o.SetHint(hint)
 			}
+			if collation != nil {
+				o.SetCollation(collation)
+			}
+			if bypass != nil && *bypass {
+				o.SetBypassDocumentValidation(true)
+			}
+			if err := in.apply(func(k string, v any) error { return xoptions.SetInternalFindOneAndReplaceOptions(o, k, v) }); err != nil {
+				return opResult{}, err
+			}
 			sr = e.coll.FindOneAndReplace(ctx, filter, update, o)
 		default:
 			o := options.FindOneAndDelete()
@@ -581,6 +714,12 @@ func opFindOneAndModify(kind string) handler {
 			}
 			if hint != nil {
 				o.SetHint(hint)
+			}
+			if collation != nil {
+				o.SetCollation(collation)
+			}
+			if err := in.apply(func(k string, v any) error { return xoptions.SetInternalFindOneAndDeleteOptions(o, k, v) }); err != nil {
+				return opResult{}, err
 			}
 			sr = e.coll.FindOneAndDelete(ctx, filter, o)
 		}

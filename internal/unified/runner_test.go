@@ -111,7 +111,7 @@ const selfTestFile = `{
     {
       "description": "unsupported operation",
       "operations": [
-        {"name": "bulkWrite", "object": "collection0", "arguments": {"requests": []}}
+        {"name": "createSearchIndex", "object": "collection0", "arguments": {"model": {}}}
       ]
     },
     {
@@ -155,7 +155,7 @@ var failing = map[string]string{
 	"no event arrives":             "no document within the iteration limit of 300ms",
 	"wrong error code":             "expectError.errorCode: expected 281, got [280]",
 	"error expected, none happens": "expected an error, got success",
-	"unsupported operation":        "operation bulkWrite not supported on a collection entity",
+	"unsupported operation":        "operation createSearchIndex not supported on a collection entity",
 	"unsupported argument":         "argument frobnicate not supported",
 	"wrong outcome":                `outcome unifiedSelfTest.coll0[0]: expected {"_id":1,"a":2}, got {"_id":1,"a":1}`,
 }

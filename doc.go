@@ -37,8 +37,18 @@
 //     policy); a changed stream definition stops with ErrIdentityChanged; a
 //     checkpoint written by a newer lease epoch stops with ErrFenced.
 //   - Handler errors are retried with exponential backoff and jitter; a
-//     panic counts as an error; each call has a timeout. After MaxAttempts
-//     the event is dead-lettered or, with PoisonStall, the partition stops.
+//     panic counts as an error; each call has a timeout. An attempt counts
+//     towards MaxAttempts only as evidence that the event itself is poison:
+//     it failed while the handler accepted other events around it, or it
+//     is Permanent. After MaxAttempts counted attempts the event is
+//     dead-lettered or, with PoisonStall, the partition stops.
+//   - A sink outage is not poison: while the handler fails for every event
+//     (refused connections, timeouts, 5xx, a broker down), no attempt
+//     counts and nothing is dead-lettered, however long it lasts. Events
+//     wait in order with backoff, reading pauses at the queue bound, the
+//     consumer's state is StateWaitingForSink (HookState), and when the
+//     sink accepts an event again every lane waiting out a backoff retries
+//     at once. RetryMaxElapsed is the explicit time bound, off by default.
 //   - Run returns only after every goroutine it started has ended. Cancelling
 //     its context stops reading, lets in-flight events finish within
 //     DrainTimeout, writes the final checkpoint and closes the cursor.
@@ -49,7 +59,8 @@
 // pipeline, options and partition count (canonical BSON, sha256). A
 // checkpoint written under one definition is never used by another: change
 // the pipeline and Run refuses, saying what changed and how to proceed (a
-// new stream name, a backfill, or an explicit reset).
+// new stream name started at the old one's checkpoints, a backfill, or an
+// explicit reset).
 //
 // # Partitions and control events
 //
@@ -65,10 +76,36 @@
 // and applies the invalidate policy itself, and only partition 0 hands them
 // to the handler, so they take effect once.
 //
-// # Errors
+// # Errors and failures
 //
 // MongoDB errors are classified by package mongoerr: resumable ones reopen
 // the stream from the last token read (after the driver's own resume
 // attempt), counted through HookResume; fatal ones stop Run with the
-// server's message.
+// server's message (ErrFatal).
+//
+// AsFailure says which of Run's stops are failures that retrying at once
+// cannot fix (a changed identity, lost history under HistoryLostFail, an
+// invalidated stream under InvalidateStop, a stall, a pipeline modifying
+// _id, a required image missing, missing privileges, an event too large,
+// a corrupt checkpoint, another fatal server error), with a FailureClass
+// and whether the condition can clear by itself. Whoever runs the consumer
+// (package group, the ferry daemon) then stops taking the stream and
+// re-checks with backoff, only when it can clear. Any other stop (ErrFenced
+// after a takeover, a network error writing a checkpoint) is a hand-off or
+// a transient error: restart with backoff.
+//
+// # Lag
+//
+// Status.Lag, the metrics package's ferry_lag_seconds and `ferry status`
+// share one definition (LagOf): 0 when nothing is pending, otherwise now
+// minus the clusterTime of the oldest event read and not yet applied or
+// dead-lettered. Checkpoints record that clusterTime (Pending) for readers
+// of the state store.
+//
+// # Definition changes
+//
+// A checkpoint's token is never reused under another definition. The
+// lossless way to a new definition is a new stream name started with
+// StartAt(StartAtCheckpointsOf(store, old)): the old stream's oldest
+// position as a cluster time (startAtOperationTime).
 package ferry

@@ -402,10 +402,6 @@ func (g *Group) failed(ctx context.Context, sf *streamFailure, recheck *backoff.
 		wait = recheck.Next()
 		retryAt = now.Add(wait)
 	}
-	g.st.update(func(s *Status) {
-		s.State, s.Failure, s.FailedPartition, s.FailedSince, s.RetryAt = Failed, &f, sf.partition, since, retryAt
-		s.Partitions = nil
-	})
 	if prev.Failure == nil || prev.Failure.Class != f.Class || prev.Failure.Detail != f.Detail {
 		recheckIn := "never: only a change of configuration ends it"
 		if f.Clears {
@@ -416,6 +412,10 @@ func (g *Group) failed(ctx context.Context, sf *streamFailure, recheck *backoff.
 	} else {
 		g.log.Debug("stream still failed", "class", f.Class, "recheck_in", wait)
 	}
+	g.st.update(func(s *Status) {
+		s.State, s.Failure, s.FailedPartition, s.FailedSince, s.RetryAt = Failed, &f, sf.partition, since, retryAt
+		s.Partitions = nil
+	})
 	g.putFailureRecord(ctx)
 	refresh := time.NewTicker(g.records.refresh)
 	defer refresh.Stop()

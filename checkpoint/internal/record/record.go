@@ -107,6 +107,11 @@ func Decode(raw bson.Raw) (checkpoint.Checkpoint, error) {
 			cp.Epoch, ok = v.AsInt64OK()
 		case FToken:
 			cp.Token, ok = rawBinary(v)
+			if ok && cp.Token != nil {
+				if err := cp.Token.Validate(); err != nil {
+					return cp, fmt.Errorf("%w: field %s does not hold a BSON document (a resume token): %v", checkpoint.ErrCorrupt, key, err)
+				}
+			}
 		case FDefinition:
 			cp.Definition, ok = rawBinary(v)
 		case FIdentity:

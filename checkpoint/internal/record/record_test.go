@@ -1,6 +1,7 @@
 package record
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -41,10 +42,14 @@ func TestDecodeCorrupt(t *testing.T) {
 		"version as string":  {{Key: FVersion, Value: "1"}},
 		"clusterTime as int": {{Key: FClusterTime, Value: int32(1)}},
 		"updatedAt as int":   {{Key: FUpdatedAt, Value: int64(1)}},
+		// A token whose bytes are not a BSON document: the driver could not
+		// send it, and resuming from it must not be tried again and again.
+		"token not BSON":      {{Key: FToken, Value: bson.Binary{Data: []byte("not a BSON document at all")}}},
+		"pendingSince as int": {{Key: FPending, Value: int32(1)}},
 	} {
 		raw, _ := bson.Marshal(d)
-		if _, err := Decode(raw); err == nil || !strings.Contains(err.Error(), "corrupt") {
-			t.Errorf("%s: err = %v, want a corrupt-record error", name, err)
+		if _, err := Decode(raw); err == nil || !strings.Contains(err.Error(), "corrupt") || !errors.Is(err, checkpoint.ErrCorrupt) {
+			t.Errorf("%s: err = %v, want a corrupt-record error matching checkpoint.ErrCorrupt", name, err)
 		}
 	}
 	if _, err := Decode(bson.Raw{1, 2, 3}); err == nil {

@@ -4,10 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"runtime/debug"
 	"time"
 
+	"github.com/ferry-io/ferry/internal/backoff"
 	"github.com/ferry-io/ferry/mongoerr"
 )
 
@@ -34,7 +34,7 @@ func (r *runner) process(it *item) {
 		return
 	}
 	first := time.Now()
-	backoff := cfg.backoffMin
+	wait := cfg.backoffMin
 	var lastErr error
 	var lastFail *uint64 // the sink's success count at this event's previous failure
 	counted := 0         // failed attempts that count towards maxAttempts (see health)
@@ -107,10 +107,10 @@ func (r *runner) process(it *item) {
 		} else if r.c.debug {
 			r.c.log.Debug("handler failed while the sink is down; waiting", "event", shortID(ev.ID()), "attempt", attempt, "err", err)
 		}
-		if !r.backoff(ctx, backoff) {
+		if !r.waitRetry(ctx, wait) {
 			return
 		}
-		backoff = min(backoff*2, cfg.backoffMax)
+		wait = min(wait*2, cfg.backoffMax)
 	}
 	// Poison event.
 	if cfg.onPoison == PoisonStall {
@@ -122,17 +122,17 @@ func (r *runner) process(it *item) {
 		return
 	}
 	entry := deadLetterEntry(cfg.name, ev, lastErr, ev.Attempt, first, time.Now())
-	backoff = cfg.backoffMin
+	wait = cfg.backoffMin
 	for {
 		err := cfg.dlq.Put(ctx, entry)
 		if err == nil {
 			break
 		}
 		r.c.log.Error("dead-letter write failed; retrying", "event", shortID(ev.ID()), "err", err)
-		if !sleep(ctx, jitter(backoff)) {
+		if !backoff.Sleep(ctx, backoff.Jitter(wait)) {
 			return
 		}
-		backoff = min(backoff*2, cfg.backoffMax)
+		wait = min(wait*2, cfg.backoffMax)
 	}
 	r.c.hooks.event(EventInfo{Stream: cfg.name, Partition: cfg.partition, Operation: ev.OperationType, Namespace: ev.Namespace,
 		EventID: ev.ID(), Attempt: ev.Attempt, Result: ResultDeadLettered, Err: lastErr})
@@ -169,35 +169,15 @@ func (r *runner) kickCommit() {
 	}
 }
 
-// backoff waits out a retry's backoff: d with jitter, cut short when the
+// waitRetry waits out a retry's backoff: d with jitter, cut short when the
 // sink comes back up after an outage. It reports false when ctx ended.
-func (r *runner) backoff(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(jitter(d))
+func (r *runner) waitRetry(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(backoff.Jitter(d))
 	defer t.Stop()
 	select {
 	case <-t.C:
 		return true
 	case <-r.health.waitRecovered():
-		return true
-	case <-ctx.Done():
-		return false
-	}
-}
-
-// jitter spreads a backoff over [d/2, d].
-func jitter(d time.Duration) time.Duration {
-	if d <= 1 {
-		return d
-	}
-	return d/2 + time.Duration(rand.Int64N(int64(d/2)+1))
-}
-
-// sleep waits d or until ctx ends; it reports whether d elapsed.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
 		return true
 	case <-ctx.Done():
 		return false

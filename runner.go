@@ -12,6 +12,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/ferry-io/ferry/checkpoint"
+	"github.com/ferry-io/ferry/internal/backoff"
 	"github.com/ferry-io/ferry/mongoerr"
 )
 
@@ -457,11 +458,11 @@ func (r *runner) read(ctx context.Context) error {
 		}
 		return err
 	}
-	backoff := cfg.backoffMin
+	wait := cfg.backoffMin
 	for {
 		cs, err := r.open(ctx, pos)
 		if err == nil {
-			backoff = cfg.backoffMin
+			wait = cfg.backoffMin
 			if fresh {
 				// Starting "now": record the start at once, so a crash
 				// before the first event cannot move the start later.
@@ -495,10 +496,10 @@ func (r *runner) read(ctx context.Context) error {
 		case mongoerr.Resumable:
 			r.c.hooks.resume(ResumeInfo{Stream: cfg.name, Partition: cfg.partition, Class: string(class), Err: err})
 			r.c.log.Warn("change stream interrupted; resuming from the last token", "err", err)
-			if !sleep(ctx, jitter(backoff)) {
+			if !backoff.Sleep(ctx, backoff.Jitter(wait)) {
 				return nil
 			}
-			backoff = min(backoff*2, cfg.backoffMax)
+			wait = min(wait*2, cfg.backoffMax)
 		case mongoerr.HistoryLost:
 			r.c.hooks.resume(ResumeInfo{Stream: cfg.name, Partition: cfg.partition, Class: string(class), Err: err})
 			if err := r.waitFinished(ctx); err != nil {

@@ -1,14 +1,16 @@
 # Static ferry binary on a distroless base, running as a non-root user.
 FROM golang:1.26 AS build
 WORKDIR /src
-COPY go.mod go.sum ./
-RUN go mod download
+# The daemon is its own module (cmd/ferry) that requires the library and
+# the sink modules beside it (replace directives): build it from the whole
+# tree, without the development workspace.
 COPY . .
-RUN CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /out/ferry ./cmd/ferry
+RUN cd cmd/ferry && GOWORK=off CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /out/ferry .
 
 FROM gcr.io/distroless/static-debian12:nonroot
 COPY --from=build /out/ferry /ferry
 USER nonroot:nonroot
-# Cloud Run sets $PORT; ferry serves /metrics, /healthz and /readyz there.
+# ferry serves /metrics, /healthz and /readyz on its listen: address, or on
+# $PORT when that is set (Cloud Run sets it for the ingress container only).
 EXPOSE 8080
 ENTRYPOINT ["/ferry", "run", "-c", "/etc/ferry/ferry.yaml"]

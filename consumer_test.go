@@ -15,13 +15,13 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
-	"go.uber.org/goleak"
 
 	"github.com/ferry-io/ferry"
 	"github.com/ferry-io/ferry/checkpoint"
 	"github.com/ferry-io/ferry/checkpoint/boltstore"
 	"github.com/ferry-io/ferry/checkpoint/mongostore"
 	"github.com/ferry-io/ferry/deadletter"
+	"github.com/ferry-io/ferry/internal/leakcheck"
 	"github.com/ferry-io/ferry/mongotest"
 )
 
@@ -218,7 +218,7 @@ func TestMain(m *testing.M) {
 	}
 	// No goroutine may outlive the tests: not the consumer's (Run waits
 	// for all of them), not the emulator's, not the driver's.
-	goleak.VerifyTestMain(m)
+	leakcheck.VerifyTestMain(m)
 }
 
 func TestDeliversEachChangeOnce(t *testing.T) {

@@ -14,11 +14,11 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
-	"go.uber.org/goleak"
 
 	"github.com/ferry-io/ferry"
 	"github.com/ferry-io/ferry/group"
 	"github.com/ferry-io/ferry/internal/childproc"
+	"github.com/ferry-io/ferry/internal/leakcheck"
 	"github.com/ferry-io/ferry/lease"
 )
 
@@ -28,7 +28,7 @@ import (
 const childEnv = "FERRY_GROUP_CHILD"
 
 func TestMain(m *testing.M) {
-	childproc.Main(m, childEnv, runChild, func(m *testing.M) { goleak.VerifyTestMain(m) })
+	childproc.Main(m, childEnv, runChild, func(m *testing.M) { leakcheck.VerifyTestMain(m) })
 }
 
 // childSpec: uri|source db|state db|member|mode|partitions|ttl ms

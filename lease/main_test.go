@@ -10,8 +10,8 @@ import (
 	"go.mongodb.org/mongo-driver/v2/event"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
-	"go.uber.org/goleak"
 
+	"github.com/ferry-io/ferry/internal/leakcheck"
 	"github.com/ferry-io/ferry/lease"
 	"github.com/ferry-io/ferry/mongotest"
 )
@@ -19,7 +19,7 @@ import (
 func TestMain(m *testing.M) {
 	// No goroutine may outlive the tests: not a Held's renewals, not a
 	// Member's heartbeats, not the emulator's, not the driver's.
-	goleak.VerifyTestMain(m)
+	leakcheck.VerifyTestMain(m)
 }
 
 var serverEpoch = time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)

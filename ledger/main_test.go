@@ -11,14 +11,14 @@ import (
 	"go.mongodb.org/mongo-driver/v2/event"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
-	"go.uber.org/goleak"
 
+	"github.com/ferry-io/ferry/internal/leakcheck"
 	"github.com/ferry-io/ferry/ledger"
 	"github.com/ferry-io/ferry/mongotest"
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	leakcheck.VerifyTestMain(m)
 }
 
 // connect returns a client to the emulator (or to $FERRY_TEST_MONGODB_URI),

@@ -18,7 +18,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"github.com/ferry-io/ferry/config"
+	"github.com/ferry-io/ferry/cmd/ferry/config"
 )
 
 // The subset of a Knative serving.knative.dev/v1 Service that Cloud Run

@@ -1,0 +1,99 @@
+package cli
+
+import (
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/ferry-io/ferry"
+	"github.com/ferry-io/ferry/cmd/ferry/config"
+	"github.com/ferry-io/ferry/group"
+)
+
+// advice says, in the configuration's terms (YAML keys, ferry commands,
+// never the Go API), what an operator can do about a failed stream.
+func advice(st *config.Stream, f ferry.Failure) string {
+	name := st.Name
+	switch f.Class {
+	case ferry.FailIdentityChanged:
+		return fmt.Sprintf("the stream's definition (source.scope, source.pipeline, source.full_document, "+
+			"source.full_document_before_change, source.show_expanded_events or group.partitions) differs from the one "+
+			"that wrote its checkpoints, whose tokens are never reused under another definition. To move without losing "+
+			"a change: give the new definition a new name (streams[].name) with source.start_at: {checkpoints_of: %s}, "+
+			"then restart the members (the ledger absorbs the overlap in idempotent and transactional delivery). "+
+			"To go back: restore the previous definition. To start over: stop every member and run "+
+			"`ferry reset -c <file> -stream %s`", name, name)
+	case ferry.FailHistoryLost:
+		if f.Clears {
+			return "the oplog is shorter than a backfill takes: enlarge it (replSetResizeOplog) or make the backfill " +
+				"faster; it is re-checked with backoff"
+		}
+		return fmt.Sprintf("events were lost from the oplog before they were delivered. Set on_history_lost: backfill "+
+			"(rescan the source, then resume) and restart the members, or stop every member and run "+
+			"`ferry reset -c <file> -stream %s` to start again from source.start_at", name)
+	case ferry.FailInvalidated:
+		return fmt.Sprintf("the watched collection or database was dropped or renamed. Set on_invalidate: restart to "+
+			"continue after it and restart the members, or run `ferry reset -c <file> -stream %s`", name)
+	case ferry.FailStalled:
+		return "an event keeps failing under on_poison: stall. Fix the receiver (the stream is re-checked with " +
+			"backoff), or set on_poison: dead-letter to move past it (`ferry dlq list` shows it then)"
+	case ferry.FailIDModified:
+		return "source.pipeline modifies or removes _id, so no resume token can be recorded: remove that stage " +
+			"(a changed pipeline is a new definition: rename the stream and start it with source.start_at: " +
+			"{checkpoints_of: <old name>})"
+	case ferry.FailImageMissing:
+		coll := "<collection>"
+		if st.Source.Scope.Collection != "" {
+			coll = st.Source.Scope.Collection
+		}
+		return fmt.Sprintf("source.full_document_before_change or source.full_document is required, but the change "+
+			"has no pre- or post-image: enable images on the collection with "+
+			"db.runCommand({collMod: %q, changeStreamPreAndPostImages: {enabled: true}}) (re-checked with backoff; "+
+			"changes made before that have no image), or set them to whenAvailable", coll)
+	case ferry.FailUnauthorized:
+		return "the user of source.uri lacks a privilege the stream needs (changeStream and find on the watched " +
+			"namespace; see docs/deploy.md, least-privilege roles): grant it, and the stream is re-checked with backoff"
+	case ferry.FailEventTooLarge:
+		return "a change event is larger than 16 MB: project fewer fields in source.pipeline, or set " +
+			"source.full_document and source.full_document_before_change to off (a new definition: rename the stream)"
+	case ferry.FailCorruptCheckpoint:
+		return fmt.Sprintf("a checkpoint record in state.database's checkpoints collection cannot be read: repair it, "+
+			"or stop every member and run `ferry reset -c <file> -stream %s`", name)
+	case ferry.FailConfig:
+		return "the stream's configuration is invalid: run `ferry validate -c <file>`"
+	case ferry.FailStartPosition:
+		return fmt.Sprintf("source.start_at: {checkpoints_of: %s} names a stream with no checkpoints in the state "+
+			"store: check the name (`ferry status` lists the streams of a configuration)", st.Source.StartAt.Stream)
+	}
+	if f.Clears {
+		return "the server refused the change stream; see its message. It is re-checked with backoff"
+	}
+	return "the server refused the change stream; see its message. Change the stream's configuration (a new " +
+		"definition: rename the stream and start it with source.start_at: {checkpoints_of: <old name>})"
+}
+
+// recheckText says when a failed stream is re-checked.
+func recheckText(s group.Status) string {
+	if s.RetryAt.IsZero() {
+		return "never by itself: only a change of configuration (and a restart) ends it"
+	}
+	return "at " + s.RetryAt.UTC().Format(time.RFC3339) + " (backoff up to 5m)"
+}
+
+// failureNotes remembers the last failure reason logged for a stream, so
+// each new reason is logged once, not at every re-check.
+type failureNotes struct {
+	mu   sync.Mutex
+	last string
+}
+
+func (n *failureNotes) first(f *ferry.Failure) bool {
+	key := string(f.Class) + "\x00" + f.Detail
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if key == n.last {
+		return false
+	}
+	n.last = key
+	return true
+}

@@ -1,0 +1,306 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/ferry-io/ferry"
+	"github.com/ferry-io/ferry/checkpoint"
+	"github.com/ferry-io/ferry/checkpoint/boltstore"
+	"github.com/ferry-io/ferry/checkpoint/mongostore"
+	"github.com/ferry-io/ferry/cmd/ferry/config"
+	"github.com/ferry-io/ferry/group"
+	"github.com/ferry-io/ferry/metrics"
+	"github.com/ferry-io/ferry/sink"
+	"github.com/ferry-io/ferry/sink/mongoproj"
+)
+
+// shutdownBudget is how long the daemon takes to stop after SIGTERM: Cloud
+// Run allows 10 s.
+const shutdownBudget = 9 * time.Second
+
+// shutdownGrace is how much longer than the budget the daemon waits for
+// its streams to stop before it gives up on them: it then exits without
+// closing the sinks and stores they may still use.
+const shutdownGrace = 20 * time.Second
+
+// runValidate checks a configuration file without connecting to anything.
+func runValidate(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("validate", flag.ContinueOnError)
+	cfg, code := loadFlags(fs, args, stderr)
+	if cfg == nil {
+		return code
+	}
+	fmt.Fprintf(stdout, "%s: ok (%d stream(s))\n", fs.Lookup("c").Value, len(cfg.Streams))
+	return 0
+}
+
+// runDaemon runs every stream of the configuration until ctx ends. Its
+// steps: open the streams (clients, sinks, stores, groups), register the
+// metrics, serve the ops port, run everything; then, in reverse, stop.
+func runDaemon(ctx context.Context, args []string, stdoutW, stderr io.Writer) error {
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	path := fs.String("c", "ferry.yaml", "configuration file")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	cfg, err := config.Load(*path)
+	if err != nil {
+		return err
+	}
+	d := &daemon{cfg: cfg, log: newLogger(cfg.Log, stderr), stdout: stdoutW, clients: map[string]*mongo.Client{}}
+	d.log.Info("starting", "config", *path, "streams", len(cfg.Streams))
+	defer d.close()
+	if err := d.openStreams(ctx); err != nil {
+		return err
+	}
+	d.registerMetrics()
+	ops, err := d.serveOps()
+	if err != nil {
+		return err
+	}
+	return d.runAll(ctx, ops)
+}
+
+// daemon is one `ferry run`: its streams and what they use.
+type daemon struct {
+	cfg     *config.Config
+	log     *slog.Logger
+	stdout  io.Writer
+	reg     *prometheus.Registry
+	m       *metrics.Metrics
+	clients map[string]*mongo.Client // by URI
+	streams []*stream
+	purgers []*tombstonePurger
+	// closers release sinks and stores, in reverse order, once every
+	// stream stopped.
+	closers []func()
+	// abandoned: streams outlived the shutdown; their sinks and stores
+	// are left open for the process exit.
+	abandoned bool
+}
+
+// stream is one configured stream as the daemon runs it: a consumer group
+// (MongoDB state store) or a single supervised consumer (bolt).
+type stream struct {
+	name   string
+	cfg    *config.Stream
+	run    func(context.Context) error
+	status func() group.Status
+	group  *group.Group     // nil with the bolt state store
+	dlq    *mongo.Database  // the state database, nil with bolt
+	proj   *mongoproj.Sink  // the mongodb sink, or nil
+	cps    checkpoint.Store // the state store's checkpoints
+	notes  *failureNotes
+}
+
+func (d *daemon) connect(uri config.MongoURI) (*mongo.Client, error) {
+	if c := d.clients[uri.Reveal()]; c != nil {
+		return c, nil
+	}
+	c, err := mongo.Connect(options.Client().ApplyURI(uri.Reveal()))
+	if err != nil {
+		return nil, fmt.Errorf("connect to %s: %w", uri, err)
+	}
+	d.clients[uri.Reveal()] = c
+	return c, nil
+}
+
+// openStreams connects the clients and sinks and builds every stream's
+// group (or consumer). Nothing runs yet.
+func (d *daemon) openStreams(ctx context.Context) error {
+	d.reg = prometheus.NewRegistry()
+	d.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	d.m = metrics.New(d.reg)
+	var stateDB *mongo.Database
+	var cps checkpoint.Store
+	if d.cfg.State.Bolt == nil {
+		sc, err := d.connect(d.cfg.StateURI())
+		if err != nil {
+			return err
+		}
+		stateDB = sc.Database(d.cfg.State.Database)
+		ms, err := mongostore.New(stateDB)
+		if err != nil {
+			return err
+		}
+		cps = ms
+	} else {
+		store, err := boltstore.Open(d.cfg.State.Bolt.Path)
+		if err != nil {
+			return fmt.Errorf("state.bolt.path: %w", err)
+		}
+		d.closers = append(d.closers, func() { _ = store.Close() })
+		cps = store
+	}
+	for i := range d.cfg.Streams {
+		st, err := d.openStream(ctx, fmt.Sprintf("streams[%d]", i), &d.cfg.Streams[i], stateDB, cps)
+		if err != nil {
+			return err
+		}
+		d.streams = append(d.streams, st)
+	}
+	return nil
+}
+
+// openStream opens the stream at path (streams[i]); its errors name the
+// path.
+func (d *daemon) openStream(ctx context.Context, path string, sc *config.Stream, stateDB *mongo.Database, cps checkpoint.Store) (*stream, error) {
+	client, err := d.connect(sc.Source.URI)
+	if err != nil {
+		return nil, fmt.Errorf("%s.source.uri: %w", path, err)
+	}
+	s, err := buildSink(sc, d.stdout, stateDB)
+	if err != nil {
+		return nil, fmt.Errorf("%s.sink: %w", path, err)
+	}
+	if err := s.Connect(ctx); err != nil {
+		return nil, fmt.Errorf("%s.sink: %w", path, err)
+	}
+	d.closers = append(d.closers, func() { _ = s.Close(context.Background()) })
+	copts, err := sc.ConsumerOptions(cps)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	st := &stream{name: sc.Name, cfg: sc, dlq: stateDB, cps: cps, notes: &failureNotes{}}
+	st.proj, _ = s.(*mongoproj.Sink)
+	copts = append(copts, ferry.WithHooks(d.m), ferry.Logger(d.log))
+	h := sink.Handler(s)
+	if stateDB == nil {
+		if st.proj != nil {
+			copts = append(copts, ferry.WithSweeper(st.proj.Sweep)) // a backfill removes what it did not touch
+		}
+		one := newSingle(sc.Name, d.log, func(s group.Status) { d.onState(st, s) })
+		c, err := ferry.NewConsumer(client, h, append(copts, ferry.Checkpoints(cps), ferry.WithHooks(one), ferry.LogStops(false))...)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		one.c = c
+		st.run, st.status = one.run, one.get
+		return st, nil
+	}
+	gopts := append(sc.GroupOptions(), group.StateDatabase(stateDB), group.Consumer(copts...), group.Logger(d.log),
+		group.OnStateChange(func(s group.Status) { d.onState(st, s) }))
+	if st.proj != nil {
+		// Each partition's backfill sweeps only its own documents.
+		gopts = append(gopts, group.Sweeper(st.proj.SweepPartition))
+	}
+	g, err := group.New(client, h, gopts...)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	st.group, st.run, st.status = g, g.Run, g.Status
+	if st.proj != nil && sc.Sink.MongoDB.TombstoneRetention > 0 {
+		d.purgers = append(d.purgers, &tombstonePurger{stream: sc.Name, partitions: sc.Group.Partitions,
+			retention: sc.Sink.MongoDB.TombstoneRetention, sink: st.proj, store: cps, state: stateDB, log: d.log})
+	}
+	return st, nil
+}
+
+// onState follows a stream's state changes: failures are counted, and a
+// new failure reason is logged once with what the operator can do, in
+// the configuration's terms.
+func (d *daemon) onState(st *stream, s group.Status) {
+	d.m.StreamState(st.name, string(s.State))
+	if s.State != group.Failed || s.Failure == nil {
+		return
+	}
+	d.m.StreamFailure(st.name, string(s.Failure.Class))
+	if st.notes.first(s.Failure) {
+		d.log.Warn("stream failed: what to do", "stream", st.name, "class", s.Failure.Class,
+			"advice", advice(st.cfg, *s.Failure), "recheck", recheckText(s))
+	}
+}
+
+// runAll runs every stream and purger until ctx ends (SIGTERM), then
+// stops them: every stream drains, checkpoints and releases its leases
+// before the ops server, the sinks and the stores are closed. It returns
+// every stream's error.
+func (d *daemon) runAll(ctx context.Context, ops *opsServer) error {
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancel()
+	var wg sync.WaitGroup
+	errs := make([]error, len(d.streams))
+	for i, st := range d.streams {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := st.run(runCtx); err != nil {
+				errs[i] = fmt.Errorf("stream %s: %w", st.name, err)
+				d.log.Error("stream stopped", "stream", st.name, "err", err)
+			}
+		}()
+	}
+	var pw sync.WaitGroup
+	for _, p := range d.purgers {
+		pw.Add(1)
+		go func() {
+			defer pw.Done()
+			p.run(runCtx)
+		}()
+	}
+	streamsDone := make(chan struct{})
+	go func() { wg.Wait(); close(streamsDone) }()
+	ops.setReady(true)
+	select {
+	case <-ctx.Done():
+		d.log.Info("shutting down: draining, checkpointing, releasing leases")
+	case <-streamsDone:
+		d.log.Error("every stream stopped")
+	}
+	ops.setReady(false)
+	cancel()
+	budget := time.NewTimer(shutdownBudget)
+	defer budget.Stop()
+	select {
+	case <-streamsDone:
+	case <-budget.C:
+		d.log.Warn("shutdown budget exceeded; still waiting for the streams to stop", "budget", shutdownBudget)
+		select {
+		case <-streamsDone:
+		case <-time.After(shutdownGrace):
+			d.abandoned = true
+			d.log.Error("streams did not stop; exiting without closing their sinks and stores", "waited", shutdownBudget+shutdownGrace)
+		}
+	}
+	pw.Wait()
+	ops.shutdown()
+	d.log.Info("stopped")
+	return errors.Join(errs...)
+}
+
+// close releases sinks and stores in reverse order, then the clients,
+// unless streams were abandoned still running.
+func (d *daemon) close() {
+	if d.abandoned {
+		return
+	}
+	for i := len(d.closers) - 1; i >= 0; i-- {
+		d.closers[i]()
+	}
+	for _, c := range d.clients {
+		_ = c.Disconnect(context.Background())
+	}
+}
+
+func newLogger(c config.Log, w io.Writer) *slog.Logger {
+	var level slog.Level
+	_ = level.UnmarshalText([]byte(c.Level))
+	opts := &slog.HandlerOptions{Level: level}
+	if c.Format == "text" {
+		return slog.New(slog.NewTextHandler(w, opts))
+	}
+	return slog.New(slog.NewJSONHandler(w, opts))
+}

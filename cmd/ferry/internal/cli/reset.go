@@ -1,0 +1,246 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/ferry-io/ferry"
+	"github.com/ferry-io/ferry/checkpoint"
+	"github.com/ferry-io/ferry/checkpoint/mongostore"
+	"github.com/ferry-io/ferry/cmd/ferry/config"
+	"github.com/ferry-io/ferry/internal/resumetoken"
+	"github.com/ferry-io/ferry/lease"
+)
+
+const resetDoc = `Deletes the checkpoints of a stream whose members are all stopped, so that
+its next ferry run starts from source.start_at, as a new stream does: after
+a changed definition (pipeline, options, partitions) made them unusable, or
+to deliver the source again.
+
+What becomes of the changes made since the checkpoints depends on
+source.start_at:
+
+  now (the default)  they are skipped and never delivered. ferry reset says
+                     how many seconds of changes that is and deletes nothing
+                     without -yes.
+  backfill           the next run scans the source and delivers every
+                     document as a backfill event, then the changes made
+                     since the scan began.
+  a time T           the next run delivers the changes from T on: those
+                     since the checkpoints, and again those between T and
+                     them (receivers de-duplicate on the event id). If T is
+                     after the oldest checkpoint, the changes in between are
+                     skipped, and ferry reset deletes nothing without -yes.
+                     If the oplog no longer reaches back to T,
+                     on_history_lost decides.
+
+It refuses while members of the stream are live (ferry status lists them).`
+
+// runReset deletes a stream's checkpoints, so it starts again from its
+// start_at position. The stream's group must be stopped. When that start
+// skips the changes made since the checkpoints, it says how many seconds of
+// changes and deletes nothing without -yes.
+func runReset(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("reset")
+	stream := fs.String("stream", "", "stream name (required)")
+	yes := fs.Bool("yes", false, "delete even if the changes made since the checkpoints are then skipped")
+	cfg, code := loadFlags(fs, args, stderr)
+	if cfg == nil {
+		return code
+	}
+	st := cfg.Stream(*stream)
+	if st == nil {
+		names := make([]string, len(cfg.Streams))
+		for i, s := range cfg.Streams {
+			names[i] = s.Name
+		}
+		problem := fmt.Sprintf("no stream named %q in the configuration", *stream)
+		if *stream == "" {
+			problem = "required: name the stream to reset"
+		}
+		fmt.Fprintf(stderr, "ferry reset: -stream: %s (streams: %s)\n", problem, strings.Join(names, ", "))
+		return 2
+	}
+	return withState(ctx, "reset", cfg, stderr, func(ctx context.Context, db *mongo.Database, ls *lease.Store, cps *mongostore.Store) error {
+		members, err := ls.Members(ctx, st.Name)
+		if err != nil {
+			return err
+		}
+		if len(members) > 0 {
+			return fmt.Errorf("stream %s still has %d live member(s); stop their ferry run first (ferry status lists them)",
+				st.Name, len(members))
+		}
+		list, err := cps.List(ctx, st.Name)
+		if err != nil {
+			return err
+		}
+		if len(list) == 0 {
+			fmt.Fprintf(stdout, "stream %s: no checkpoints, nothing to delete: its next ferry run starts from source.start_at (%s)\n",
+				st.Name, startAtName(st.Source.StartAt))
+			return nil
+		}
+		oldest, known := oldestPosition(list)
+		plan := planReset(st, oldest, known, sourceClock(ctx, cfg, st, db))
+		if plan.skips && !*yes {
+			return errors.New(plan.refusal)
+		}
+		for _, cp := range list {
+			if err := cps.Delete(ctx, cp.Stream, cp.Partition, cp.Version); err != nil {
+				return err
+			}
+		}
+		fmt.Fprintf(stdout, "stream %s: %d checkpoint(s) deleted. %s\n", st.Name, len(list), plan.next)
+		return nil
+	})
+}
+
+// resetPlan is what deleting a stream's checkpoints leads to.
+type resetPlan struct {
+	skips   bool   // changes made since the checkpoints would never be delivered
+	refusal string // why ferry reset wants -yes (when skips)
+	next    string // what the stream does on its next run
+}
+
+// planReset says what the stream st does once its checkpoints are gone,
+// given the oldest position they record (known false: none records one)
+// and the source cluster's clock now.
+func planReset(st *config.Stream, oldest bson.Timestamp, known bool, now time.Time) resetPlan {
+	name := st.Name
+	since := time.Unix(int64(oldest.T), 0).UTC()
+	sinceText := since.Format(time.RFC3339)
+	skipped := func(until time.Time) int64 { // whole seconds from the oldest checkpoint to until
+		if d := until.Unix() - since.Unix(); d > 0 {
+			return d
+		}
+		return 0
+	}
+	const skipHint = "To deliver them, set source.start_at to backfill or to a time at or before %s; " +
+		"to skip them, run again with -yes. Nothing was deleted."
+	start := st.Source.StartAt
+	switch start.Kind {
+	case "backfill":
+		return resetPlan{next: "Its next ferry run scans the source (start_at: backfill) and delivers every document " +
+			"as a backfill event, then the changes made since the scan began."}
+	case "time":
+		at := start.Time.UTC().Format(time.RFC3339)
+		replay := fmt.Sprintf("Its next ferry run delivers the changes made from %s on (source.start_at); "+
+			"those delivered before come again with the same event ids. %s", at, historyLostNote(st))
+		if !known {
+			return resetPlan{next: replay}
+		}
+		if start.Time.Unix() <= since.Unix() {
+			return resetPlan{next: fmt.Sprintf("Its next ferry run delivers the changes made from %s on (source.start_at), "+
+				"%d s before its oldest checkpoint (%s): those delivered before come again with the same event ids. %s",
+				at, since.Unix()-start.Time.Unix(), sinceText, historyLostNote(st))}
+		}
+		n := skipped(start.Time)
+		return resetPlan{skips: true,
+			refusal: fmt.Sprintf("stream %s: start_at is %s, after its oldest checkpoint: the changes of the %d s between %s and %s "+
+				"would be skipped and never delivered. "+skipHint, name, at, n, sinceText, at, sinceText),
+			next: fmt.Sprintf("Its next ferry run delivers the changes made from %s on (source.start_at); "+
+				"the %d s of changes between %s and %s are not delivered.", at, n, sinceText, at)}
+	}
+	// start_at: now (the default).
+	if !known {
+		return resetPlan{skips: true,
+			refusal: fmt.Sprintf("stream %s: start_at is now: its checkpoints record no position, so every change made since "+
+				"it last ran would be skipped and never delivered. To deliver them, set source.start_at to backfill or to a "+
+				"time at or before its last run; to skip them, run again with -yes. Nothing was deleted.", name),
+			next: "Its next ferry run starts from the changes made from then on (start_at: now)."}
+	}
+	n := skipped(now)
+	return resetPlan{skips: true,
+		refusal: fmt.Sprintf("stream %s: start_at is now: the changes of the last %d s (since %s) would be skipped "+
+			"and never delivered. "+skipHint, name, n, sinceText, sinceText),
+		next: fmt.Sprintf("Its next ferry run starts from the changes made from then on (start_at: now): "+
+			"the changes since %s (%d s so far) are not delivered.", sinceText, n)}
+}
+
+// historyLostNote says what happens when the oplog no longer holds the
+// start time.
+func historyLostNote(st *config.Stream) string {
+	if st.OnHistoryLost == ferry.HistoryLostBackfill {
+		return "If the oplog no longer reaches back that far, it scans the source instead (on_history_lost: backfill)."
+	}
+	return fmt.Sprintf("If the oplog no longer reaches back that far, it stops and says so (on_history_lost: %s).", st.OnHistoryLost)
+}
+
+// startAtName is source.start_at as written in the file.
+func startAtName(s config.StartAt) string {
+	if s.Kind == "time" {
+		return s.Time.UTC().Format(time.RFC3339)
+	}
+	if s.Kind == "" {
+		return "now"
+	}
+	return s.Kind
+}
+
+// oldestPosition is the oldest cluster time the checkpoints resume from:
+// per checkpoint the cluster time of its resume token, or its recorded
+// ClusterTime when the token cannot be decoded. known is false when no
+// checkpoint records either.
+func oldestPosition(list []checkpoint.Checkpoint) (oldest bson.Timestamp, known bool) {
+	for _, cp := range list {
+		ts := cp.ClusterTime
+		if tok, err := resumetoken.Parse(cp.Token); err == nil && !tok.ClusterTime.IsZero() {
+			ts = tok.ClusterTime
+		}
+		if ts.IsZero() {
+			continue
+		}
+		if !known || ts.Before(oldest) {
+			oldest, known = ts, true
+		}
+	}
+	return oldest, known
+}
+
+// sourceClock is the current time of the stream's source cluster, whose
+// clock the checkpoints' cluster times come from: hello's localTime, or its
+// operationTime. When the source cannot be asked, the state store's clock
+// is used, and the local clock as a last resort.
+func sourceClock(ctx context.Context, cfg *config.Config, st *config.Stream, state *mongo.Database) time.Time {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if st.Source.URI.Reveal() != cfg.StateURI().Reveal() {
+		if client, err := mongo.Connect(options.Client().ApplyURI(st.Source.URI.Reveal())); err == nil {
+			t, err := serverClock(ctx, client)
+			_ = client.Disconnect(context.Background())
+			if err == nil {
+				return t
+			}
+		}
+	}
+	if t, err := serverClock(ctx, state.Client()); err == nil {
+		return t
+	}
+	return time.Now()
+}
+
+// serverClock asks a server for its current time: hello's localTime, else
+// the reply's operationTime.
+func serverClock(ctx context.Context, client *mongo.Client) (time.Time, error) {
+	var hello struct {
+		LocalTime     time.Time      `bson:"localTime"`
+		OperationTime bson.Timestamp `bson:"operationTime"`
+	}
+	if err := client.Database("admin").RunCommand(ctx, bson.D{{Key: "hello", Value: 1}}).Decode(&hello); err != nil {
+		return time.Time{}, err
+	}
+	switch {
+	case !hello.LocalTime.IsZero():
+		return hello.LocalTime, nil
+	case hello.OperationTime.T > 0:
+		return time.Unix(int64(hello.OperationTime.T), 0), nil
+	}
+	return time.Time{}, errors.New("hello: neither localTime nor operationTime")
+}

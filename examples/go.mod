@@ -1,0 +1,34 @@
+module github.com/ferry-io/ferry/examples
+
+go 1.26.8
+
+require github.com/ferry-io/ferry v0.0.0 // indirect
+
+replace github.com/ferry-io/ferry => ..
+
+require (
+	github.com/ferry-io/ferry/cmd/ferry v0.0.0
+	gopkg.in/yaml.v3 v3.0.1
+)
+
+require (
+	github.com/klauspost/compress v1.20.4 // indirect
+	github.com/kr/pretty v0.3.1 // indirect
+	github.com/rogpeppe/go-internal v1.14.1 // indirect
+	github.com/xdg-go/scram v1.4.0 // indirect
+	github.com/xdg-go/stringprep v1.0.4 // indirect
+	github.com/youmark/pkcs8 v0.0.0-20240726163527-a2c0da244d78 // indirect
+	go.mongodb.org/mongo-driver/v2 v2.10.0 // indirect
+	golang.org/x/crypto v0.58.0 // indirect
+	golang.org/x/sync v0.24.0 // indirect
+	golang.org/x/text v0.43.0 // indirect
+	gopkg.in/check.v1 v1.0.0-20201130134442-10cb98267c6c // indirect
+)
+
+replace (
+	github.com/ferry-io/ferry/cmd/ferry => ../cmd/ferry
+	github.com/ferry-io/ferry/metrics => ../metrics
+	github.com/ferry-io/ferry/sink/kafka => ../sink/kafka
+	github.com/ferry-io/ferry/sink/natsjs => ../sink/natsjs
+	github.com/ferry-io/ferry/sink/pubsub => ../sink/pubsub
+)

@@ -40,4 +40,3 @@ func TestDemo(t *testing.T) {
 		t.Fatalf("takeover %d ms, want within the 2 s lease TTL + 1 s", ms)
 	}
 }
-

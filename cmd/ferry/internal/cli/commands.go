@@ -128,7 +128,6 @@ Also: ferry -version.`,
 	}
 }
 
-
 // Main runs the ferry command with the process's arguments, with SIGTERM
 // and interrupts cancelling its context, and returns the exit code.
 func Main() int {
@@ -140,7 +139,9 @@ func Main() int {
 // Run runs a ferry command line (args without the program name) and
 // returns the exit code: 0 on success (and for help), 1 when the command
 // failed, 2 for a bad command line.
-func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int { return run(ctx, args, stdout, stderr) }
+func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	return run(ctx, args, stdout, stderr)
+}
 
 // run runs the command line args and returns the exit code: 0 on success
 // (and for help), 1 when the command failed, 2 for a bad command line.

@@ -6,12 +6,10 @@ import (
 	"sync"
 	"time"
 
-	"go.mongodb.org/mongo-driver/v2/bson"
-	"go.mongodb.org/mongo-driver/v2/mongo"
-	"go.mongodb.org/mongo-driver/v2/mongo/options"
-
 	"github.com/ferry-io/ferry/checkpoint"
 	"github.com/ferry-io/ferry/internal/hashkey"
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
 )
 
 // backfill rescans the source and hands every document in scope (and in
@@ -188,34 +186,3 @@ func waitScanned(ctx context.Context, wg *sync.WaitGroup) {
 	case <-ctx.Done():
 	}
 }
-
-// OperationBackfill is the OperationType of a backfill event.
-const OperationBackfill = "backfill"
-
-// newBackfillEvent is the event for document doc of namespace ns, read by
-// the backfill whose start marker is marker. It has no resume token: its
-// Raw and FullDocument are the document itself, its DocumentKey is
-// {_id: doc._id}, and its id is the hex sha256 of marker, ns + NUL and the
-// documentKey, so one scan hands each document over under one id.
-func newBackfillEvent(ns Namespace, doc, marker bson.Raw, partition int, epoch int64) (*Event, error) {
-	key, err := backfillKey(doc)
-	if err != nil {
-		return nil, err
-	}
-	return &Event{
-		OperationType: OperationBackfill, Namespace: ns, DocumentKey: key, FullDocument: doc, Raw: doc,
-		Partition: partition, Epoch: epoch, Backfill: true,
-		id: EventID(append(append(append([]byte(nil), marker...), ns.String()+"\x00"...), key...)),
-	}, nil
-}
-
-// backfillKey is the documentKey of a scanned document: {_id: doc._id}.
-func backfillKey(doc bson.Raw) (bson.Raw, error) {
-	id, err := doc.LookupErr("_id")
-	if err != nil {
-		return nil, fmt.Errorf("document has no _id: %w", err)
-	}
-	return bson.Marshal(bson.D{{Key: "_id", Value: id}})
-}
-
-var _ = mongo.ErrNoDocuments

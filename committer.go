@@ -1,159 +1,122 @@
 package ferry
 
 import (
-	"sync"
+	"context"
+	"errors"
+	"fmt"
+	"time"
 
+	"github.com/ferry-io/ferry/checkpoint"
 	"go.mongodb.org/mongo-driver/v2/bson"
 )
 
-// tracker follows events from read to finished and says how far the
-// checkpoint may go: to the token of the last event of the contiguous
-// prefix of finished events (applied or dead-lettered), never past an
-// unfinished one. On a quiet stream it may go further, to the reader's
-// postBatchResumeToken, once every event read before that token finished.
-type tracker struct {
-	mu      sync.Mutex
-	next    int64     // sequence number of the next event read
-	base    int64     // sequence number of pending[0]
-	pending []tracked // events read, from the oldest unfinished one
-	// The checkpointable position: token and its sequence number (the
-	// last finished event of the prefix, or an idle token).
-	token     bson.Raw
-	cover     int64 // the token covers every event with sequence number < cover
-	clusterTS bson.Timestamp
-	idle      bool
-	// An idle token reported by the reader, valid once every event with
-	// sequence number < idleSeq has finished.
-	idleToken bson.Raw
-	idleSeq   int64
-	// finished counts events finished since the last take.
-	finished int
-}
+// pendingMarkAfter is how long an event must stay the oldest pending one
+// before a checkpoint is written for its pending mark alone.
+const pendingMarkAfter = time.Second
 
-type tracked struct {
-	token bson.Raw
-	ts    bson.Timestamp
-	done  bool
-}
-
-// add records a newly read event and returns its sequence number. Only the
-// reader calls it, in stream order.
-func (t *tracker) add(token bson.Raw, ts bson.Timestamp) int64 {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	seq := t.next
-	t.next++
-	t.pending = append(t.pending, tracked{token: token, ts: ts})
-	return seq
-}
-
-// finish marks an event finished and advances the prefix.
-func (t *tracker) finish(seq int64) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	i := seq - t.base
-	if i < 0 || i >= int64(len(t.pending)) {
-		return
-	}
-	t.pending[i].done = true
-	t.finished++
-	n := 0
-	for n < len(t.pending) && t.pending[n].done {
-		n++
-	}
-	if n == 0 {
-		return
-	}
-	last := t.pending[n-1]
-	t.token, t.cover, t.clusterTS, t.idle = last.token, t.base+int64(n), last.ts, false
-	clear(t.pending[:n])
-	t.pending = t.pending[n:]
-	t.base += int64(n)
-	if len(t.pending) == 0 {
-		t.pending = nil
-	}
-	t.promoteIdle()
-}
-
-// setIdle records the reader's postBatchResumeToken after an empty batch:
-// every event read so far precedes it.
-func (t *tracker) setIdle(token bson.Raw) {
-	if token == nil {
-		return
-	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.idleToken, t.idleSeq = token, t.next
-	t.promoteIdle()
-}
-
-// promoteIdle makes the idle token the position when all events before it
-// finished. Callers hold t.mu.
-func (t *tracker) promoteIdle() {
-	if t.idleToken == nil || t.base < t.idleSeq {
-		return
-	}
-	// An event read after the idle token is newer than it: drop the idle
-	// token then.
-	if t.idleSeq >= t.cover && !bytesEqual(t.idleToken, t.token) {
-		t.token, t.cover, t.idle = t.idleToken, t.idleSeq, true
-	}
-	t.idleToken = nil
-}
-
-// position returns the checkpointable token (nil if none yet), the cluster
-// time of the last finished event, whether it is an idle token, and how
-// many events finished since the previous call.
-func (t *tracker) position() (bson.Raw, bson.Timestamp, bool, int) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	n := t.finished
-	t.finished = 0
-	return t.token, t.clusterTS, t.idle, n
-}
-
-// oldest returns the clusterTime of the oldest event read and not
-// finished (zero when none is pending).
-func (t *tracker) oldest() bson.Timestamp {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	for _, p := range t.pending {
-		if !p.done {
-			return p.ts
+// commitLoop writes the checkpoint every commit interval, or sooner when a
+// batch of events finished.
+func (r *runner) commitLoop(stop <-chan struct{}) {
+	t := time.NewTicker(r.c.cfg.commitInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		case <-r.kick:
+		}
+		ctx, cancel := context.WithTimeout(r.handlerCtx, 10*time.Second)
+		err := r.flush(ctx)
+		cancel()
+		if errors.Is(err, checkpoint.ErrFenced) {
+			r.fail(err)
+			return
 		}
 	}
-	return bson.Timestamp{}
 }
 
-// reset forgets the position (every tracked event must be finished).
-func (t *tracker) reset() {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.base = t.next
-	t.pending = nil
-	t.token, t.cover, t.clusterTS, t.idle = nil, 0, bson.Timestamp{}, false
-	t.idleToken, t.idleSeq, t.finished = nil, 0, 0
-}
-
-// pendingFinished returns how many events finished since the last
-// position call.
-func (t *tracker) pendingFinished() int {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.finished
-}
-
-// unfinished returns how many read events are not finished.
-func (t *tracker) unfinished() int {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	n := 0
-	for _, p := range t.pending {
-		if !p.done {
-			n++
-		}
+// flush writes the checkpoint up to the tracker's position, if it moved.
+func (r *runner) flush(ctx context.Context) error {
+	r.saveMu.Lock()
+	defer r.saveMu.Unlock()
+	tok, ts, idle := r.track.position()
+	oldest := r.track.oldest()
+	ev, bytes := r.win.depth()
+	var oldestAt time.Time
+	if !oldest.IsZero() {
+		oldestAt = time.Unix(int64(oldest.T), 0)
 	}
-	return n
+	r.c.hooks.queue(QueueInfo{Stream: r.c.cfg.name, Partition: r.c.cfg.partition, Events: ev, Bytes: bytes, OldestPending: oldestAt})
+	r.c.setStatus(func(s *Status) { s.QueueEvents, s.QueueBytes, s.OldestPending = ev, bytes, oldestAt })
+	moved := tok != nil && !bytesEqual(tok, r.cp.Token)
+	// The pending mark is written even when the position did not move
+	// (the sink is down, an event waits), so that status shows the lag,
+	// but only once the same event has been the oldest pending one for
+	// pendingMarkAfter: a write per commit interval would be a write per
+	// second per stuck partition for nothing, and every write takes
+	// oplog space.
+	now := time.Now()
+	if oldest != r.oldest {
+		r.oldest, r.oldestSeen = oldest, now
+	}
+	if !moved && (oldest == r.cp.Pending || !r.exists || !oldest.IsZero() && now.Sub(r.oldestSeen) < pendingMarkAfter) {
+		return nil
+	}
+	next := r.cp
+	if moved {
+		next.Token = tok
+	}
+	if ts != (bson.Timestamp{}) {
+		next.ClusterTime = ts
+	}
+	next.Pending = oldest
+	next.State, next.Note = checkpoint.StateRunning, ""
+	return r.save(ctx, next, idle)
 }
 
-func bytesEqual(a, b []byte) bool { return string(a) == string(b) }
+// save writes a checkpoint with the consumer's identity and epoch.
+func (r *runner) save(ctx context.Context, next checkpoint.Checkpoint, idle bool) error {
+	cfg := &r.c.cfg
+	next.Stream, next.Partition, next.Epoch = cfg.name, cfg.partition, cfg.epoch
+	next.Identity, next.Definition = r.c.identity, r.c.def
+	next.Version = r.cp.Version
+	saved, err := cfg.store.Save(ctx, next)
+	info := CheckpointInfo{Stream: cfg.name, Partition: cfg.partition, Idle: idle, Err: err}
+	if err != nil {
+		r.c.hooks.checkpoint(info)
+		if errors.Is(err, checkpoint.ErrFenced) {
+			return &stopError{kind: ErrFenced, err: err, msg: fmt.Sprintf(
+				"ferry: stream %q partition %d: checkpoint fenced (another owner took over): %v", cfg.name, cfg.partition, err)}
+		}
+		r.c.log.Warn("checkpoint write failed; will retry", "err", err)
+		return fmt.Errorf("ferry: write checkpoint: %w", err)
+	}
+	r.cp, r.exists = saved, true
+	info.Version = saved.Version
+	info.ClusterTime = time.Unix(int64(saved.ClusterTime.T), 0)
+	r.c.hooks.checkpoint(info)
+	r.c.setStatus(func(s *Status) {
+		s.CheckpointAt, s.CheckpointTime, s.CheckpointState = saved.UpdatedAt, saved.ClusterTime, saved.State
+	})
+	return nil
+}
+
+// mark records a non-running state (needs-backfill, invalidated, stalled)
+// on the checkpoint, keeping its token unless tok is given.
+func (r *runner) mark(ctx context.Context, state checkpoint.State, note string, tok ...bson.Raw) {
+	r.saveMu.Lock()
+	defer r.saveMu.Unlock()
+	next := r.cp
+	if len(tok) > 0 {
+		next.Token = tok[0]
+		// The position now comes from outside the tracker: start it
+		// afresh so it cannot write back an older one. Callers make sure
+		// no event is in flight.
+		r.track.reset()
+	}
+	next.State, next.Note = state, note
+	if err := r.save(ctx, next, false); err != nil {
+		r.c.log.Error("could not record checkpoint state", "state", state, "err", err)
+	}
+}

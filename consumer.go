@@ -2,29 +2,15 @@ package ferry
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"sync"
 	"time"
 
+	"github.com/ferry-io/ferry/checkpoint"
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
-
-	"github.com/ferry-io/ferry/checkpoint"
 )
-
-// Handler applies one change. It is called at least once per event; it
-// must return nil only after its side effect is durable. An error is
-// retried with backoff up to the configured attempts (wrap it with
-// Permanent to skip retries); a panic counts as an error.
-type Handler func(ctx context.Context, ev *Event) error
-
-// Sweeper removes, after a backfill scan, what the scan did not touch:
-// documents deleted while the stream's history was lost. since is when the
-// scan began (the server's clock).
-type Sweeper func(ctx context.Context, since time.Time) error
 
 // Consumer reads one partition of one stream and applies each change with
 // its handler. Create it with NewConsumer and call Run.
@@ -125,69 +111,4 @@ func (c *Consumer) setStatus(f func(*Status)) {
 	c.mu.Lock()
 	f(&c.state)
 	c.mu.Unlock()
-}
-
-// Run consumes the stream until ctx is cancelled or a stop condition
-// (ErrHistoryLost, ErrInvalidated, ErrFenced, ErrStalled,
-// ErrIdentityChanged, a fatal server error). On cancellation it stops
-// reading, lets in-flight events finish within the drain timeout, writes
-// the final checkpoint, closes the cursor and returns nil. No goroutine
-// outlives Run.
-func (c *Consumer) Run(ctx context.Context) error {
-	c.setStatus(func(s *Status) { s.Running, s.LastError, s.State = true, "", StateRunning })
-	c.hooks.state(StateInfo{Stream: c.cfg.name, Partition: c.cfg.partition, State: StateRunning})
-	err := c.run(ctx)
-	c.setStatus(func(s *Status) {
-		s.Running, s.State, s.OldestPending = false, StateStopped, time.Time{}
-		if err != nil {
-			s.LastError = err.Error()
-		}
-	})
-	c.hooks.state(StateInfo{Stream: c.cfg.name, Partition: c.cfg.partition, State: StateStopped, Err: err})
-	switch _, failed := AsFailure(err); {
-	case err == nil, c.cfg.quietStops:
-	case failed:
-		c.log.Error("consumer stopped", "err", err)
-	default:
-		// A hand-off (fenced, lease lost) or a transient error: whoever
-		// runs the consumer restarts it with backoff.
-		c.log.Warn("consumer stopped", "err", err)
-	}
-	return err
-}
-
-// position is where the stream (re)opens.
-type position struct {
-	resumeAfter bson.Raw
-	startAfter  bson.Raw
-	startAt     *bson.Timestamp
-}
-
-func (c *Consumer) run(ctx context.Context) error {
-	cp, err := c.cfg.store.Load(ctx, c.cfg.name, c.cfg.partition)
-	exists := err == nil
-	if err != nil && !errors.Is(err, checkpoint.ErrNotFound) {
-		if errors.Is(err, checkpoint.ErrCorrupt) {
-			detail := fmt.Sprintf("stream %q partition %d: %v", c.cfg.name, c.cfg.partition, err)
-			return &stopError{kind: ErrCorruptCheckpoint, err: err, detail: detail, msg: "ferry: " + detail +
-				"; nothing is resumed from it. Repair the record, or delete it to start the partition again from its start position"}
-		}
-		return fmt.Errorf("ferry: load checkpoint: %w", err)
-	}
-	if exists && cp.Identity != "" && cp.Identity != c.identity {
-		detail := fmt.Sprintf("stream %q partition %d: the checkpoint was written by a different stream definition (%s)",
-			c.cfg.name, c.cfg.partition, describeChange(cp.Definition, c.def))
-		return &stopError{kind: ErrIdentityChanged, detail: detail, msg: "ferry: " + detail + ". " +
-			"Its token is never reused under another definition. Choose one: give the new definition a new stream name and " +
-			"start it where this one stopped (StartAt(StartAtCheckpointsOf(store, oldName)), the ledger absorbing the overlap); " +
-			"run a backfill under the new definition (StartAt(StartWithBackfill()) after deleting the checkpoints); " +
-			"or delete the checkpoints to start over"}
-	}
-	if exists && cp.Epoch > c.cfg.epoch {
-		return &stopError{kind: ErrFenced, msg: fmt.Sprintf(
-			"ferry: stream %q partition %d: the checkpoint was written under lease epoch %d, newer than ours (%d): another owner has taken over",
-			c.cfg.name, c.cfg.partition, cp.Epoch, c.cfg.epoch)}
-	}
-	r := &runner{c: c, cp: cp, exists: exists}
-	return r.run(ctx)
 }

@@ -19,6 +19,12 @@
 //	                                        ▼
 //	                              checkpoint store (compare-and-set)
 //
+// The files follow the data path, one stage each: window.go, tracker.go,
+// lanes.go (applying events), committer.go (checkpoints), backfill.go,
+// reader.go, and run.go wiring them together; the vocabulary (errors,
+// events, failures, hooks, handlers, options) comes first. A file uses only
+// what the files before it declare (layering_test.go checks it).
+//
 // # Guarantees
 //
 //   - The checkpoint never passes an event that is neither applied nor

@@ -54,8 +54,10 @@ func StopPartition(err error) error { return &stopPartitionError{err} }
 
 type stopPartitionError struct{ err error }
 
-func (e *stopPartitionError) Error() string        { return e.err.Error() }
-func (e *stopPartitionError) Unwrap() []error      { return []error{e.err, ErrStopPartition} }
+func (e *stopPartitionError) Error() string { return e.err.Error() }
+
+func (e *stopPartitionError) Unwrap() []error { return []error{e.err, ErrStopPartition} }
+
 func (e *stopPartitionError) Is(target error) bool { return target == ErrStopPartition }
 
 // Permanent wraps err so that Ferry does not retry it.
@@ -63,8 +65,10 @@ func Permanent(err error) error { return &permanentError{err} }
 
 type permanentError struct{ err error }
 
-func (e *permanentError) Error() string        { return e.err.Error() }
-func (e *permanentError) Unwrap() []error      { return []error{e.err, ErrPermanent} }
+func (e *permanentError) Error() string { return e.err.Error() }
+
+func (e *permanentError) Unwrap() []error { return []error{e.err, ErrPermanent} }
+
 func (e *permanentError) Is(target error) bool { return target == ErrPermanent }
 
 // ConfigError lists every problem found in a consumer's options.
@@ -88,6 +92,7 @@ type stopError struct {
 }
 
 func (e *stopError) Error() string { return e.msg }
+
 func (e *stopError) Unwrap() []error {
 	if e.err != nil {
 		return []error{e.kind, e.err}

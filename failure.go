@@ -4,9 +4,8 @@ import (
 	"errors"
 	"strings"
 
-	"go.mongodb.org/mongo-driver/v2/mongo"
-
 	"github.com/ferry-io/ferry/mongoerr"
+	"go.mongodb.org/mongo-driver/v2/mongo"
 )
 
 // FailureClass names why a consumer cannot go on. The values are stable:

@@ -1,6 +1,8 @@
 package ferry
 
-import "sync"
+import (
+	"sync"
+)
 
 // downStreak is how many delivery attempts in a row, with no success in
 // between, make the sink count as down (waiting-for-sink).

@@ -1,6 +1,8 @@
 package ferry
 
-import "time"
+import (
+	"time"
+)
 
 // Hook observes a consumer. A hook implements one or more of the Hook*
 // interfaces below (WithHooks refuses a value that implements none); Ferry

@@ -7,11 +7,10 @@ import (
 	"log/slog"
 	"time"
 
-	"go.mongodb.org/mongo-driver/v2/bson"
-
 	"github.com/ferry-io/ferry/checkpoint"
 	"github.com/ferry-io/ferry/deadletter"
 	"github.com/ferry-io/ferry/internal/resumetoken"
+	"go.mongodb.org/mongo-driver/v2/bson"
 )
 
 // An Option configures a Consumer. NewConsumer applies them in order and

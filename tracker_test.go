@@ -35,7 +35,7 @@ func TestTrackerNeverPassesUnfinished(t *testing.T) {
 			for prefix < n && finished[prefix] {
 				prefix++
 			}
-			got, _, _, _ := tr.position()
+			got, _, _ := tr.position()
 			switch {
 			case prefix == 0 && got != nil:
 				t.Fatalf("round %d: position %s with event 0 unfinished", round, got)
@@ -54,11 +54,11 @@ func TestTrackerIdleToken(t *testing.T) {
 	a := tr.add(tok(1), bson.Timestamp{T: 1})
 	idle := tok(2)
 	tr.setIdle(idle)
-	if got, _, _, _ := tr.position(); got != nil {
+	if got, _, _ := tr.position(); got != nil {
 		t.Fatalf("idle token used while event 1 is unfinished: %s", got)
 	}
 	tr.finish(a)
-	if got, _, isIdle, _ := tr.position(); !bytesEqual(got, idle) || !isIdle {
+	if got, _, isIdle := tr.position(); !bytesEqual(got, idle) || !isIdle {
 		t.Fatalf("position = %s (idle %v), want the idle token", got, isIdle)
 	}
 	// An event read after an idle token supersedes it.
@@ -66,18 +66,18 @@ func TestTrackerIdleToken(t *testing.T) {
 	b := tr.add(tok(4), bson.Timestamp{T: 4})
 	tr.setIdle(tok(5))
 	tr.finish(b)
-	if got, _, _, _ := tr.position(); !bytesEqual(got, tok(5)) {
+	if got, _, _ := tr.position(); !bytesEqual(got, tok(5)) {
 		t.Fatalf("position = %s, want the idle token read after event 4", got)
 	}
 	c := tr.add(tok(6), bson.Timestamp{T: 6})
 	tr.setIdle(tok(7))
 	d := tr.add(tok(8), bson.Timestamp{T: 8})
 	tr.finish(d)
-	if got, _, _, _ := tr.position(); !bytesEqual(got, tok(5)) {
+	if got, _, _ := tr.position(); !bytesEqual(got, tok(5)) {
 		t.Fatalf("position moved past unfinished event 6: %s", got)
 	}
 	tr.finish(c)
-	if got, _, _, _ := tr.position(); !bytesEqual(got, tok(8)) {
+	if got, _, _ := tr.position(); !bytesEqual(got, tok(8)) {
 		t.Fatalf("position = %s, want event 8 (newer than the idle token before it)", got)
 	}
 }

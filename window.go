@@ -65,3 +65,21 @@ func (w *window) depth() (int, int64) {
 	defer w.mu.Unlock()
 	return w.events, w.bytes
 }
+
+// waitEmpty waits until every event in the window has been released
+// (applied, dead-lettered or abandoned), or ctx ends.
+func (w *window) waitEmpty(ctx context.Context) error {
+	for {
+		w.mu.Lock()
+		n, ch := w.events, w.changed
+		w.mu.Unlock()
+		if n == 0 {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}

@@ -1,0 +1,225 @@
+package ferry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/ferry-io/ferry/checkpoint"
+	"github.com/ferry-io/ferry/internal/backoff"
+	"github.com/ferry-io/ferry/mongoerr"
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+)
+
+// startPosition decides where the stream opens from the checkpoint and
+// the policies.
+func (r *runner) startPosition(ctx context.Context) (position, bool, error) {
+	cfg := &r.c.cfg
+	cp := r.cp
+	if r.exists {
+		switch cp.State {
+		case checkpoint.StateNeedsBackfill:
+			// A start_at backfill that was interrupted before the stream
+			// ever had a position is simply repeated; lost history needs
+			// the policy's consent.
+			initialScan := cp.Token == nil && cfg.start.kind == "backfill"
+			if cfg.onHistoryLost != HistoryLostBackfill && !initialScan {
+				return position{}, false, r.historyLostError(nil)
+			}
+			pos, err := r.backfill(ctx)
+			return pos, false, err
+		case checkpoint.StateInvalidated:
+			if cfg.onInvalidate != InvalidateRestart {
+				detail := fmt.Sprintf("stream %q partition %d was invalidated (%s); its checkpoint holds the invalidate token",
+					cfg.name, cfg.partition, cp.Note)
+				return position{}, false, &stopError{kind: ErrInvalidated, detail: detail, msg: "ferry: " + detail +
+					". Use OnInvalidate(InvalidateRestart) to continue after it, or reset the checkpoint"}
+			}
+			return position{startAfter: cp.Token}, false, nil
+		}
+		if cp.Token != nil {
+			return position{resumeAfter: cp.Token}, false, nil
+		}
+		if !cp.ClusterTime.IsZero() {
+			// A start point without a token: a consumer group's common
+			// origin (package group seeds every partition with it), so
+			// every partition starts there however late it first opens.
+			t := cp.ClusterTime
+			return position{startAt: &t}, false, nil
+		}
+	}
+	switch cfg.start.kind {
+	case "time", "checkpoints":
+		t, err := cfg.start.Time(ctx)
+		if err != nil {
+			if errors.Is(err, ErrStartPosition) {
+				detail := fmt.Sprintf("stream %q partition %d: %v", cfg.name, cfg.partition, err)
+				return position{}, false, &stopError{kind: ErrStartPosition, err: err, detail: detail, msg: "ferry: " + detail}
+			}
+			return position{}, false, err
+		}
+		return position{startAt: &t}, false, nil
+	case "backfill":
+		pos, err := r.backfill(ctx)
+		return pos, false, err
+	}
+	return position{}, true, nil
+}
+
+func (r *runner) historyLostError(err error) error {
+	cfg := &r.c.cfg
+	detail := fmt.Sprintf("stream %q partition %d: the checkpoint's resume token is no longer in the oplog (ChangeStreamHistoryLost); "+
+		"events were missed and will not be skipped silently. The checkpoint is marked needs-backfill", cfg.name, cfg.partition)
+	return &stopError{kind: ErrHistoryLost, err: err, detail: detail, msg: "ferry: " + detail + ". " +
+		"Recover with OnHistoryLost(HistoryLostBackfill) (rescan the source, then resume), or reset the checkpoint to start over"}
+}
+
+// read opens the stream and feeds events to the lanes until ctx ends or a
+// stop condition. It returns nil when ctx was cancelled.
+func (r *runner) read(ctx context.Context) error {
+	cfg := &r.c.cfg
+	if r.exists && r.cp.Epoch < cfg.epoch {
+		// A new owner: claim the checkpoint under our epoch before doing
+		// anything, so the previous owner's next checkpoint write is
+		// fenced off at once.
+		r.saveMu.Lock()
+		err := r.save(ctx, r.cp, false)
+		r.saveMu.Unlock()
+		if err != nil {
+			return err
+		}
+	}
+	pos, fresh, err := r.startPosition(ctx)
+	if err != nil {
+		if ctx.Err() != nil && errors.Is(err, context.Canceled) {
+			return nil
+		}
+		return err
+	}
+	wait := cfg.backoffMin
+	for {
+		cs, err := r.open(ctx, pos)
+		if err == nil {
+			wait = cfg.backoffMin
+			if fresh {
+				// Starting "now": record the start at once, so a crash
+				// before the first event cannot move the start later.
+				r.track.setIdle(cs.ResumeToken())
+				if err := r.flush(ctx); err != nil && ctx.Err() == nil {
+					cs.Close(context.WithoutCancel(ctx))
+					return err
+				}
+				fresh = false
+			}
+			var next *position
+			next, err = r.consume(ctx, cs)
+			if tok := cs.ResumeToken(); tok != nil {
+				pos = position{resumeAfter: tok}
+			}
+			cs.Close(context.WithoutCancel(ctx))
+			if next != nil {
+				pos = *next
+				continue
+			}
+			if err == nil {
+				return nil
+			}
+		}
+		switch class := mongoerr.Classify(err); class {
+		case mongoerr.Canceled:
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		case mongoerr.Resumable:
+			r.c.hooks.resume(ResumeInfo{Stream: cfg.name, Partition: cfg.partition, Class: string(class), Err: err})
+			r.c.log.Warn("change stream interrupted; resuming from the last token", "err", err)
+			if !backoff.Sleep(ctx, backoff.Jitter(wait)) {
+				return nil
+			}
+			wait = min(wait*2, cfg.backoffMax)
+		case mongoerr.HistoryLost:
+			r.c.hooks.resume(ResumeInfo{Stream: cfg.name, Partition: cfg.partition, Class: string(class), Err: err})
+			if err := r.win.waitEmpty(ctx); err != nil {
+				return nil
+			}
+			if cfg.onHistoryLost != HistoryLostBackfill {
+				r.mark(context.WithoutCancel(ctx), checkpoint.StateNeedsBackfill, "resume token no longer in the oplog")
+				return r.historyLostError(err)
+			}
+			if pos.resumeAfter != nil && bytesEqual(pos.resumeAfter, r.lastMarker) {
+				detail := fmt.Sprintf("stream %q partition %d: the backfill's start point fell off the oplog before streaming could resume "+
+					"from it: the oplog window is shorter than a backfill takes", cfg.name, cfg.partition)
+				return &stopError{kind: ErrHistoryLost, err: err, clears: true, detail: detail,
+					msg: "ferry: " + detail + ". Enlarge the oplog (replSetResizeOplog) or make the backfill faster, then restart"}
+			}
+			r.c.log.Warn("resume token no longer in the oplog; backfilling", "err", err)
+			p, err := r.backfill(ctx)
+			if err != nil {
+				if ctx.Err() != nil {
+					return nil
+				}
+				return err
+			}
+			pos = p
+		default:
+			detail := fmt.Sprintf("stream %q partition %d: the server refused the change stream: %v", cfg.name, cfg.partition, err)
+			return &stopError{kind: ErrFatal, err: err, detail: detail, msg: "ferry: " + detail}
+		}
+	}
+}
+
+// consume reads events from an open stream. A non-nil position means
+// "reopen there" (after an invalidate with InvalidateRestart).
+func (r *runner) consume(ctx context.Context, cs *mongo.ChangeStream) (*position, error) {
+	cfg := &r.c.cfg
+	for {
+		if cs.TryNext(ctx) {
+			raw := make(bson.Raw, len(cs.Current))
+			copy(raw, cs.Current)
+			ev, err := decodeEvent(raw, cfg.partition, cfg.epoch)
+			if err != nil {
+				return nil, err
+			}
+			if ev.OperationType == "invalidate" {
+				return r.invalidated(ctx, ev)
+			}
+			size := int64(len(raw))
+			if err := r.win.acquire(ctx, size); err != nil {
+				return nil, err
+			}
+			r.dispatch(&item{ev: ev, size: size, seq: r.track.add(ev.Token, ev.ClusterTime)})
+			continue
+		}
+		if err := cs.Err(); err != nil {
+			return nil, err
+		}
+		if ctx.Err() != nil {
+			return nil, nil
+		}
+		r.track.setIdle(cs.ResumeToken())
+	}
+}
+
+// invalidated handles an invalidate event: side effects stop, everything
+// before it finishes, the invalidate token is recorded.
+func (r *runner) invalidated(ctx context.Context, ev *Event) (*position, error) {
+	cfg := &r.c.cfg
+	if err := r.win.waitEmpty(ctx); err != nil {
+		return nil, nil
+	}
+	if err := r.flush(ctx); err != nil {
+		return nil, err
+	}
+	note := fmt.Sprintf("invalidated at clusterTime %d.%d", ev.ClusterTime.T, ev.ClusterTime.I)
+	r.mark(context.WithoutCancel(ctx), checkpoint.StateInvalidated, note, ev.Token)
+	r.c.log.Warn("stream invalidated", "policy", cfg.onInvalidate, "clusterTime", ev.ClusterTime)
+	if cfg.onInvalidate == InvalidateRestart {
+		return &position{startAfter: ev.Token}, nil
+	}
+	detail := fmt.Sprintf("stream %q partition %d was invalidated (its collection or database was dropped or renamed) at %v; "+
+		"the invalidate token is recorded", cfg.name, cfg.partition, ev.ClusterTime)
+	return nil, &stopError{kind: ErrInvalidated, detail: detail, msg: "ferry: " + detail +
+		". Use OnInvalidate(InvalidateRestart) to continue after it"}
+}

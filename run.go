@@ -1,0 +1,136 @@
+package ferry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/ferry-io/ferry/checkpoint"
+)
+
+// Run consumes the stream until ctx is cancelled or a stop condition
+// (ErrHistoryLost, ErrInvalidated, ErrFenced, ErrStalled,
+// ErrIdentityChanged, a fatal server error). On cancellation it stops
+// reading, lets in-flight events finish within the drain timeout, writes
+// the final checkpoint, closes the cursor and returns nil. No goroutine
+// outlives Run.
+func (c *Consumer) Run(ctx context.Context) error {
+	c.setStatus(func(s *Status) { s.Running, s.LastError, s.State = true, "", StateRunning })
+	c.hooks.state(StateInfo{Stream: c.cfg.name, Partition: c.cfg.partition, State: StateRunning})
+	err := c.run(ctx)
+	c.setStatus(func(s *Status) {
+		s.Running, s.State, s.OldestPending = false, StateStopped, time.Time{}
+		if err != nil {
+			s.LastError = err.Error()
+		}
+	})
+	c.hooks.state(StateInfo{Stream: c.cfg.name, Partition: c.cfg.partition, State: StateStopped, Err: err})
+	switch _, failed := AsFailure(err); {
+	case err == nil, c.cfg.quietStops:
+	case failed:
+		c.log.Error("consumer stopped", "err", err)
+	default:
+		// A hand-off (fenced, lease lost) or a transient error: whoever
+		// runs the consumer restarts it with backoff.
+		c.log.Warn("consumer stopped", "err", err)
+	}
+	return err
+}
+
+func (c *Consumer) run(ctx context.Context) error {
+	cp, err := c.cfg.store.Load(ctx, c.cfg.name, c.cfg.partition)
+	exists := err == nil
+	if err != nil && !errors.Is(err, checkpoint.ErrNotFound) {
+		if errors.Is(err, checkpoint.ErrCorrupt) {
+			detail := fmt.Sprintf("stream %q partition %d: %v", c.cfg.name, c.cfg.partition, err)
+			return &stopError{kind: ErrCorruptCheckpoint, err: err, detail: detail, msg: "ferry: " + detail +
+				"; nothing is resumed from it. Repair the record, or delete it to start the partition again from its start position"}
+		}
+		return fmt.Errorf("ferry: load checkpoint: %w", err)
+	}
+	if exists && cp.Identity != "" && cp.Identity != c.identity {
+		detail := fmt.Sprintf("stream %q partition %d: the checkpoint was written by a different stream definition (%s)",
+			c.cfg.name, c.cfg.partition, describeChange(cp.Definition, c.def))
+		return &stopError{kind: ErrIdentityChanged, detail: detail, msg: "ferry: " + detail + ". " +
+			"Its token is never reused under another definition. Choose one: give the new definition a new stream name and " +
+			"start it where this one stopped (StartAt(StartAtCheckpointsOf(store, oldName)), the ledger absorbing the overlap); " +
+			"run a backfill under the new definition (StartAt(StartWithBackfill()) after deleting the checkpoints); " +
+			"or delete the checkpoints to start over"}
+	}
+	if exists && cp.Epoch > c.cfg.epoch {
+		return &stopError{kind: ErrFenced, msg: fmt.Sprintf(
+			"ferry: stream %q partition %d: the checkpoint was written under lease epoch %d, newer than ours (%d): another owner has taken over",
+			c.cfg.name, c.cfg.partition, cp.Epoch, c.cfg.epoch)}
+	}
+	r := &runner{c: c, cp: cp, exists: exists}
+	return r.run(ctx)
+}
+
+func (r *runner) run(ctx context.Context) error {
+	cfg := &r.c.cfg
+	r.win = newWindow(cfg.maxEvents, cfg.maxBytes)
+	r.track = &tracker{}
+	r.health = newHealth()
+	r.kick = make(chan struct{}, 1)
+	readCtx, cancelRead := context.WithCancel(ctx)
+	r.cancelRead = cancelRead
+	defer cancelRead()
+	r.handlerCtx, r.cancelHandler = context.WithCancel(context.WithoutCancel(ctx))
+	defer r.cancelHandler()
+
+	r.lanes = make([]chan *item, cfg.concurrency)
+	for i := range r.lanes {
+		ch := make(chan *item, cfg.maxEvents)
+		r.lanes[i] = ch
+		r.laneW.Add(1)
+		go func() {
+			defer r.laneW.Done()
+			for it := range ch {
+				r.process(it)
+			}
+		}()
+	}
+	commitDone := make(chan struct{})
+	stopCommit := make(chan struct{})
+	go func() {
+		defer close(commitDone)
+		r.commitLoop(stopCommit)
+	}()
+
+	readErr := r.read(readCtx)
+
+	// Drain: no more events enter the lanes; in-flight ones finish within
+	// the drain timeout, then their handlers are cancelled.
+	for _, ch := range r.lanes {
+		close(ch)
+	}
+	lanesDone := make(chan struct{})
+	go func() { r.laneW.Wait(); close(lanesDone) }()
+	drain := time.NewTimer(cfg.drainTimeout)
+	select {
+	case <-lanesDone:
+	case <-drain.C:
+		r.c.log.Warn("drain timeout: cancelling in-flight handlers", "timeout", cfg.drainTimeout)
+		r.cancelHandler()
+		<-lanesDone
+	}
+	drain.Stop()
+	close(stopCommit)
+	<-commitDone
+
+	// Final checkpoint, even though ctx may be cancelled.
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	stop := r.failure()
+	if stop == nil {
+		stop = readErr
+	}
+	if err := r.flush(fctx); err != nil && stop == nil {
+		stop = err
+	}
+	if stop != nil && errors.Is(stop, ErrStalled) {
+		r.mark(fctx, checkpoint.StateStalled, stop.Error())
+	}
+	return stop
+}

@@ -1,0 +1,80 @@
+package ferry
+
+import (
+	"context"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+)
+
+// position is where the stream (re)opens.
+type position struct {
+	resumeAfter bson.Raw
+	startAfter  bson.Raw
+	startAt     *bson.Timestamp
+}
+
+// open opens the change stream at pos.
+func (r *runner) open(ctx context.Context, pos position) (*mongo.ChangeStream, error) {
+	cfg := &r.c.cfg
+	opts := options.ChangeStream().SetMaxAwaitTime(cfg.maxAwait)
+	switch cfg.fullDocument {
+	case "updateLookup":
+		opts.SetFullDocument(options.UpdateLookup)
+	case "whenAvailable":
+		opts.SetFullDocument(options.WhenAvailable)
+	case "required":
+		opts.SetFullDocument(options.Required)
+	}
+	switch cfg.fullDocBefore {
+	case "whenAvailable":
+		opts.SetFullDocumentBeforeChange(options.WhenAvailable)
+	case "required":
+		opts.SetFullDocumentBeforeChange(options.Required)
+	}
+	if cfg.showExpanded {
+		opts.SetShowExpandedEvents(true)
+	}
+	switch {
+	case pos.resumeAfter != nil:
+		opts.SetResumeAfter(pos.resumeAfter)
+	case pos.startAfter != nil:
+		opts.SetStartAfter(pos.startAfter)
+	case pos.startAt != nil:
+		opts.SetStartAtOperationTime(pos.startAt)
+	}
+	pipeline := r.c.watchPipeline()
+	switch {
+	case cfg.scope.DB == "":
+		return r.c.client.Watch(ctx, pipeline, opts)
+	case cfg.scope.Coll == "":
+		return r.c.client.Database(cfg.scope.DB).Watch(ctx, pipeline, opts)
+	}
+	return r.c.client.Database(cfg.scope.DB).Collection(cfg.scope.Coll).Watch(ctx, pipeline, opts)
+}
+
+// watchPipeline is the user pipeline plus, for partition p of n > 1, the
+// partition filter (see partitionStage and doc.go).
+func (c *Consumer) watchPipeline() []bson.D {
+	out := append([]bson.D(nil), c.cfg.pipeline...)
+	if c.cfg.partitions > 1 {
+		out = append(out, partitionStage(c.cfg.partition, c.cfg.partitions))
+	}
+	return out
+}
+
+// partitionStage is DESIGN.md's partition filter, widened to let events
+// without a documentKey (drop, rename, dropDatabase, invalidate) reach every
+// partition: each partition must see the invalidate that ends its cursor.
+// Only partition 0 hands such control events to the handler.
+func partitionStage(p, n int) bson.D {
+	return bson.D{{Key: "$match", Value: bson.D{{Key: "$or", Value: bson.A{
+		bson.D{{Key: "documentKey", Value: bson.D{{Key: "$exists", Value: false}}}},
+		bson.D{{Key: "$expr", Value: bson.D{{Key: "$eq", Value: bson.A{
+			bson.D{{Key: "$abs", Value: bson.D{{Key: "$mod", Value: bson.A{
+				bson.D{{Key: "$toHashedIndexKey", Value: "$documentKey._id"}}, int64(n)}}}}},
+			int64(p),
+		}}}}},
+	}}}}}
+}

@@ -139,6 +139,7 @@ func TestFailedStreamStopsAndSaysSo(t *testing.T) {
 	const partitions = 2
 	a := e.join("a", partitions)
 	waitState(t, a, "ran both partitions", func(s group.Status) bool { return len(s.Partitions) == partitions })
+	e.waitClaimed(partitions) // the checkpoints carry a's definition
 	a.stop()
 
 	b := e.join("b", partitions, ferry.Pipeline(bson.D{{Key: "$match", Value: bson.D{{Key: "operationType", Value: "insert"}}}}))
@@ -188,6 +189,7 @@ func TestRollingDeployKeepsTheOldDefinitionRunning(t *testing.T) {
 	const partitions = 2
 	a := e.join("a", partitions)
 	waitState(t, a, "ran both partitions", func(s group.Status) bool { return len(s.Partitions) == partitions })
+	e.waitClaimed(partitions)
 	b := e.join("b", partitions, ferry.Pipeline(bson.D{{Key: "$match", Value: bson.D{{Key: "operationType", Value: "insert"}}}}))
 	waitState(t, b, "failed", func(s group.Status) bool { return s.State == group.Failed })
 	waitState(t, a, "kept both partitions", func(s group.Status) bool {
@@ -280,6 +282,27 @@ func TestFailureThatClearsRecovers(t *testing.T) {
 	for m.count(7) == 0 {
 		if time.Now().After(deadline) {
 			t.Fatal("not delivered after recovery")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// waitClaimed waits until n partitions' checkpoints were written by a
+// consumer (they carry its definition's identity), not only seeded.
+func (e *fenv) waitClaimed(n int64) {
+	e.t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		c, err := e.state.Collection("checkpoints").CountDocuments(context.Background(),
+			bson.D{{Key: "stream", Value: "s"}, {Key: "identity", Value: bson.D{{Key: "$nin", Value: bson.A{"", nil}}}}})
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		if c >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatalf("%d of %d checkpoints claimed by a consumer", c, n)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}

@@ -82,6 +82,18 @@ func (r *runner) save(ctx context.Context, next checkpoint.Checkpoint, idle bool
 	next.Identity, next.Definition = r.c.identity, r.c.def
 	next.Version = r.cp.Version
 	saved, err := cfg.store.Save(ctx, next)
+	var fe *checkpoint.FenceError
+	if errors.As(err, &fe) && fe.StoredEpoch == cfg.epoch && fe.StoredVersion > next.Version {
+		// A record of our own epoch that is newer than we think: a write of
+		// ours went through but its reply was lost (a cancelled context, a
+		// dropped connection). Every write of this epoch is ours, so adopt
+		// what is stored and write again.
+		if cur, lerr := cfg.store.Load(ctx, cfg.name, cfg.partition); lerr == nil && cur.Epoch == cfg.epoch {
+			r.cp, r.exists = cur, true
+			next.Version = cur.Version
+			saved, err = cfg.store.Save(ctx, next)
+		}
+	}
 	info := CheckpointInfo{Stream: cfg.name, Partition: cfg.partition, Idle: idle, Err: err}
 	if err != nil {
 		r.c.hooks.checkpoint(info)

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"regexp"
 	"sync"
 	"time"
 
@@ -185,3 +186,13 @@ func shortID(id string) string {
 	}
 	return id
 }
+
+// tokenData matches a resume token's _data as servers print it in error
+// messages ({_data: "8263…"}, "_data":"8263…"): hex, usually hundreds of
+// digits.
+var tokenData = regexp.MustCompile(`(_data"?\s*:\s*"?)([0-9A-Fa-f]{12})[0-9A-Fa-f]{8,}`)
+
+// RedactTokens shortens every resume token's _data in s to its first 12
+// hex digits and "…": messages copied from the server into logs, failure
+// records and dead letters never carry a token in full.
+func RedactTokens(s string) string { return tokenData.ReplaceAllString(s, "${1}${2}…") }

@@ -79,7 +79,8 @@ type Failure struct {
 	// configuration (or an explicit reset) ends it.
 	Clears bool
 	// Detail says what happened, without the library's advice on what to
-	// do, for tools that give advice in their own terms.
+	// do, for tools that give advice in their own terms. Resume tokens the
+	// server quoted are shortened (RedactTokens).
 	Detail string
 	// Err is the error Run returned.
 	Err error
@@ -94,10 +95,10 @@ func AsFailure(err error) (Failure, bool) {
 	if err == nil || errors.Is(err, ErrFenced) || errors.Is(err, ErrStopPartition) {
 		return Failure{}, false
 	}
-	f := Failure{Err: err, Detail: err.Error()}
+	f := Failure{Err: err, Detail: RedactTokens(err.Error())}
 	var se *stopError
 	if errors.As(err, &se) && se.detail != "" {
-		f.Detail = se.detail
+		f.Detail = RedactTokens(se.detail)
 	}
 	var ce *ConfigError
 	switch {

@@ -1,17 +1,23 @@
 package ferry_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
 
 	"github.com/ferry-io/ferry"
+	"github.com/ferry-io/ferry/checkpoint"
 )
 
 // stateLog is a HookState that records every state change.
@@ -160,5 +166,131 @@ func TestAsFailureIgnoresHandOffs(t *testing.T) {
 		if f, ok := ferry.AsFailure(err); ok {
 			t.Errorf("AsFailure(%v) = %+v, want no failure", err, f)
 		}
+	}
+}
+
+// TestServerErrorsLogShortTokens: when the server refuses a resume and
+// quotes the token in its message (280, "the resume token was not
+// found"), neither the log nor the failure's detail carries the token in
+// full — only its first 12 hex digits.
+func TestServerErrorsLogShortTokens(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	// A token of another collection's event: resuming collection c from it
+	// cannot find the event.
+	cs, err := e.db.Collection("other").Watch(ctx, mongo.Pipeline{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	insert(t, e.db.Collection("other"), bson.D{{Key: "_id", Value: 1}})
+	if !cs.Next(ctx) {
+		t.Fatal(cs.Err())
+	}
+	tok := append(bson.Raw(nil), cs.ResumeToken()...)
+	cs.Close(ctx)
+	data := tok.Lookup("_data").StringValue()
+	if _, err := e.store.Save(ctx, checkpoint.Checkpoint{Stream: "s", Partition: 0, Token: tok}); err != nil {
+		t.Fatal(err)
+	}
+	insert(t, e.db.Collection("c"), bson.D{{Key: "_id", Value: 2}})
+	var logs bytes.Buffer
+	var mu sync.Mutex
+	r := start(t, e.client, func(context.Context, *ferry.Event) error { return nil },
+		e.opts(ferry.Logger(slog.New(slog.NewTextHandler(&lockedWriter{mu: &mu, w: &logs}, nil))))...)
+	err = r.wait(t)
+	f, ok := ferry.AsFailure(err)
+	if !ok {
+		t.Fatalf("Run = %v, want a failure", err)
+	}
+	mu.Lock()
+	text := logs.String()
+	mu.Unlock()
+	if !strings.Contains(f.Detail+text, data[:12]) {
+		t.Fatalf("the failure does not quote the token's prefix at all; detail %q, logs:\n%s", f.Detail, text)
+	}
+	if strings.Contains(text, data) || strings.Contains(f.Detail, data) {
+		t.Fatalf("the full resume token appears in the logs or the failure:\n%s\ndetail: %s", text, f.Detail)
+	}
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+// TestCorruptCheckpointIsAFailure: a checkpoint record whose token is not
+// BSON, or whose token, version and epoch were deleted, stops Run with a
+// corrupt-checkpoint failure naming the field — not a transient error
+// restarted in a loop (5,257 restarts in 15 s), and not "fenced" (4,280,
+// with the wrong diagnosis).
+func TestCorruptCheckpointIsAFailure(t *testing.T) {
+	for name, update := range map[string]bson.D{
+		"token not BSON": {{Key: "$set", Value: bson.D{{Key: "token", Value: bson.Binary{Data: []byte("garbage, not a document")}}}}},
+		"fields deleted": {{Key: "$unset", Value: bson.D{{Key: "token", Value: ""}, {Key: "version", Value: ""}, {Key: "epoch", Value: ""}}}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			e := newEnv(t)
+			e.useMongoStore()
+			r := start(t, e.client, func(context.Context, *ferry.Event) error { return nil }, e.opts()...)
+			waitStarted(t, e.store)
+			if err := r.stop(t); err != nil {
+				t.Fatal(err)
+			}
+			coll := e.client.Database(e.db.Name() + "_state").Collection("checkpoints")
+			if _, err := coll.UpdateOne(context.Background(), bson.D{{Key: "stream", Value: "s"}}, update); err != nil {
+				t.Fatal(err)
+			}
+			r = start(t, e.client, func(context.Context, *ferry.Event) error { return nil }, e.opts()...)
+			err := r.wait(t)
+			f, ok := ferry.AsFailure(err)
+			if !ok || f.Class != ferry.FailCorruptCheckpoint || f.Clears || !strings.Contains(f.Detail, "field") {
+				t.Fatalf("Run = %v; AsFailure = %+v, %v; want a corrupt-checkpoint failure naming the field", err, f, ok)
+			}
+		})
+	}
+}
+
+// lostReplyStore applies a Save and then reports it failed, once: a reply
+// lost on the way back (a cancelled context, a dropped connection).
+type lostReplyStore struct {
+	checkpoint.Store
+	mu   sync.Mutex
+	lose bool
+}
+
+func (s *lostReplyStore) Save(ctx context.Context, cp checkpoint.Checkpoint) (checkpoint.Checkpoint, error) {
+	saved, err := s.Store.Save(ctx, cp)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err == nil && s.lose {
+		s.lose = false
+		return checkpoint.Checkpoint{}, errors.New("connection reset: the reply was lost")
+	}
+	return saved, err
+}
+
+// TestLostCheckpointReplyIsNotFenced: a checkpoint write that went through
+// but whose reply was lost must not make the next write look fenced ("another
+// owner took over") — seen as a member stopped right after it started:
+// its final checkpoint failed with ErrFenced against its own first write.
+func TestLostCheckpointReplyIsNotFenced(t *testing.T) {
+	e := newEnv(t)
+	store := &lostReplyStore{Store: e.store, lose: true}
+	e.store = store
+	r := start(t, e.client, func(context.Context, *ferry.Event) error { return nil }, e.opts()...)
+	waitStarted(t, store.Store)
+	insert(t, e.db.Collection("c"), bson.D{{Key: "_id", Value: 1}})
+	eventually(t, 20*time.Second, func() string { return "the checkpoint never moved past the first write" }, func() bool {
+		cp, err := store.Store.Load(context.Background(), "s", 0)
+		return err == nil && cp.Version >= 2
+	})
+	if err := r.stop(t); err != nil {
+		t.Fatalf("Run = %v, want nil: the lost reply was our own write", err)
 	}
 }

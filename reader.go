@@ -105,10 +105,21 @@ func (r *runner) read(ctx context.Context) error {
 			if fresh {
 				// Starting "now": record the start at once, so a crash
 				// before the first event cannot move the start later.
+				// A failed write is retried with backoff before reading
+				// on (the store may be briefly unreachable).
 				r.track.setIdle(cs.ResumeToken())
-				if err := r.flush(ctx); err != nil && ctx.Err() == nil {
-					cs.Close(context.WithoutCancel(ctx))
-					return err
+				for retry := cfg.backoffMin; ; retry = min(retry*2, cfg.backoffMax) {
+					err := r.flush(ctx)
+					if err == nil || ctx.Err() != nil {
+						break
+					}
+					if errors.Is(err, ErrFenced) {
+						cs.Close(context.WithoutCancel(ctx))
+						return err
+					}
+					if !backoff.Sleep(ctx, backoff.Jitter(retry)) {
+						break
+					}
 				}
 				fresh = false
 			}
@@ -134,7 +145,7 @@ func (r *runner) read(ctx context.Context) error {
 			return err
 		case mongoerr.Resumable:
 			r.c.hooks.resume(ResumeInfo{Stream: cfg.name, Partition: cfg.partition, Class: string(class), Err: err})
-			r.c.log.Warn("change stream interrupted; resuming from the last token", "err", err)
+			r.c.log.Warn("change stream interrupted; resuming from the last token", "err", RedactTokens(err.Error()))
 			if !backoff.Sleep(ctx, backoff.Jitter(wait)) {
 				return nil
 			}
@@ -164,7 +175,7 @@ func (r *runner) read(ctx context.Context) error {
 			}
 			pos = p
 		default:
-			detail := fmt.Sprintf("stream %q partition %d: the server refused the change stream: %v", cfg.name, cfg.partition, err)
+			detail := RedactTokens(fmt.Sprintf("stream %q partition %d: the server refused the change stream: %v", cfg.name, cfg.partition, err))
 			return &stopError{kind: ErrFatal, err: err, detail: detail, msg: "ferry: " + detail}
 		}
 	}

@@ -29,11 +29,11 @@ func (c *Consumer) Run(ctx context.Context) error {
 	switch _, failed := AsFailure(err); {
 	case err == nil, c.cfg.quietStops:
 	case failed:
-		c.log.Error("consumer stopped", "err", err)
+		c.log.Error("consumer stopped", "err", RedactTokens(err.Error()))
 	default:
 		// A hand-off (fenced, lease lost) or a transient error: whoever
 		// runs the consumer restarts it with backoff.
-		c.log.Warn("consumer stopped", "err", err)
+		c.log.Warn("consumer stopped", "err", RedactTokens(err.Error()))
 	}
 	return err
 }

@@ -271,7 +271,7 @@ func (g *Group) finish(runs map[int]*running, paced map[int]*restarts, p int) *s
 	}
 	wait := r.b.Next()
 	r.notBefore = time.Now().Add(wait)
-	g.log.Warn("partition stopped; restarting it after a backoff", "partition", p, "backoff", wait.Round(time.Millisecond), "err", lost)
+	g.log.Warn("partition stopped; restarting it after a backoff", "partition", p, "backoff", wait.Round(time.Millisecond), "err", ferry.RedactTokens(lost.Error()))
 	if g.cfg.onLost != nil {
 		g.cfg.onLost(p, lost)
 	}

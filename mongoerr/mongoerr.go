@@ -14,6 +14,7 @@ import (
 	"net"
 
 	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/x/mongo/driver"
 	"go.mongodb.org/mongo-driver/v2/x/mongo/driver/topology"
 )
 
@@ -98,12 +99,12 @@ func Classify(err error) Class {
 				return Resumable
 			}
 		}
-		if mongo.IsNetworkError(err) || mongo.IsTimeout(err) {
+		if mongo.IsNetworkError(err) || mongo.IsTimeout(err) || isPoolCleared(err) {
 			return Resumable
 		}
 		return Fatal
 	}
-	if mongo.IsNetworkError(err) || mongo.IsTimeout(err) {
+	if mongo.IsNetworkError(err) || mongo.IsTimeout(err) || isPoolCleared(err) {
 		return Resumable
 	}
 	var ne net.Error
@@ -142,3 +143,12 @@ func IsTransientTransactionError(err error) bool {
 
 // IsDuplicateKey reports whether err is a duplicate-key error (11000).
 func IsDuplicateKey(err error) bool { return mongo.IsDuplicateKeyError(err) }
+
+// isPoolCleared reports a connection pool the driver cleared (paused) after
+// another operation's network error or a state change: the driver marks
+// it retryable (driver.RetryablePoolError); it says nothing about the
+// stream, so reopening it is the right move.
+func isPoolCleared(err error) bool {
+	var pe driver.RetryablePoolError
+	return errors.As(err, &pe) && pe.Retryable()
+}

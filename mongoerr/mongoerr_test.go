@@ -35,6 +35,12 @@ func TestClassify(t *testing.T) {
 		{"election in progress is not resumable", cmd(216), mongoerr.Fatal},
 		{"wrapped resumable", fmt.Errorf("read: %w", cmd(91)), mongoerr.Resumable},
 		{"plain error", errors.New("boom"), mongoerr.Fatal},
+		// A paused pool after another operation's network error: the
+		// driver labels it TransientTransactionError and marks it
+		// retryable; it says nothing about the stream (fault campaign:
+		// 19 partition restarts logged as "consumer stopped").
+		{"connection pool cleared", mongo.CommandError{Message: "connection pool for 127.0.0.1:27017 was cleared because another operation failed with: connection reset",
+			Labels: []string{"TransientTransactionError"}, Wrapped: poolCleared{}}, mongoerr.Resumable},
 	}
 	for _, c := range cases {
 		if got := mongoerr.Classify(c.err); got != c.want {
@@ -54,3 +60,10 @@ func TestClassify(t *testing.T) {
 		t.Error("a duplicate key is not a transient transaction error")
 	}
 }
+
+// poolCleared stands for the driver's poolClearedError (unexported): a
+// driver.RetryablePoolError.
+type poolCleared struct{}
+
+func (poolCleared) Error() string   { return "connection pool was cleared" }
+func (poolCleared) Retryable() bool { return true }

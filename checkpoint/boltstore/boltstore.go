@@ -49,7 +49,12 @@ type Store struct {
 var _ checkpoint.Store = (*Store)(nil)
 
 // Open opens (creating it if needed) the store file at path.
-func Open(path string, opts ...Option) (*Store, error) {
+//
+// A damaged file (bbolt panics on some corruptions: an invalid freelist
+// page, a page of unknown type) is reported as an error matching
+// ErrCorrupt that names the file and the way out; it never crashes the
+// process.
+func Open(path string, opts ...Option) (s *Store, err error) {
 	cfg := defaults()
 	for _, o := range opts {
 		if o == nil {
@@ -62,7 +67,16 @@ func Open(path string, opts ...Option) (*Store, error) {
 	if path == "" {
 		return nil, fmt.Errorf("%w: boltstore: empty path", checkpoint.ErrInvalid)
 	}
-	db, err := bbolt.Open(path, cfg.mode, &bbolt.Options{Timeout: cfg.lockTimeout})
+	var db *bbolt.DB
+	defer func() {
+		if p := recover(); p != nil {
+			if db != nil {
+				func() { defer func() { _ = recover() }(); _ = db.Close() }()
+			}
+			s, err = nil, corrupt(path, p)
+		}
+	}()
+	db, err = bbolt.Open(path, cfg.mode, &bbolt.Options{Timeout: cfg.lockTimeout})
 	if errors.Is(err, bbolt.ErrTimeout) {
 		return nil, fmt.Errorf("%w: open %s: its lock was not released within %v (%v)", ErrLocked, path, cfg.lockTimeout, err)
 	}
@@ -77,6 +91,23 @@ func Open(path string, opts ...Option) (*Store, error) {
 		return nil, fmt.Errorf("boltstore: open %s: create bucket %s: %w", path, bucket, err)
 	}
 	return &Store{db: db, cfg: cfg}, nil
+}
+
+// ErrCorrupt: the state file is damaged (bbolt could not read its pages).
+var ErrCorrupt = errors.New("boltstore: the state file is damaged")
+
+// corrupt is the error of a bbolt panic on path.
+func corrupt(path string, p any) error {
+	return fmt.Errorf("%w: %s: %v. Nothing was read from it; restore it from a backup, "+
+		"or move it away so that every stream starts again from its start_at position", ErrCorrupt, path, p)
+}
+
+// guard turns a bbolt panic during a transaction on a damaged file into
+// an error.
+func (s *Store) guard(err *error) {
+	if p := recover(); p != nil {
+		*err = corrupt(s.db.Path(), p)
+	}
 }
 
 // Path returns the file's path.
@@ -124,7 +155,8 @@ func decode(v []byte) (checkpoint.Checkpoint, error) {
 }
 
 // Load implements checkpoint.Store.
-func (s *Store) Load(ctx context.Context, stream string, partition int) (checkpoint.Checkpoint, error) {
+func (s *Store) Load(ctx context.Context, stream string, partition int) (_ checkpoint.Checkpoint, err error) {
+	defer s.guard(&err)
 	if err := checkpoint.ValidateKey(stream, partition); err != nil {
 		return checkpoint.Checkpoint{}, err
 	}
@@ -132,7 +164,7 @@ func (s *Store) Load(ctx context.Context, stream string, partition int) (checkpo
 		return checkpoint.Checkpoint{}, err
 	}
 	var cp checkpoint.Checkpoint
-	err := s.db.View(func(tx *bbolt.Tx) error {
+	err = s.db.View(func(tx *bbolt.Tx) error {
 		v := tx.Bucket(bucket).Get(key(stream, partition))
 		if v == nil {
 			return fmt.Errorf("%w: stream %q partition %d", checkpoint.ErrNotFound, stream, partition)
@@ -148,7 +180,8 @@ func (s *Store) Load(ctx context.Context, stream string, partition int) (checkpo
 }
 
 // Save implements checkpoint.Store.
-func (s *Store) Save(ctx context.Context, cp checkpoint.Checkpoint) (checkpoint.Checkpoint, error) {
+func (s *Store) Save(ctx context.Context, cp checkpoint.Checkpoint) (_ checkpoint.Checkpoint, err error) {
+	defer s.guard(&err)
 	if err := cp.Validate(); err != nil {
 		return checkpoint.Checkpoint{}, err
 	}
@@ -156,7 +189,7 @@ func (s *Store) Save(ctx context.Context, cp checkpoint.Checkpoint) (checkpoint.
 		return checkpoint.Checkpoint{}, err
 	}
 	var saved checkpoint.Checkpoint
-	err := s.db.Update(func(tx *bbolt.Tx) error {
+	err = s.db.Update(func(tx *bbolt.Tx) error {
 		b := tx.Bucket(bucket)
 		k := key(cp.Stream, cp.Partition)
 		var stored checkpoint.Checkpoint
@@ -188,7 +221,8 @@ func (s *Store) Save(ctx context.Context, cp checkpoint.Checkpoint) (checkpoint.
 }
 
 // List implements checkpoint.Store.
-func (s *Store) List(ctx context.Context, stream string) ([]checkpoint.Checkpoint, error) {
+func (s *Store) List(ctx context.Context, stream string) (_ []checkpoint.Checkpoint, err error) {
+	defer s.guard(&err)
 	if err := checkpoint.ValidateStream(stream); err != nil {
 		return nil, err
 	}
@@ -197,7 +231,7 @@ func (s *Store) List(ctx context.Context, stream string) ([]checkpoint.Checkpoin
 	}
 	prefix := append([]byte(stream), 0)
 	out := []checkpoint.Checkpoint{}
-	err := s.db.View(func(tx *bbolt.Tx) error {
+	err = s.db.View(func(tx *bbolt.Tx) error {
 		c := tx.Bucket(bucket).Cursor()
 		for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
 			if len(k) != len(prefix)+8 {
@@ -218,7 +252,8 @@ func (s *Store) List(ctx context.Context, stream string) ([]checkpoint.Checkpoin
 }
 
 // Delete implements checkpoint.Store.
-func (s *Store) Delete(ctx context.Context, stream string, partition int, version int64) error {
+func (s *Store) Delete(ctx context.Context, stream string, partition int, version int64) (err error) {
+	defer s.guard(&err)
 	if err := checkpoint.ValidateKey(stream, partition); err != nil {
 		return err
 	}
@@ -228,7 +263,7 @@ func (s *Store) Delete(ctx context.Context, stream string, partition int, versio
 	if err := s.begin(ctx); err != nil {
 		return err
 	}
-	err := s.db.Update(func(tx *bbolt.Tx) error {
+	err = s.db.Update(func(tx *bbolt.Tx) error {
 		b := tx.Bucket(bucket)
 		k := key(stream, partition)
 		v := b.Get(k)

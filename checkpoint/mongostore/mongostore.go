@@ -190,8 +190,12 @@ func (s *Store) stored(ctx context.Context, stream string, partition int) (versi
 	if err != nil {
 		return 0, 0, err
 	}
-	cp, err := record.Decode(raw)
-	return cp.Version, cp.Epoch, err
+	v, okV := raw.Lookup(record.FVersion).AsInt64OK()
+	e, okE := raw.Lookup(record.FEpoch).AsInt64OK()
+	if !okV || !okE {
+		return 0, 0, fmt.Errorf("%w: the stored version or epoch cannot be read", checkpoint.ErrCorrupt)
+	}
+	return v, e, nil
 }
 
 // List implements checkpoint.Store.

@@ -91,8 +91,10 @@ func Decode(raw bson.Raw) (checkpoint.Checkpoint, error) {
 	if err != nil {
 		return cp, fmt.Errorf("%w: %v", checkpoint.ErrCorrupt, err)
 	}
+	seen := map[string]bool{}
 	for _, e := range elems {
 		key, v := e.Key(), e.Value()
+		seen[key] = true
 		var ok bool
 		switch key {
 		case FStream:
@@ -143,6 +145,13 @@ func Decode(raw bson.Raw) (checkpoint.Checkpoint, error) {
 		}
 		if !ok {
 			return cp, fmt.Errorf("%w: field %s has BSON type %v", checkpoint.ErrCorrupt, key, v.Type)
+		}
+	}
+	// Every Save writes these: a record without them was edited by hand or
+	// damaged, and its compare-and-set state (version, epoch) is unknown.
+	for _, f := range []string{FStream, FPartition, FVersion, FEpoch, FToken} {
+		if !seen[f] {
+			return cp, fmt.Errorf("%w: field %s is missing", checkpoint.ErrCorrupt, f)
 		}
 	}
 	return cp, nil

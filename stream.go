@@ -17,7 +17,21 @@ type position struct {
 
 // open opens the change stream at pos.
 func (r *runner) open(ctx context.Context, pos position) (*mongo.ChangeStream, error) {
-	cfg := &r.c.cfg
+	return r.c.open(ctx, pos)
+}
+
+// Watch opens the consumer's change stream as Run does — its scope,
+// pipeline, options and partition filter — from cluster time from
+// (startAtOperationTime), for tools that re-read a window of the stream,
+// such as reconciliation (package verify). It reads and writes no
+// checkpoint and takes no lease; the caller closes the stream.
+func (c *Consumer) Watch(ctx context.Context, from bson.Timestamp) (*mongo.ChangeStream, error) {
+	return c.open(ctx, position{startAt: &from})
+}
+
+// open opens the change stream at pos.
+func (c *Consumer) open(ctx context.Context, pos position) (*mongo.ChangeStream, error) {
+	cfg := &c.cfg
 	opts := options.ChangeStream().SetMaxAwaitTime(cfg.maxAwait)
 	switch cfg.fullDocument {
 	case "updateLookup":
@@ -44,14 +58,14 @@ func (r *runner) open(ctx context.Context, pos position) (*mongo.ChangeStream, e
 	case pos.startAt != nil:
 		opts.SetStartAtOperationTime(pos.startAt)
 	}
-	pipeline := r.c.watchPipeline()
+	pipeline := c.watchPipeline()
 	switch {
 	case cfg.scope.DB == "":
-		return r.c.client.Watch(ctx, pipeline, opts)
+		return c.client.Watch(ctx, pipeline, opts)
 	case cfg.scope.Coll == "":
-		return r.c.client.Database(cfg.scope.DB).Watch(ctx, pipeline, opts)
+		return c.client.Database(cfg.scope.DB).Watch(ctx, pipeline, opts)
 	}
-	return r.c.client.Database(cfg.scope.DB).Collection(cfg.scope.Coll).Watch(ctx, pipeline, opts)
+	return c.client.Database(cfg.scope.DB).Collection(cfg.scope.Coll).Watch(ctx, pipeline, opts)
 }
 
 // watchPipeline is the user pipeline plus, for partition p of n > 1, the

@@ -163,6 +163,39 @@ func (s *Store) Seen(ctx context.Context, stream, eventID string) (bool, error) 
 	return false, fmt.Errorf("ledger: seen %q %s: %w", stream, short(eventID), err)
 }
 
+// SeenMany reports which of the events the ledger holds: one find with
+// $in per 1,000 ids. The result holds every id of ids, true when recorded.
+func (s *Store) SeenMany(ctx context.Context, stream string, eventIDs []string) (map[string]bool, error) {
+	out := make(map[string]bool, len(eventIDs))
+	const batch = 1000
+	for start := 0; start < len(eventIDs); start += batch {
+		chunk := eventIDs[start:min(start+batch, len(eventIDs))]
+		keys := make(bson.A, 0, len(chunk))
+		for _, id := range chunk {
+			if err := validKey(stream, id); err != nil {
+				return nil, err
+			}
+			out[id] = false
+			keys = append(keys, ID(stream, id))
+		}
+		cur, err := s.coll.Find(ctx, bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: keys}}}},
+			options.Find().SetProjection(bson.D{{Key: fEvent, Value: 1}}))
+		if err != nil {
+			return nil, fmt.Errorf("ledger: seen %q (%d events): %w", stream, len(chunk), err)
+		}
+		var docs []struct {
+			Event string `bson:"event"`
+		}
+		if err := cur.All(ctx, &docs); err != nil {
+			return nil, fmt.Errorf("ledger: seen %q (%d events): %w", stream, len(chunk), err)
+		}
+		for _, d := range docs {
+			out[d.Event] = true
+		}
+	}
+	return out, nil
+}
+
 // Record writes the event's entry unless it is there already; recording an
 // event twice is not an error, and the first entry (its appliedAt, epoch and
 // partition) is kept.

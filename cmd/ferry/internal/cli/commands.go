@@ -71,6 +71,12 @@ state store. It can run from any machine that reaches the state store.`,
 			run:     runReset,
 		},
 		{
+			name: "verify", args: "-c ferry.yaml -stream S [-since 1h | -from TIME] [-to TIME] [-n 100]",
+			summary: "reconcile: every event of a window applied, dead-lettered or pending; the missing ones listed",
+			doc:     verifyDoc,
+			run:     runVerify,
+		},
+		{
 			name: "dlq", args: "list|replay -c ferry.yaml [flags]",
 			summary: "dead-lettered events",
 			doc: `Dead-lettered events are the events a stream gave up on (on_poison:

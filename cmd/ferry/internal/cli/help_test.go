@@ -23,6 +23,7 @@ var helpFlags = map[string][]string{
 	"validate":   {"-c"},
 	"status":     {"-c"},
 	"reset":      {"-c", "-stream", "-yes"},
+	"verify":     {"-c", "-stream", "-since", "-from", "-to", "-n"},
 	"dlq list":   {"-c", "-stream", "-n", "-json"},
 	"dlq replay": {"-c", "-stream"},
 }

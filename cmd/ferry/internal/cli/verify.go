@@ -1,0 +1,200 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/ferry-io/ferry/checkpoint/mongostore"
+	"github.com/ferry-io/ferry/cmd/ferry/config"
+	"github.com/ferry-io/ferry/deadletter"
+	"github.com/ferry-io/ferry/group"
+	"github.com/ferry-io/ferry/ledger"
+	"github.com/ferry-io/ferry/verify"
+)
+
+const verifyDoc = `Re-reads a window of the stream with its definition (scope, pipeline,
+options, partitions), from a cluster time the oplog still holds, and
+checks every event: applied (a ledger entry, in idempotent and
+transactional delivery), dead-lettered (ferry dlq list), or pending (after
+its partition's checkpoint). Anything else is missing: a change whose
+effect was lost. It prints
+
+  verify: events=N applied=A dead-lettered=D pending=P missing=M
+
+and lists the missing events by short event id, operation, namespace and
+documentKey. With the mongodb sink it also diffs the source collection and
+the projection document by document (missing, extra, stale). With
+at-least-once delivery there is no ledger: events before the checkpoint
+are counted as unverifiable. The exit code is 0 only when nothing is
+missing (and the projection equals the source), 1 otherwise.
+
+The window: -since D (default 1h) before now, or -from TIME (RFC 3339),
+up to -to TIME (default now).`
+
+// runVerify is `ferry verify`.
+func runVerify(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("verify")
+	stream := fs.String("stream", "", "stream name (required)")
+	since := fs.Duration("since", time.Hour, "the window: this long before now")
+	from := fs.String("from", "", "the window's start, RFC 3339 (instead of -since)")
+	to := fs.String("to", "", "the window's end, RFC 3339 (default now)")
+	n := fs.Int("n", 100, "list at most this many missing events")
+	cfg, code := loadFlags(fs, args, stderr)
+	if cfg == nil {
+		return code
+	}
+	st := cfg.Stream(*stream)
+	if st == nil {
+		fmt.Fprintf(stderr, "ferry verify: -stream: no stream named %q in the configuration\n", *stream)
+		return 2
+	}
+	w := window{since: *since}
+	for _, f := range []struct {
+		name string
+		v    string
+		dst  *time.Time
+	}{{"-from", *from, &w.from}, {"-to", *to, &w.to}} {
+		if f.v == "" {
+			continue
+		}
+		t, err := time.Parse(time.RFC3339Nano, f.v)
+		if err != nil {
+			fmt.Fprintf(stderr, "ferry verify: %s: %q is not an RFC 3339 time such as 2026-12-01T12:00:00Z\n", f.name, f.v)
+			return 2
+		}
+		*f.dst = t
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+	defer cancel()
+	rep, proj, err := verifyStream(ctx, cfg, st, w, *n)
+	if err != nil {
+		fmt.Fprintln(stderr, "ferry verify:", err)
+		return 1
+	}
+	fmt.Fprintln(stdout, rep)
+	for _, ev := range rep.MissingEvents {
+		key, _ := bson.MarshalExtJSON(ev.DocumentKey, false, false)
+		if ev.DocumentKey == nil {
+			key = []byte("-")
+		}
+		fmt.Fprintf(stdout, "missing: %s %s %s %s\n", ev.ShortID(), ev.Operation, ev.Namespace, key)
+	}
+	for _, note := range rep.Notes {
+		fmt.Fprintln(stdout, "note:", note)
+	}
+	if proj != nil {
+		fmt.Fprintln(stdout, proj)
+		for _, l := range []struct {
+			what string
+			ids  []bson.RawValue
+		}{{"missing", proj.MissingIDs}, {"extra", proj.ExtraIDs}, {"stale", proj.StaleIDs}} {
+			for _, id := range l.ids {
+				key, _ := bson.MarshalExtJSON(bson.D{{Key: "_id", Value: id}}, false, false)
+				fmt.Fprintf(stdout, "projection %s: %s\n", l.what, key)
+			}
+		}
+	}
+	if rep.Missing > 0 || proj != nil && !proj.Clean() {
+		return 1
+	}
+	return 0
+}
+
+// window is verify's window: since before now, or from..to.
+type window struct {
+	since    time.Duration
+	from, to time.Time
+}
+
+// verifyStream runs the verification of one stream of the configuration
+// (and the projection diff for the mongodb sink).
+func verifyStream(ctx context.Context, cfg *config.Config, st *config.Stream, w window, n int) (verify.Report, *verify.ProjectionReport, error) {
+	if cfg.State.Bolt != nil {
+		return verify.Report{}, nil, fmt.Errorf("state.bolt: verify needs a MongoDB state store (state.uri)")
+	}
+	src, err := mongo.Connect(options.Client().ApplyURI(st.Source.URI.Reveal()))
+	if err != nil {
+		return verify.Report{}, nil, fmt.Errorf("connect to %s: %w", st.Source.URI, err)
+	}
+	defer src.Disconnect(context.Background())
+	state, closeState, err := stateDB(ctx, cfg)
+	if err != nil {
+		return verify.Report{}, nil, err
+	}
+	defer closeState()
+	return verifyWith(ctx, src, state, st, w, n)
+}
+
+// verifyWith verifies st with connected clients (the daemon reuses its own).
+func verifyWith(ctx context.Context, src *mongo.Client, state *mongo.Database, st *config.Stream, w window, n int) (verify.Report, *verify.ProjectionReport, error) {
+	cps, err := mongostore.New(state)
+	if err != nil {
+		return verify.Report{}, nil, err
+	}
+	copts, err := st.ConsumerOptions(cps)
+	if err != nil {
+		return verify.Report{}, nil, err
+	}
+	now, err := serverClock(ctx, src)
+	if err != nil {
+		now = time.Now()
+	}
+	from, to := w.from, w.to
+	if from.IsZero() {
+		from = now.Add(-w.since)
+	}
+	vc := verify.Config{Client: src, Stream: st.Name, Options: copts, Partitions: st.Group.Partitions,
+		Checkpoints: cps, DeadLetters: deadletter.NewMongo(state, "dlq"), ListMissing: n,
+		From: bson.Timestamp{T: uint32(from.Unix())}}
+	if !to.IsZero() {
+		vc.To = bson.Timestamp{T: uint32(to.Unix()), I: ^uint32(0)}
+	}
+	if st.Delivery.Mode != group.AtLeastOnce {
+		l, err := ledger.New(ctx, state)
+		if err != nil {
+			return verify.Report{}, nil, err
+		}
+		vc.Ledger = l
+		if st.Source.StartAt.Kind == "checkpoints" {
+			vc.LedgerAlso = st.Source.StartAt.Stream
+		}
+	}
+	rep, err := verify.Stream(ctx, vc)
+	for try := 0; errors.Is(err, verify.ErrWindow) && w.from.IsZero() && try < 12; try++ {
+		// A -since window that starts before the oplog: start it later,
+		// halving what the oplog does not hold, and say so.
+		gap := now.Sub(time.Unix(int64(vc.From.T), 0)) / 2
+		if gap < time.Second {
+			break
+		}
+		vc.From = bson.Timestamp{T: uint32(now.Add(-gap).Unix())}
+		rep, err = verify.Stream(ctx, vc)
+		if err == nil {
+			rep.Notes = append(rep.Notes, fmt.Sprintf("the oplog does not reach back %v: the window starts %v ago (at %s)",
+				w.since, gap.Round(time.Second), time.Unix(int64(vc.From.T), 0).UTC().Format(time.RFC3339)))
+		}
+	}
+	if err != nil {
+		return rep, nil, err
+	}
+	if m := st.Sink.MongoDB; m != nil && st.Source.Scope.Collection != "" {
+		source := src.Database(st.Source.Scope.Database).Collection(st.Source.Scope.Collection)
+		target := state.Client().Database(m.Database).Collection(m.Collection)
+		p, err := verify.Projection(ctx, source, target, 20)
+		if err != nil {
+			return rep, nil, err
+		}
+		if rep.Pending > 0 {
+			rep.Notes = append(rep.Notes, fmt.Sprintf("%d events are pending: stale projection documents may only be not applied yet", rep.Pending))
+		}
+		return rep, &p, nil
+	}
+	return rep, nil, nil
+}

@@ -1,0 +1,105 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/ferry-io/ferry/sink/mongoproj"
+)
+
+// TestVerify: after a transactional run into the mongodb projection, ferry
+// verify finds every change applied and the projection equal to the
+// source (exit 0). With two ledger entries deleted it reports exactly
+// missing=2 and lists them; with one projection document edited, stale=1
+// (exit 1 both times).
+func TestVerify(t *testing.T) {
+	e := newProjectionEnv(t, "", "")
+	daemon := startRun(t, e.cfgPath)
+	daemon.waitStarted(t, e.client, "ferry_state", 2)
+	ctx := context.Background()
+	// The window starts with the writes (the emulator's oplog starts with
+	// it: a window reaching further back cannot be read).
+	raw, err := e.client.Database("admin").RunCommand(ctx, bson.D{{Key: "ping", Value: 1}}).Raw()
+	if err != nil {
+		t.Fatal(err)
+	}
+	opT, _ := raw.Lookup("operationTime").Timestamp()
+	from := time.Unix(int64(opT), 0).UTC().Format(time.RFC3339)
+	for i := range 20 {
+		if _, err := e.src.InsertOne(ctx, bson.D{{Key: "_id", Value: i}, {Key: "v", Value: i}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := e.src.UpdateOne(ctx, bson.D{{Key: "_id", Value: 3}}, bson.D{{Key: "$set", Value: bson.D{{Key: "v", Value: 33}}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.src.DeleteOne(ctx, bson.D{{Key: "_id", Value: 4}}); err != nil {
+		t.Fatal(err)
+	}
+	ledgerColl := e.client.Database("ferry_state").Collection("ledger")
+	waitFor(t, func() string {
+		daemon.alive(t)
+		n, _ := ledgerColl.CountDocuments(ctx, bson.D{})
+		live, _ := e.proj.CountDocuments(ctx, mongoproj.Live())
+		if n == 22 && live == 19 {
+			return "ok"
+		}
+		return ""
+	})
+	daemon.stop(t) // final checkpoints: nothing pending
+	verifyRun := func() (int, string) {
+		var out, errOut bytes.Buffer
+		code := run(ctx, []string{"verify", "-c", e.cfgPath, "-stream", "orders", "-from", from}, &out, &errOut)
+		if errOut.Len() > 0 {
+			t.Logf("verify stderr: %s", errOut.String())
+		}
+		return code, out.String()
+	}
+	code, out := verifyRun()
+	if code != 0 || !strings.Contains(out, "verify: events=22 applied=22 dead-lettered=0 pending=0 missing=0") ||
+		!strings.Contains(out, "projection: source=19 target=19 missing=0 extra=0 stale=0") {
+		t.Fatalf("verify after a clean run: exit %d\n%s", code, out)
+	}
+
+	// Two ledger entries deleted: exactly two changes count as missing.
+	var gone []string
+	cur, err := ledgerColl.Find(ctx, bson.D{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for cur.Next(ctx) && len(gone) < 2 {
+		gone = append(gone, cur.Current.Lookup("event").StringValue())
+	}
+	cur.Close(ctx)
+	for _, id := range gone {
+		if _, err := ledgerColl.DeleteOne(ctx, bson.D{{Key: "event", Value: id}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// And one projection document edited behind Ferry's back.
+	if _, err := e.proj.UpdateOne(ctx, bson.D{{Key: "_id", Value: 7}}, bson.D{{Key: "$set", Value: bson.D{{Key: "v", Value: -1}}}}); err != nil {
+		t.Fatal(err)
+	}
+	code, out = verifyRun()
+	if code != 1 || !strings.Contains(out, "applied=20 dead-lettered=0 pending=0 missing=2") {
+		t.Fatalf("verify with two ledger entries deleted: exit %d\n%s", code, out)
+	}
+	listed := regexp.MustCompile(`(?m)^missing: ([0-9a-f]{16}) `).FindAllStringSubmatch(out, -1)
+	if len(listed) != 2 {
+		t.Fatalf("want the 2 missing events listed:\n%s", out)
+	}
+	for _, l := range listed {
+		if !strings.HasPrefix(gone[0], l[1]) && !strings.HasPrefix(gone[1], l[1]) {
+			t.Fatalf("listed %s, which is not one of the deleted entries %v", l[1], gone)
+		}
+	}
+	if !strings.Contains(out, "stale=1") || !strings.Contains(out, `projection stale: {"_id":7}`) {
+		t.Fatalf("verify does not report the edited projection document:\n%s", out)
+	}
+}

@@ -47,7 +47,6 @@ const (
 
 // Codes of sessions, transactions, write concern and replica-set members.
 const (
-	codeNotImplemented               = 238
 	codeSnapshotTooOld               = 239
 	codeTransactionTooOld            = 225
 	codeIncompleteTransactionHistory = 217

@@ -84,7 +84,7 @@ func (e *engine) secondaryAllows(r *request) error {
 	}
 	switch {
 	case r.name == "configureFailPoint":
-		return errorf(codeNotImplemented, "mongotest: fail points are set on the primary, not on a secondary")
+		return errorf(238, "mongotest: fail points are set on the primary, not on a secondary") // NotImplemented
 	case r.name == "aggregate" && pipelineWrites(r):
 		return errorf(codeNotWritablePrimary, "not primary")
 	case secondaryReads[r.name]:

@@ -53,31 +53,29 @@ func TestConformance(t *testing.T) {
 	// A test passes if it passes under a profile it applies to, fails if it
 	// fails under any, and is skipped only if no profile applies.
 	//
-	// Each profile has a pool of servers (a primary and a secondary each),
-	// and files run concurrently, one per server: fail points and
-	// collections belong to a server, so files on different servers do not
-	// meet. Most of a file's time is the driver waiting out its
-	// rediscovery after a dropped connection (500 ms), so the pool, not
-	// the CPU, bounds the run. A real deployment runs one file at a time.
+	// Against the emulator every file gets a server of its own (a primary
+	// and a secondary), so no file sees what another left behind, and up
+	// to 8 files run at once: most of a file's time is the driver waiting
+	// out its rediscovery after a dropped connection (500 ms), so
+	// concurrency, not the CPU, bounds the run. A real deployment runs one
+	// file at a time.
 	type profile struct {
 		name string
-		uris chan string // the pool: a file takes a server and gives it back
+		// server returns the URI to run a file against and a function
+		// that releases it.
+		server func() (string, func())
 	}
 	var profiles []profile
+	slots := make(chan struct{}, 8)
 	if uri := os.Getenv("FERRY_TEST_MONGODB_URI"); uri != "" {
-		p := profile{"server", make(chan string, 1)}
-		p.uris <- uri
-		profiles = []profile{p}
+		slots = make(chan struct{}, 1)
+		profiles = []profile{{"server", func() (string, func()) { return uri, func() {} }}}
 	} else {
-		const serversPerProfile = 4
 		for _, v := range []string{"8.0.4", "8.2.1"} {
-			p := profile{v, make(chan string, serversPerProfile)}
-			for range serversPerProfile {
+			profiles = append(profiles, profile{v, func() (string, func()) {
 				srv := mongotest.NewServer(mongotest.ServerVersion(v), mongotest.Secondaries(1))
-				defer srv.Close()
-				p.uris <- srv.URI()
-			}
-			profiles = append(profiles, p)
+				return srv.URI(), srv.Close
+			}})
 		}
 	}
 	// results[suite][profile][file] are the results of one file.
@@ -98,8 +96,10 @@ func TestConformance(t *testing.T) {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					uri := <-p.uris
-					defer func() { p.uris <- uri }()
+					slots <- struct{}{}
+					defer func() { <-slots }()
+					uri, release := p.server()
+					defer release()
 					t.Run(s.name+"/"+p.name+"/"+strings.TrimSuffix(filepath.Base(path), ".json"), func(t *testing.T) {
 						results[si][pi][fi] = unified.RunFile(t, path, uri, unified.ExpectFailures(s.knownFailures))
 					})

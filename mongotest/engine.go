@@ -24,6 +24,9 @@ type engine struct {
 	params    serverParams
 	fail      failPoints
 	sessions  map[string]*session
+	// Commands waiting for a session to be checked in, and for a
+	// transaction to end (tests wait on them).
+	sessionWaits, txnWaits int
 	// sessionsReapAt is when idle sessions are next forgotten.
 	sessionsReapAt time.Time
 	// activeTxns counts open transactions; while it is non-zero, records

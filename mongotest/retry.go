@@ -105,12 +105,15 @@ func (e *engine) checkout(r *request) (*session, error) {
 			s.wake = make(chan struct{})
 		}
 		wake := s.wake
+		e.sessionWaits++
 		e.mu.Unlock()
 		select {
 		case <-wake:
 			e.mu.Lock()
+			e.sessionWaits--
 		case <-r.ctx.Done():
 			e.mu.Lock()
+			e.sessionWaits--
 			return nil, errorf(11600, "interrupted at shutdown")
 		}
 		// The session may have been ended and removed meanwhile.

@@ -221,8 +221,12 @@ func blockingTxn(refs []docRef) *txn {
 // transaction holding its document ends; the caller then reads again.
 // Callers hold e.mu; it is released while waiting.
 func (e *engine) waitTxn(r *request, t *txn) error {
+	e.txnWaits++
 	e.mu.Unlock()
-	defer e.mu.Lock()
+	defer func() {
+		e.mu.Lock()
+		e.txnWaits--
+	}()
 	timer := time.NewTimer(e.params.txnLifetime + time.Second)
 	defer timer.Stop()
 	select {

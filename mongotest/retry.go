@@ -43,10 +43,10 @@ type retryState struct {
 	n, nModified int32
 	upserted     bson.A // {index, _id} with the command's own indexes
 	reply        bson.D // findAndModify, or a command remembered whole
-	// template is the last attempt's reply without its per-statement
-	// fields, the base of a replayed reply.
-	template bson.D
-	opTime   bson.Timestamp
+	// last is the last attempt's reply; without its per-statement fields
+	// it is the base of a replayed reply.
+	last   bson.D
+	opTime bson.Timestamp
 }
 
 func (rs *retryState) ranStmt(i int) bool {
@@ -326,7 +326,7 @@ func (e *engine) runRetryableStatements(spec command, r *request, rs *retryState
 			}
 		}
 	}
-	rs.template = withoutFields(reply, "n", "nModified", "upserted", "writeErrors")
+	rs.last = reply[:len(reply):len(reply)]
 	rs.opTime = e.lastTS
 	if pending == nil {
 		// Nothing ran before this attempt: its reply is the whole answer.
@@ -338,7 +338,7 @@ func (e *engine) runRetryableStatements(spec command, r *request, rs *retryState
 // result builds the reply of a retried write from what its statements
 // returned, with this attempt's write errors.
 func (rs *retryState) result(writeErrors bson.A) bson.D {
-	out := append(bson.D{{Key: "n", Value: rs.n}}, rs.template...)
+	out := append(bson.D{{Key: "n", Value: rs.n}}, withoutFields(rs.last, "n", "nModified", "upserted", "writeErrors")...)
 	if rs.cmd == "update" {
 		out = append(out, bson.E{Key: "nModified", Value: rs.nModified})
 		if len(rs.upserted) > 0 {

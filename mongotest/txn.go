@@ -132,6 +132,12 @@ func (e *engine) noteVersion(rec *record) {
 }
 
 func (e *engine) sessionFor(lsid bson.D) *session {
+	id, _ := lookupTop(lsid, "id")
+	if b, ok := id.(bson.Binary); ok && b.Subtype == 4 && len(b.Data) == 16 {
+		if s := e.sessions[string(b.Data)]; s != nil { // no allocation
+			return s
+		}
+	}
 	key := sessionKey(lsid)
 	s := e.sessions[key]
 	if s == nil {

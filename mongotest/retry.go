@@ -26,7 +26,8 @@ import (
 // findAndModify, the whole reply. A statement that failed (a write
 // error, or a fail point before commit) did not run and runs again on a
 // retry. Commands without statement-level support (bulkWrite) are
-// remembered whole: a retry of a successful attempt returns its reply.
+// remembered whole: a retry returns the first attempt's reply, including
+// the errors of operations that failed.
 
 // retryState is what the server remembers about one retryable write: the
 // session's newest txnNumber.
@@ -223,10 +224,8 @@ func (e *engine) runRetryableWhole(spec command, r *request, rs *retryState) (bs
 	if err != nil {
 		return nil, err
 	}
-	if _, failed := lookupTop(reply, "writeErrors"); failed {
-		// Some statement failed: run the command again on a retry.
-		return reply, nil
-	}
+	// Remembered whole, per-operation errors included: a retry must not
+	// run again the operations that did run.
 	rs.all = true
 	rs.reply = reply[:len(reply):len(reply)]
 	rs.opTime = e.lastTS

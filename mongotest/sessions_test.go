@@ -314,3 +314,42 @@ func TestEndSessionsAbortsTheTransaction(t *testing.T) {
 		t.Fatalf("document x = %d, %v; want 2", doc.X, err)
 	}
 }
+
+// TestTransactionAtClusterTime: a transaction started with readConcern
+// snapshot and atClusterTime reads the state of that time.
+func TestTransactionAtClusterTime(t *testing.T) {
+	client, db, srv := connect(t)
+	if srv == nil {
+		t.Skip("sends raw commands to the emulator's address")
+	}
+	ctx := ctx(t)
+	c := db.Collection("c")
+	if _, err := c.InsertOne(ctx, bson.D{{Key: "_id", Value: 1}, {Key: "x", Value: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	snap, err := client.StartSession(options.Session().SetSnapshot(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer snap.EndSession(ctx)
+	if err := c.FindOne(mongo.NewSessionContext(ctx, snap), bson.D{}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	at := snap.SnapshotTime()
+	if _, err := c.UpdateOne(ctx, bson.D{{Key: "_id", Value: 1}}, bson.D{{Key: "$set", Value: bson.D{{Key: "x", Value: 2}}}}); err != nil {
+		t.Fatal(err)
+	}
+	lsid := bson.D{{Key: "id", Value: bson.Binary{Subtype: 4, Data: []byte("fedcba9876543210")}}}
+	reply := rawCommand(t, srv.Addr(), bson.D{{Key: "find", Value: "c"}, {Key: "$db", Value: db.Name()},
+		{Key: "lsid", Value: lsid}, {Key: "txnNumber", Value: int64(1)}, {Key: "startTransaction", Value: true}, {Key: "autocommit", Value: false},
+		{Key: "readConcern", Value: bson.D{{Key: "level", Value: "snapshot"}, {Key: "atClusterTime", Value: at}}}})
+	docs, _ := reply.Lookup("cursor", "firstBatch").Array().Values()
+	if len(docs) != 1 || docs[0].Document().Lookup("x").AsInt64() != 1 {
+		t.Fatalf("find in a transaction at %v: %s; want x: 1 (the value then)", at, reply)
+	}
+	abort := rawCommand(t, srv.Addr(), bson.D{{Key: "abortTransaction", Value: 1}, {Key: "$db", Value: "admin"},
+		{Key: "lsid", Value: lsid}, {Key: "txnNumber", Value: int64(1)}, {Key: "autocommit", Value: false}})
+	if rawInt(abort, "ok") != 1 {
+		t.Fatalf("abort: %s", abort)
+	}
+}

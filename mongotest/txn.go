@@ -168,7 +168,19 @@ func (e *engine) txnFor(r *request) (*txn, error) {
 		if sess.txn != nil && sess.txn.state == txnActive {
 			e.abortTxn(sess.txn)
 		}
-		t := &txn{sess: sess, number: num, snap: e.oplog.nextSeq, started: e.nowLocked(), done: make(chan struct{}),
+		snap := e.oplog.nextSeq
+		if rc, ok := lookupD(r.cmd, "readConcern").(bson.D); ok {
+			if at, ok := lookupD(rc, "atClusterTime").(bson.Timestamp); ok {
+				if level, _ := lookupD(rc, "level").(string); level != "snapshot" {
+					return nil, errorf(codeInvalidOptions, "readConcern atClusterTime is only valid with level \"snapshot\"")
+				}
+				var err error
+				if snap, err = e.snapshotAt(at); err != nil {
+					return nil, err
+				}
+			}
+		}
+		t := &txn{sess: sess, number: num, snap: snap, started: e.nowLocked(), done: make(chan struct{}),
 			local: map[*collection]map[string]*txnDoc{}, order: map[*collection][]string{}}
 		sess.txnNumber, sess.txn = num, t
 		e.activeTxns++

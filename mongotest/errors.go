@@ -55,6 +55,7 @@ const (
 	codeNotWritablePrimary           = 10107
 	codeNotPrimaryNoSecondaryOk      = 13435
 	codeNotARetryableWriteCommand    = 50768
+	codeIDLFailedToParse             = 40414
 )
 
 var codeNames = map[int32]string{
@@ -140,6 +141,7 @@ var codeNames = map[int32]string{
 	267:   "PreparedTransactionInProgress",
 	272:   "MigrationConflict",
 	50768: "NotARetryableWriteCommand",
+	40414: "IDLFailedToParse",
 }
 
 // codeName returns the codeName MongoDB puts beside a code.

@@ -203,10 +203,16 @@ func checkRetryableStatements(r *request) error {
 	case "delete":
 		stmts, _ := lookupD(r.cmd, "deletes").(bson.A)
 		for _, v := range stmts {
-			if st, ok := v.(bson.D); ok {
-				if n, _ := asInt64(lookupD(st, "limit")); n == 0 {
-					return errorf(codeInvalidOptions, "Cannot use (or request) retryable writes with limit=0")
-				}
+			st, ok := v.(bson.D)
+			if !ok {
+				continue
+			}
+			limit, ok := lookupTop(st, "limit")
+			if !ok {
+				return errorf(codeIDLFailedToParse, "BSON field 'delete.deletes.limit' is missing but a required field")
+			}
+			if n, _ := asInt64(limit); n == 0 {
+				return errorf(codeInvalidOptions, "Cannot use (or request) retryable writes with limit=0")
 			}
 		}
 	}

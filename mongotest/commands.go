@@ -161,7 +161,11 @@ func (e *engine) run(ctx context.Context, c *conn, cmd bson.D, seqs []wire.Secti
 	var wce bson.D
 	var fpLabels []string
 	fpLabelsSet := false
-	if r.name != "configureFailPoint" {
+	if c != nil {
+		r.lastOpBefore = c.lastOp
+	}
+	// Fail points belong to the primary (a secondary refuses to set them).
+	if r.name != "configureFailPoint" && (c == nil || c.member == 0) {
 		if fp := e.fail.check("failCommand", r, requestNS(r)); fp != nil {
 			if fp.BlockFor > 0 {
 				t := time.NewTimer(fp.BlockFor)
@@ -184,9 +188,6 @@ func (e *engine) run(ctx context.Context, c *conn, cmd bson.D, seqs []wire.Secti
 			wce = fp.WriteConcernError
 			fpLabels, fpLabelsSet = fp.ErrorLabels, fp.ErrorLabels != nil
 		}
-	}
-	if c != nil {
-		r.lastOpBefore = c.lastOp
 	}
 	reply, err := e.execute(spec, r)
 	if r.closeConn {

@@ -214,23 +214,43 @@ func TestRetryWaitsForTheFirstAttempt(t *testing.T) {
 // returns the reply (errors are reported with t.Error, as this runs on
 // goroutines of the test).
 func rawCommand(t *testing.T, addr string, cmd bson.D) bson.Raw {
+	rc := dialRaw(t, addr)
+	if rc == nil {
+		return nil
+	}
+	defer rc.nc.Close()
+	return rc.run(t, cmd)
+}
+
+// rawConn is one connection to the server, commands sent as OP_MSG.
+type rawConn struct {
+	nc net.Conn
+	br *bufio.Reader
+	id int32
+}
+
+func dialRaw(t *testing.T, addr string) *rawConn {
 	nc, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Error(err)
 		return nil
 	}
-	defer nc.Close()
 	_ = nc.SetDeadline(time.Now().Add(15 * time.Second))
+	return &rawConn{nc: nc, br: bufio.NewReader(nc)}
+}
+
+func (c *rawConn) run(t *testing.T, cmd bson.D) bson.Raw {
 	body, err := bson.Marshal(cmd)
 	if err != nil {
 		t.Error(err)
 		return nil
 	}
-	if _, err := nc.Write(wire.AppendMsg(nil, 1, 0, 0, body)); err != nil {
+	c.id++
+	if _, err := c.nc.Write(wire.AppendMsg(nil, c.id, 0, 0, body)); err != nil {
 		t.Error(err)
 		return nil
 	}
-	h, b, err := wire.ReadMessage(bufio.NewReader(nc), 48_000_000)
+	h, b, err := wire.ReadMessage(c.br, 48_000_000)
 	if err != nil {
 		t.Error(err)
 		return nil

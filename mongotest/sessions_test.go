@@ -50,6 +50,25 @@ func TestErrorLabels(t *testing.T) {
 		}
 	}
 
+	// A retryable write that fails without writing, on a connection that
+	// has written before: RetryableWriteError and NoWritesPerformed.
+	if srv != nil {
+		rc := dialRaw(t, srv.Addr())
+		defer rc.nc.Close()
+		lsid := bson.D{{Key: "id", Value: bson.Binary{Subtype: 4, Data: []byte("labels0123456789")}}}
+		write := func(n int64, id int) bson.Raw {
+			return rc.run(t, bson.D{{Key: "insert", Value: "c"}, {Key: "documents", Value: bson.A{bson.D{{Key: "_id", Value: id}}}},
+				{Key: "$db", Value: db.Name()}, {Key: "lsid", Value: lsid}, {Key: "txnNumber", Value: n}})
+		}
+		if raw := write(1, 10); rawInt(raw, "n") != 1 {
+			t.Fatalf("first write: %s", raw)
+		}
+		srv.FailCommand(mongotest.FailPoint{Commands: []string{"insert"}, Times: 1, ErrorCode: 189})
+		if raw := write(2, 11); !slices.Equal(labelsOf(raw), []string{"RetryableWriteError", "NoWritesPerformed"}) {
+			t.Fatalf("PrimarySteppedDown before the write, after an earlier write: %s; want labels RetryableWriteError, NoWritesPerformed", raw)
+		}
+	}
+
 	// NoSuchTransaction after an aborted statement: TransientTransactionError.
 	if err := sess.StartTransaction(); err != nil {
 		t.Fatal(err)

@@ -226,6 +226,9 @@ func (e *engine) run(ctx context.Context, c *conn, cmd bson.D, seqs []wire.Secti
 // engine lock, as a transaction statement, a retryable write, a snapshot
 // read or a plain command.
 func (e *engine) execute(spec command, r *request) (bson.D, error) {
+	if err := checkSessionOptions(r); err != nil {
+		return nil, err
+	}
 	if spec.unlocked {
 		return spec.run(e, r)
 	}

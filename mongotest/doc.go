@@ -82,7 +82,10 @@
 //	                     atClusterTime given or returned): records keep
 //	                     their versions from the first snapshot read on,
 //	                     for minSnapshotHistoryWindowInSeconds (300 s,
-//	                     server clock) after the last
+//	                     server clock) after the last; misused session    txnNumber without lsid, autocommit without
+//	                     fields are refused before the command runs       txnNumber or true, startTransaction without
+//	                                                                      autocommit: false (72), startTransaction:
+//	                                                                      false (9)
 //	write concern        w: majority and w up to the number of members    wtimeout, j (accepted: nothing waits)
 //	                     are satisfied at once (every member applies a
 //	                     write as the primary commits it); w above it:
@@ -133,6 +136,8 @@
 //	                     abort), NoWritesPerformed, ResumableChange-
 //	                     StreamError, NonResumableChangeStreamError; a
 //	                     failCommand errorLabels list replaces them
+//	                     (UnknownTransactionCommitResult is the
+//	                     driver's, as the transactions spec says)
 //	TTL                  expireAfterSeconds indexes, a monitor with a     -
 //	                     configurable interval (option or setParameter
 //	                     ttlMonitorSleepSecs), deletes as delete events

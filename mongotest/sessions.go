@@ -77,3 +77,24 @@ func (e *engine) reapSessions(now time.Time) {
 	}
 	e.sessionsReapAt = now.Add(sessionTimeout)
 }
+
+// checkSessionOptions refuses the session fields a server refuses before
+// running a command: a txnNumber without lsid, autocommit without a
+// txnNumber, autocommit: true, startTransaction without autocommit: false
+// or set to false.
+func checkSessionOptions(r *request) error {
+	start, hasStart := r.arg("startTransaction")
+	switch {
+	case r.txnNumber != nil && r.lsid == nil:
+		return errorf(codeInvalidOptions, "Transaction number requires a session ID to also be specified")
+	case r.autocommit != nil && r.txnNumber == nil:
+		return errorf(codeInvalidOptions, "'autocommit' field requires a transaction number to also be specified")
+	case r.autocommit != nil && *r.autocommit:
+		return errorf(codeInvalidOptions, "Specifying autocommit=true is not allowed.")
+	case hasStart && start != true:
+		return errorf(codeFailedToParse, "specifying startTransaction=false is not allowed")
+	case hasStart && r.autocommit == nil:
+		return errorf(codeInvalidOptions, "Must specify autocommit=false on all operations of a multi-statement transaction.")
+	}
+	return nil
+}

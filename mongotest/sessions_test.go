@@ -372,3 +372,35 @@ func TestTransactionAtClusterTime(t *testing.T) {
 		t.Fatalf("abort: %s", abort)
 	}
 }
+
+// TestMisusedSessionFields: session fields a server refuses before it runs
+// the command.
+func TestMisusedSessionFields(t *testing.T) {
+	_, db, srv := connect(t)
+	if srv == nil {
+		t.Skip("sends raw commands to the emulator's address")
+	}
+	lsid := bson.D{{Key: "id", Value: bson.Binary{Subtype: 4, Data: []byte("misuse0123456789")}}}
+	insert := bson.D{{Key: "insert", Value: "c"}, {Key: "documents", Value: bson.A{bson.D{{Key: "_id", Value: 1}}}}, {Key: "$db", Value: db.Name()}}
+	with := func(fields ...bson.E) bson.D { return append(append(bson.D(nil), insert...), fields...) }
+	cases := []struct {
+		name string
+		cmd  bson.D
+		code int32
+	}{
+		{"txnNumber without lsid", with(bson.E{Key: "txnNumber", Value: int64(1)}), 72},
+		{"autocommit without txnNumber", with(bson.E{Key: "lsid", Value: lsid}, bson.E{Key: "autocommit", Value: false}), 72},
+		{"autocommit true", with(bson.E{Key: "lsid", Value: lsid}, bson.E{Key: "txnNumber", Value: int64(1)}, bson.E{Key: "autocommit", Value: true}), 72},
+		{"startTransaction without autocommit", with(bson.E{Key: "lsid", Value: lsid}, bson.E{Key: "txnNumber", Value: int64(1)}, bson.E{Key: "startTransaction", Value: true}), 72},
+		{"startTransaction false", with(bson.E{Key: "lsid", Value: lsid}, bson.E{Key: "txnNumber", Value: int64(1)}, bson.E{Key: "autocommit", Value: false}, bson.E{Key: "startTransaction", Value: false}), 9},
+	}
+	for _, tc := range cases {
+		raw := rawCommand(t, srv.Addr(), tc.cmd)
+		if rawInt(raw, "ok") != 0 || rawInt(raw, "code") != int64(tc.code) {
+			t.Errorf("%s: %s; want code %d", tc.name, raw, tc.code)
+		}
+	}
+	if n, err := db.Collection("c").CountDocuments(ctx(t), bson.D{}); err != nil || n != 0 {
+		t.Fatalf("%d documents, %v; want none (every command refused before running)", n, err)
+	}
+}

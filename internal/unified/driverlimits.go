@@ -38,11 +38,15 @@ func asDriverLimit(err error) (*driverLimit, bool) {
 // whatever the server does, by "file/description", with why. Each is in
 // the driver's own skip list.
 var driverSkips = map[string]string{
-	"transaction-options.json/transaction options inherited from client": "keeps the wtimeout: 10000 of a retried " +
-		"commit on the commands of later transactions (its spec runner skips this test: \"Deprecated transactions CSOT Options\", GODRIVER-2348)",
-	"transaction-options.json/readConcern local in defaultTransactionOptions": "keeps the wtimeout: 10000 of a retried " +
-		"commit on the commands of later transactions (its spec runner skips this test: \"Deprecated transactions CSOT Options\", GODRIVER-2348)",
+	"transaction-options.json/transaction options inherited from client":      wtimeoutAfterCommit,
+	"transaction-options.json/readConcern local in defaultTransactionOptions": wtimeoutAfterCommit,
 }
+
+// wtimeoutAfterCommit: session.Client.CommitTransaction sets
+// CurrentWTimeout to 10 s after every commit, for a retry, and nothing
+// clears it, so the next transaction's abort sends wtimeout: 10000.
+const wtimeoutAfterCommit = "sets wtimeout: 10000 after every commit and never clears it, so the commands of the " +
+	"session's next transaction carry it (its spec runner skips this test: \"Deprecated transactions CSOT Options\", GODRIVER-2348)"
 
 // driverSkip returns why the Go driver v2 cannot run a test, or "".
 func driverSkip(file, test string) string {

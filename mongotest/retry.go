@@ -32,8 +32,7 @@ import (
 // retryState is what the server remembers about one retryable write: the
 // session's newest txnNumber.
 type retryState struct {
-	number int64
-	cmd    string // canonical command name
+	cmd string // canonical command name
 	// attempted is set once an attempt has finished; ran reports which
 	// statements have run: all of them when all is set, else those
 	// marked in ran.
@@ -174,7 +173,7 @@ func (e *engine) runRetryable(spec command, r *request) (bson.D, error) {
 			sess.txn = nil
 		}
 		sess.txnNumber = num
-		sess.retry = retryState{number: num, cmd: name}
+		sess.retry = retryState{cmd: name}
 	}
 	rs := &sess.retry
 	if rs.cmd != name {

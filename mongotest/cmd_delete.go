@@ -9,7 +9,7 @@ import (
 // deleteRecord removes a record and logs the delete.
 func (e *engine) deleteRecord(c *collection, rec *record) {
 	e.noteVersion(rec)
-	c.remove(rec, e.activeTxns > 0)
+	c.remove(rec, e.keepHistory())
 	rec.seq = e.oplog.nextSeq
 	u := c.uuid
 	ent := &oplogEntry{op: opDelete, db: c.db, coll: c.name, uuid: &u, docKey: bson.D{rec.doc[0]}}

@@ -24,10 +24,24 @@ type request struct {
 	// streamCursor is set by getMore once it has checked out a
 	// change-stream cursor (it decides ResumableChangeStreamError).
 	streamCursor bool
-	// txn is the transaction the command runs in, if any.
+	// txn is the transaction the command runs in, if any (for a snapshot
+	// read, a read-only one).
 	txn *txn
 	// seqs are the OP_MSG document sequences, still encoded.
 	seqs []wire.Section1
+	// retry is what the server remembers of the retryable write the
+	// command is (nil: not one).
+	retry *retryState
+	// closeConn is set by a fail point that drops the connection once
+	// the command has run (onPrimaryTransactionalWrite).
+	closeConn bool
+	// opTime, when set, is the reply's operationTime (a retried write
+	// answers with the time of the write it replays).
+	opTime *bson.Timestamp
+	// lastOpBefore is the connection's last write before this command.
+	lastOpBefore bson.Timestamp
+	// atClusterTime is the time a snapshot read read at.
+	atClusterTime *bson.Timestamp
 }
 
 // rawSequence returns the encoded documents of the named document
@@ -65,9 +79,9 @@ func init() {
 		"getParameter":       {run: cmdGetParameter, adminOnly: true},
 		"setParameter":       {run: cmdSetParameter, adminOnly: true},
 		"serverStatus":       {run: cmdServerStatus},
-		"endSessions":        {run: cmdOK},
-		"killAllSessions":    {run: cmdOK},
-		"killSessions":       {run: cmdOK},
+		"endSessions":        {run: cmdEndSessions},
+		"killAllSessions":    {run: cmdKillAllSessions},
+		"killSessions":       {run: cmdEndSessions},
 		"refreshSessions":    {run: cmdOK},
 		"startSession":       {run: cmdStartSession},
 		"connectionStatus":   {run: cmdConnectionStatus},
@@ -140,8 +154,19 @@ func (e *engine) run(ctx context.Context, c *conn, cmd bson.D, seqs []wire.Secti
 	if spec.adminOnly && r.db != "admin" {
 		return e.errorReply(errorf(13, "%s may only be run against the admin database.", r.name), r)
 	}
+	if c != nil && c.member > 0 {
+		if err := e.secondaryAllows(r); err != nil {
+			return e.errorReply(asCmdError(err), r)
+		}
+	}
 	var wce bson.D
-	if r.name != "configureFailPoint" {
+	var fpLabels []string
+	fpLabelsSet := false
+	if c != nil {
+		r.lastOpBefore = c.lastOp
+	}
+	// Fail points belong to the primary (a secondary refuses to set them).
+	if r.name != "configureFailPoint" && (c == nil || c.member == 0) {
 		if fp := e.fail.check("failCommand", r, requestNS(r)); fp != nil {
 			if fp.BlockFor > 0 {
 				t := time.NewTimer(fp.BlockFor)
@@ -162,31 +187,90 @@ func (e *engine) run(ctx context.Context, c *conn, cmd bson.D, seqs []wire.Secti
 				return e.errorReply(ce, r)
 			}
 			wce = fp.WriteConcernError
+			fpLabels, fpLabelsSet = fp.ErrorLabels, fp.ErrorLabels != nil
 		}
 	}
-	var reply bson.D
-	var err error
-	inTxn := r.txnNumber != nil && r.autocommit != nil
-	switch {
-	case inTxn && !spec.unlocked:
-		e.mu.Lock()
-		reply, err = e.runTxn(spec, r)
-		e.mu.Unlock()
-	case spec.unlocked:
-		reply, err = spec.run(e, r)
-	default:
-		e.mu.Lock()
-		reply, err = spec.run(e, r)
-		e.mu.Unlock()
+	reply, err := e.execute(spec, r)
+	if r.closeConn {
+		return nil
 	}
 	if err != nil {
-		return e.errorReply(asCmdError(err), r)
+		ce := asCmdError(err)
+		if fpLabelsSet && !ce.labelsSet {
+			cp := *ce
+			cp.Labels, cp.labelsSet = fpLabels, true
+			ce = &cp
+		}
+		return e.errorReply(ce, r)
+	}
+	if wce == nil {
+		wce = e.writeConcernError(r)
+	} else {
+		wce = normalizeWCE(wce)
 	}
 	if wce != nil {
 		reply = append(reply, bson.E{Key: "writeConcernError", Value: wce})
+		labels := fpLabels
+		if !fpLabelsSet {
+			code, _ := asInt64(lookupD(wce, "code"))
+			labels = e.replyLabels(0, int32(code), r)
+		}
+		if len(labels) > 0 {
+			reply = append(reply, bson.E{Key: "errorLabels", Value: labelArray(labels)})
+		}
 	}
 	reply = append(reply, bson.E{Key: "ok", Value: 1.0})
-	return e.withClusterTime(reply)
+	return e.withOperationTime(reply, r.opTime)
+}
+
+// execute runs a command: unlocked ones as they are, the others under the
+// engine lock, as a transaction statement, a retryable write, a snapshot
+// read or a plain command.
+func (e *engine) execute(spec command, r *request) (bson.D, error) {
+	if err := checkSessionOptions(r); err != nil {
+		return nil, err
+	}
+	if spec.unlocked {
+		return spec.run(e, r)
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	before := e.oplog.nextSeq
+	defer func() {
+		if r.conn != nil && (e.oplog.nextSeq != before || r.opTime != nil) {
+			r.conn.lastOp = e.lastTS
+		}
+	}()
+	switch {
+	case r.txnNumber != nil && r.autocommit != nil:
+		if r.lsid == nil {
+			return nil, errorf(codeInvalidOptions, "Transaction numbers are only allowed on a replica set member or mongos with a session (lsid)")
+		}
+		sess, err := e.checkout(r)
+		if err != nil {
+			return nil, err
+		}
+		defer e.checkin(sess)
+		return e.runTxn(spec, r)
+	case r.txnNumber != nil:
+		return e.runRetryable(spec, r)
+	}
+	if err := e.checkReadConcern(r); err != nil {
+		return nil, err
+	}
+	reply, err := spec.run(e, r)
+	if err == nil && r.atClusterTime != nil {
+		reply = withAtClusterTime(reply, *r.atClusterTime)
+	}
+	return reply, err
+}
+
+func labelArray(labels []string) bson.A {
+	a := make(bson.A, len(labels))
+	for i, l := range labels {
+		a[i] = l
+	}
+	return a
 }
 
 // requestNS is the "db.coll" a command names, or "" when it names none.
@@ -209,8 +293,16 @@ func requestNS(r *request) string {
 	return ""
 }
 
-func (e *engine) withClusterTime(reply bson.D) bson.D {
+func (e *engine) withClusterTime(reply bson.D) bson.D { return e.withOperationTime(reply, nil) }
+
+// withOperationTime appends $clusterTime and operationTime (opTime, or the
+// cluster time when nil).
+func (e *engine) withOperationTime(reply bson.D, opTime *bson.Timestamp) bson.D {
 	ct := e.clusterTime()
+	op := ct
+	if opTime != nil {
+		op = *opTime
+	}
 	return append(reply,
 		bson.E{Key: "$clusterTime", Value: bson.D{
 			{Key: "clusterTime", Value: ct},
@@ -219,7 +311,7 @@ func (e *engine) withClusterTime(reply bson.D) bson.D {
 				{Key: "keyId", Value: int64(0)},
 			}},
 		}},
-		bson.E{Key: "operationTime", Value: ct},
+		bson.E{Key: "operationTime", Value: op},
 	)
 }
 
@@ -238,38 +330,9 @@ func (e *engine) errorReply(ce *cmdError, r *request) bson.D {
 		labels = e.labelsFor(ce.Code, r)
 	}
 	if len(labels) > 0 {
-		a := make(bson.A, len(labels))
-		for i, l := range labels {
-			a[i] = l
-		}
-		reply = append(reply, bson.E{Key: "errorLabels", Value: a})
+		reply = append(reply, bson.E{Key: "errorLabels", Value: labelArray(labels)})
 	}
 	return e.withClusterTime(reply)
-}
-
-func (e *engine) labelsFor(code int32, r *request) []string {
-	var labels []string
-	if nonResumableStreamCodes[code] {
-		labels = append(labels, "NonResumableChangeStreamError")
-	}
-	inTxn := r.txnNumber != nil && r.autocommit != nil
-	switch {
-	case inTxn:
-		if code == 112 || code == 251 && (r.name == "commitTransaction" || r.name == "abortTransaction") ||
-			retriableCodes[code] && r.name != "commitTransaction" && r.name != "abortTransaction" {
-			labels = append(labels, "TransientTransactionError")
-		}
-	case r.txnNumber != nil && isWriteCommand(r.name):
-		if retriableCodes[code] {
-			labels = append(labels, "RetryableWriteError")
-		}
-	case r.name == "aggregate" || r.name == "getMore":
-		resumable := retriableCodes[code] || networkCodes[code] || needRetargettingCodes[code] || code == 234 || code == 133
-		if resumable && e.isChangeStreamRequest(r) {
-			labels = append(labels, "ResumableChangeStreamError")
-		}
-	}
-	return labels
 }
 
 func isWriteCommand(name string) bool {
@@ -328,6 +391,7 @@ func cmdGetParameter(e *engine, r *request) (bson.D, error) {
 		{Key: "requireApiVersion", Value: false},
 		{Key: "transactionLifetimeLimitSeconds", Value: int32(e.params.txnLifetime / time.Second)},
 		{Key: "periodicNoopIntervalSecs", Value: int32(e.params.noopInterval / time.Second)},
+		{Key: "minSnapshotHistoryWindowInSeconds", Value: int32(e.params.snapshotWindow / time.Second)},
 	}
 	if v, _ := r.arg("getParameter"); v == "*" {
 		return all, nil
@@ -386,6 +450,13 @@ func cmdSetParameter(e *engine, r *request) (bson.D, error) {
 			}
 			was = append(was, bson.E{Key: "was", Value: int32(e.params.noopInterval / time.Second)})
 			e.params.noopInterval = time.Duration(secs) * time.Second
+		case "minSnapshotHistoryWindowInSeconds":
+			secs, ok := asInt64(el.Value)
+			if !ok || secs < 0 {
+				return nil, errorf(codeBadValue, "minSnapshotHistoryWindowInSeconds must be a non-negative number of seconds")
+			}
+			was = append(was, bson.E{Key: "was", Value: int32(e.params.snapshotWindow / time.Second)})
+			e.params.snapshotWindow = time.Duration(secs) * time.Second
 		default:
 			return nil, errorf(codeInvalidOptions, "attempted to set unrecognized parameter [%s], use help:true to see options ", el.Key)
 		}
@@ -414,7 +485,7 @@ func cmdServerStatus(e *engine, r *request) (bson.D, error) {
 		{Key: "uptimeMillis", Value: now.Sub(e.startedAt).Milliseconds()},
 		{Key: "localTime", Value: bson.NewDateTimeFromTime(now)},
 		{Key: "connections", Value: bson.D{{Key: "current", Value: int32(len(r.conn.srv.conns))}}},
-		{Key: "repl", Value: bson.D{{Key: "setName", Value: e.cfg.replSetName}, {Key: "isWritablePrimary", Value: true}}},
+		{Key: "repl", Value: bson.D{{Key: "setName", Value: e.cfg.replSetName}, {Key: "isWritablePrimary", Value: r.conn.member == 0}}},
 		{Key: "storageEngine", Value: bson.D{{Key: "name", Value: "mongotest"}, {Key: "supportsCommittedReads", Value: true}}},
 		{Key: "oplog", Value: bson.D{{Key: "entries", Value: int64(len(e.oplog.entries))}, {Key: "bytes", Value: e.oplog.bytes}}},
 	}, nil
@@ -451,15 +522,27 @@ func cmdReplSetGetStatus(e *engine, r *request) (bson.D, error) {
 	return bson.D{
 		{Key: "set", Value: e.cfg.replSetName},
 		{Key: "myState", Value: int32(1)},
-		{Key: "members", Value: bson.A{bson.D{
-			{Key: "_id", Value: int32(0)},
-			{Key: "name", Value: r.conn.srv.Addr()},
-			{Key: "health", Value: 1.0},
-			{Key: "state", Value: int32(1)},
-			{Key: "stateStr", Value: "PRIMARY"},
-			{Key: "self", Value: true},
-		}}},
+		{Key: "members", Value: replSetMembers(r.conn)},
 	}, nil
+}
+
+func replSetMembers(c *conn) bson.A {
+	out := bson.A{}
+	for i, host := range c.srv.hosts() {
+		state, str := int32(1), "PRIMARY"
+		if i > 0 {
+			state, str = 2, "SECONDARY"
+		}
+		out = append(out, bson.D{
+			{Key: "_id", Value: int32(i)},
+			{Key: "name", Value: host},
+			{Key: "health", Value: 1.0},
+			{Key: "state", Value: state},
+			{Key: "stateStr", Value: str},
+			{Key: "self", Value: i == c.member},
+		})
+	}
+	return out
 }
 
 func cmdListCommands(*engine, *request) (bson.D, error) {

@@ -15,7 +15,6 @@ var crudKnownFailures = map[string]string{
 	"bulkWrite-updateMany-hint-unacknowledged.json/Unacknowledged updateMany with hint string on 4.2+ server":       whyHintUnacknowledged,
 	"bulkWrite-updateOne-hint-unacknowledged.json/Unacknowledged updateOne with hint document on 4.2+ server":       whyHintUnacknowledged,
 	"bulkWrite-updateOne-hint-unacknowledged.json/Unacknowledged updateOne with hint string on 4.2+ server":         whyHintUnacknowledged,
-	"bypassDocumentValidation.json/Aggregate with $out passes bypassDocumentValidation: false":                      "the Go driver never sends bypassDocumentValidation: false (GODRIVER-3407) and takes no extra command fields for aggregate",
 	"deleteMany-hint-unacknowledged.json/Unacknowledged deleteMany with hint document on 4.4+ server":               whyHintUnacknowledged,
 	"deleteMany-hint-unacknowledged.json/Unacknowledged deleteMany with hint string on 4.4+ server":                 whyHintUnacknowledged,
 	"deleteOne-hint-unacknowledged.json/Unacknowledged deleteOne with hint document on 4.4+ server":                 whyHintUnacknowledged,

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/ferry-io/ferry/internal/unified"
@@ -27,6 +28,10 @@ type suite struct {
 // order their summary lines are printed.
 var suites = []suite{
 	{name: "change-streams", knownFailures: map[string]string{}},
+	{name: "transactions", knownFailures: transactionsKnownFailures},
+	{name: "transactions-convenient-api", knownFailures: map[string]string{}},
+	{name: "retryable-writes", knownFailures: retryableWritesKnownFailures},
+	{name: "sessions", knownFailures: map[string]string{}},
 	{name: "crud", knownFailures: crudKnownFailures},
 }
 
@@ -48,44 +53,85 @@ func TestConformance(t *testing.T) {
 	// 8.0 (the default) and 8.2, so tests gated on a newer release run too.
 	// A test passes if it passes under a profile it applies to, fails if it
 	// fails under any, and is skipped only if no profile applies.
-	type profile struct{ name, uri string }
+	//
+	// Against the emulator every file gets a server of its own (a primary
+	// and a secondary), so no file sees what another left behind, and up
+	// to 8 files run at once: most of a file's time is the driver waiting
+	// out its rediscovery after a dropped connection (500 ms), so
+	// concurrency, not the CPU, bounds the run. A real deployment runs one
+	// file at a time.
+	type profile struct {
+		name string
+		// server returns the URI to run a file against and a function
+		// that releases it.
+		server func() (string, func())
+	}
 	var profiles []profile
+	slots := make(chan struct{}, 8)
 	if uri := os.Getenv("FERRY_TEST_MONGODB_URI"); uri != "" {
-		profiles = []profile{{"server", uri}}
+		slots = make(chan struct{}, 1)
+		profiles = []profile{{"server", func() (string, func()) { return uri, func() {} }}}
 	} else {
 		for _, v := range []string{"8.0.4", "8.2.1"} {
-			srv := mongotest.NewServer(mongotest.ServerVersion(v))
-			defer srv.Close()
-			profiles = append(profiles, profile{v, srv.URI()})
+			profiles = append(profiles, profile{v, func() (string, func()) {
+				srv := mongotest.NewServer(mongotest.ServerVersion(v), mongotest.Secondaries(1))
+				return srv.URI(), srv.Close
+			}})
 		}
 	}
-	var summary []string
-	for _, s := range suites {
+	// results[suite][profile][file] are the results of one file.
+	results := make([][][][]unified.Result, len(suites))
+	suiteFiles := make([][]string, len(suites))
+	var wg sync.WaitGroup
+	for si, s := range suites {
 		files, _ := filepath.Glob(filepath.Join(root, s.name, "*.json"))
 		if len(files) == 0 {
 			t.Errorf("no spec files in %s: put MongoDB's unified tests of %s there or set FERRY_MONGO_SPEC_DIR", filepath.Join(root, s.name), s.name)
 			continue
 		}
+		suiteFiles[si] = files
+		results[si] = make([][][]unified.Result, len(profiles))
+		for pi, p := range profiles {
+			results[si][pi] = make([][]unified.Result, len(files))
+			for fi, path := range files {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					slots <- struct{}{}
+					defer func() { <-slots }()
+					uri, release := p.server()
+					defer release()
+					t.Run(s.name+"/"+p.name+"/"+strings.TrimSuffix(filepath.Base(path), ".json"), func(t *testing.T) {
+						results[si][pi][fi] = unified.RunFile(t, path, uri, unified.ExpectFailures(s.knownFailures))
+					})
+				}()
+			}
+		}
+	}
+	wg.Wait()
+	var summary []string
+	for si, s := range suites {
+		if suiteFiles[si] == nil {
+			continue
+		}
 		merged := map[string]unified.Result{}
 		var order []string
-		for _, p := range profiles {
-			for _, path := range files {
-				t.Run(s.name+"/"+p.name+"/"+strings.TrimSuffix(filepath.Base(path), ".json"), func(t *testing.T) {
-					for _, r := range unified.RunFile(t, path, p.uri, unified.ExpectFailures(s.knownFailures)) {
-						key := r.File + "/" + r.Test
-						prev, seen := merged[key]
-						if !seen {
-							order = append(order, key)
-						}
-						switch {
-						case !seen, prev.Status == unified.Skipped:
-							merged[key] = r
-						case r.Status == unified.Failed:
-							r.Reason = "(" + p.name + ") " + r.Reason
-							merged[key] = r
-						}
+		for pi, p := range profiles {
+			for fi := range suiteFiles[si] {
+				for _, r := range results[si][pi][fi] {
+					key := r.File + "/" + r.Test
+					prev, seen := merged[key]
+					if !seen {
+						order = append(order, key)
 					}
-				})
+					switch {
+					case !seen, prev.Status == unified.Skipped:
+						merged[key] = r
+					case r.Status == unified.Failed:
+						r.Reason = "(" + p.name + ") " + r.Reason
+						merged[key] = r
+					}
+				}
 			}
 		}
 		counts := map[unified.Status]int{}

@@ -20,6 +20,11 @@ type conn struct {
 	id      int32
 	appName string
 	reqID   int32
+	// member is the replica-set member the connection reached: 0 for
+	// the primary, i for the i-th secondary.
+	member int
+	// lastOp is the cluster time of the connection's last write.
+	lastOp bson.Timestamp
 }
 
 func (c *conn) serve() {

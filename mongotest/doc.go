@@ -25,6 +25,11 @@
 //     tokens sort in event order.
 //   - Malformed wire messages get an error reply or a closed connection,
 //     never a panic.
+//   - A retryable write is applied once: a retry of it (same lsid and
+//     txnNumber, after a lost reply) gets the first attempt's result and
+//     writes nothing, as on a real primary.
+//   - What is not supported fails with an error (238 NotImplemented for a
+//     deliberate refusal), never with a different answer.
 //
 // # What is supported
 //
@@ -33,8 +38,8 @@
 //	wire protocol        OP_MSG (kinds 0, 1, checksum, moreToCome),       OP_COMPRESSED other than noop (connection
 //	                     OP_QUERY handshake, OP_COMPRESSED noop           closed); OP_QUERY commands other than
 //	                                                                      hello/isMaster (352 UnsupportedOpQueryCommand)
-//	topology             one writable primary of a replica set (8.0,      sharding, secondaries, awaitable hello; auth:
-//	                     wire version 25); sessions (lsid accepted)       a client with credentials fails its handshake
+//	topology             one writable primary of a replica set (8.0,      sharding, awaitable hello, elections; auth:
+//	                     wire version 25), and secondaries (see below)    a client with credentials fails its handshake
 //	                                                                      (saslStart: 59 CommandNotFound)
 //	CRUD                 insert, update (operators incl. positional "$",  $where/$text/geo, $lookup/$facet and other
 //	                     "$[]" and "$[<id>]" with arrayFilters,           unlisted stages (2 BadValue); writes to
@@ -68,10 +73,53 @@
 //	                     is binary                                        $sortArray/$topN..., $group accumulators
 //	                                                                      $min/$max/$addToSet (238)
 //	transactions         startTransaction/commit/abort, snapshot reads,   prepared transactions, read/write concern
-//	                     WriteConflict (112) + TransientTransactionError, options (accepted, single node)
-//	                     NoSuchTransaction (251), lifetime limit (60s);
-//	                     one clusterTime + lsid/txnNumber/txnOpIndex in
-//	                     change streams; aborted writes never appear
+//	                     WriteConflict (112) + TransientTransactionError, levels other than snapshot (accepted: one copy
+//	                     NoSuchTransaction (251) + TransientTransaction-  of the data, every read is majority);
+//	                     Error after an abort, lifetime limit (60s);      prepareTransaction (59 CommandNotFound); a
+//	                     create and createIndexes inside (4.4+:           writeConcern on a statement inside a
+//	                     private to the transaction until it commits;     transaction (72, as on a server); a namespace
+//	                     createIndexes on an existing collection 263,     another session creates while a transaction
+//	                     create of one 48); readConcern snapshot with     creates it: the commit fails with WriteConflict
+//	                     atClusterTime;
+//	                     writeConcern of the commit (errors below);
+//	                     commit and abort retried as a server answers
+//	                     them; one clusterTime + lsid/txnNumber/
+//	                     txnOpIndex in change streams; aborted writes
+//	                     never appear
+//	retryable writes     insert, update, delete and findAndModify with    multi: true updates and limit: 0 deletes (72,
+//	                     lsid + txnNumber: the session is checked out     as on a server); other commands with a
+//	                     one command at a time (a retry waits for its     txnNumber outside a transaction (50768
+//	                     first attempt); for the newest txnNumber the     NotARetryableWriteCommand); stmtIds given by
+//	                     statements that ran and their results (counts,   the client (statements are numbered by
+//	                     upserted ids, findAndModify's reply) are kept,   position, as drivers do)
+//	                     and a retry runs only the statements that did
+//	                     not run: no second write, oplog entry or change
+//	                     event; operationTime of a replay is the first
+//	                     write's; an older txnNumber: 225
+//	                     TransactionTooOld; the txnNumber of a
+//	                     transaction: 72; bulkWrite is kept whole
+//	sessions             explicit and implicit sessions; endSessions,     a snapshot older than the window or than the
+//	                     killSessions, killAllSessions (an open           first snapshot read: 239 SnapshotTooOld;
+//	                     transaction is aborted); idle sessions are       readConcern snapshot on other commands and on
+//	                     forgotten after 30 min; snapshot reads outside   writes: 72 InvalidOptions; an atClusterTime
+//	                     transactions (find, aggregate, distinct;         newer than the cluster time: 72
+//	                     atClusterTime given or returned): records keep
+//	                     their versions from the first snapshot read on,
+//	                     for minSnapshotHistoryWindowInSeconds (300 s,
+//	                     server clock) after the last; misused session    txnNumber without lsid, autocommit without
+//	                     fields are refused before the command runs       txnNumber or true, startTransaction without
+//	                                                                      autocommit: false (72), startTransaction:
+//	                                                                      false (9)
+//	write concern        w: majority and w up to the number of members    wtimeout, j (accepted: nothing waits)
+//	                     are satisfied at once (every member applies a
+//	                     write as the primary commits it); w above it:
+//	                     writeConcernError 100 UnsatisfiableWriteConcern
+//	                     after the write, a tag mode: 79
+//	                     UnknownReplWriteConcern
+//	secondaries          Secondaries(n) adds n members on ports of their  writes and transactions on a secondary (10107
+//	                     own, listed in hello; they serve reads whose     NotWritablePrimary); reads without secondaryOk
+//	                     read preference allows a secondary, from the     (13435 NotPrimaryNoSecondaryOk); fail points
+//	                     same data (no lag)                               on a secondary (238 NotImplemented)
 //	DDL                  create, drop, dropDatabase, renameCollection,    capped collections (accepted, not capped),
 //	                     collMod, listCollections, listDatabases,         $jsonSchema validators (238
 //	                     createIndexes/listIndexes/dropIndexes with       NotImplemented), unique indexes with a
@@ -102,11 +150,22 @@
 //	                     errorCode, errorLabels, closeConnection,         be deterministic)
 //	                     blockConnection, appName, namespace,
 //	                     writeConcernError), failGetMoreAfterCursor-
-//	                     Checkout; also from Go: Server.FailCommand
-//	errors and labels    ResumableChangeStreamError, NonResumable-        -
-//	                     ChangeStreamError, TransientTransactionError,
-//	                     RetryableWriteError as a current server attaches
-//	                     them
+//	                     Checkout, onPrimaryTransactionalWrite
+//	                     (closeConnection, default true; failBefore-
+//	                     CommitExceptionCode; per statement of a
+//	                     retryable write); also from Go:
+//	                     Server.FailCommand, Server.FailRetryableWrites
+//	errors and labels    as src/mongo/db/error_labels.cpp attaches them:  -
+//	                     TransientTransactionError (WriteConflict,
+//	                     snapshot errors, NoSuchTransaction, retriable
+//	                     codes in a transaction), RetryableWriteError
+//	                     (retriable codes, and retriable writeConcern-
+//	                     Error codes, of retryable writes and of commit/
+//	                     abort), NoWritesPerformed, ResumableChange-
+//	                     StreamError, NonResumableChangeStreamError; a
+//	                     failCommand errorLabels list replaces them
+//	                     (UnknownTransactionCommitResult is the
+//	                     driver's, as the transactions spec says)
 //	TTL                  expireAfterSeconds indexes, a monitor with a     -
 //	                     configurable interval (option or setParameter
 //	                     ttlMonitorSleepSecs), deletes as delete events

@@ -24,12 +24,22 @@ type engine struct {
 	params    serverParams
 	fail      failPoints
 	sessions  map[string]*session
+	// Commands waiting for a session to be checked in, and for a
+	// transaction to end (tests wait on them).
+	sessionWaits, txnWaits int
+	// sessionsReapAt is when idle sessions are next forgotten.
+	sessionsReapAt time.Time
 	// activeTxns counts open transactions; while it is non-zero, records
 	// keep the versions their snapshots may read.
 	activeTxns int
-	closed     bool
-	processID  bson.ObjectID
-	startedAt  time.Time
+	// curTxn is the transaction whose statement is running (DDL inside
+	// transactions).
+	curTxn *txn
+	// snapHist keeps record versions for snapshot reads.
+	snapHist  snapshotHistory
+	closed    bool
+	processID bson.ObjectID
+	startedAt time.Time
 
 	// newEntry is closed and replaced whenever the oplog grows, waking
 	// change-stream getMores that wait for events.
@@ -42,6 +52,7 @@ type serverParams struct {
 	ttlEnabled      bool
 	noopInterval    time.Duration
 	txnLifetime     time.Duration
+	snapshotWindow  time.Duration
 }
 
 func newEngine(cfg *config) *engine {
@@ -58,6 +69,7 @@ func newEngine(cfg *config) *engine {
 			ttlEnabled:      true,
 			noopInterval:    cfg.noopInterval,
 			txnLifetime:     defaultTransactionLifetime,
+			snapshotWindow:  defaultSnapshotWindow,
 		},
 	}
 	e.startedAt = e.now()

@@ -45,6 +45,19 @@ const (
 	codeNoSuchTransaction          = 251
 )
 
+// Codes of sessions, transactions, write concern and replica-set members.
+const (
+	codeSnapshotTooOld               = 239
+	codeTransactionTooOld            = 225
+	codeIncompleteTransactionHistory = 217
+	codeUnsatisfiableWriteConcern    = 100
+	codeUnknownReplWriteConcern      = 79
+	codeNotWritablePrimary           = 10107
+	codeNotPrimaryNoSecondaryOk      = 13435
+	codeNotARetryableWriteCommand    = 50768
+	codeIDLFailedToParse             = 40414
+)
+
 var codeNames = map[int32]string{
 	1:       "InternalError",
 	2:       "BadValue",
@@ -114,6 +127,22 @@ var codeNames = map[int32]string{
 	17276:   "Location17276",
 	51770:   "Location51770",
 	4934000: "Location4934000",
+	// Sessions, transactions, write concern.
+	24:    "LockTimeout",
+	64:    "WriteConcernTimeout",
+	79:    "UnknownReplWriteConcern",
+	100:   "UnsatisfiableWriteConcern",
+	134:   "ReadConcernMajorityNotAvailableYet",
+	217:   "IncompleteTransactionHistory",
+	238:   "NotImplemented",
+	239:   "SnapshotTooOld",
+	246:   "SnapshotUnavailable",
+	249:   "StaleDbVersion",
+	250:   "StaleChunkHistory",
+	267:   "PreparedTransactionInProgress",
+	272:   "MigrationConflict",
+	50768: "NotARetryableWriteCommand",
+	40414: "IDLFailedToParse",
 }
 
 // codeName returns the codeName MongoDB puts beside a code.
@@ -126,8 +155,8 @@ func codeName(code int32) string {
 
 // Error categories from error_codes.yml that decide labels.
 var (
-	retriableCodes = map[int32]bool{6: true, 7: true, 89: true, 91: true, 189: true, 262: true, 9001: true,
-		10107: true, 11600: true, 11602: true, 13435: true, 13436: true}
+	retriableCodes = map[int32]bool{6: true, 7: true, 89: true, 91: true, 134: true, 189: true, 262: true,
+		358: true, 384: true, 402: true, 9001: true, 10107: true, 11600: true, 11602: true, 13435: true, 13436: true}
 	networkCodes            = map[int32]bool{6: true, 7: true, 89: true, 9001: true}
 	needRetargettingCodes   = map[int32]bool{150: true, 13388: true, 63: true}
 	nonResumableStreamCodes = map[int32]bool{280: true, 286: true}

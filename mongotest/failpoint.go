@@ -39,6 +39,88 @@ type FailPoint struct {
 	WriteConcernError bson.D
 	// ErrorExtraInfo is merged into the error reply.
 	ErrorExtraInfo bson.D
+
+	// failBeforeCommit is onPrimaryTransactionalWrite's
+	// failBeforeCommitExceptionCode.
+	failBeforeCommit int32
+}
+
+// RetryableWriteFailPoint is MongoDB's onPrimaryTransactionalWrite fail
+// point: it fires as a statement of a retryable write is applied, after
+// the write by default (the connection closes and the reply is lost, but
+// the write stays), or before it with FailBeforeCommit. Set it from Go
+// with Server.FailRetryableWrites, or from any driver with
+//
+//	{configureFailPoint: "onPrimaryTransactionalWrite", mode: ...,
+//	 data: {closeConnection?: bool, failBeforeCommitExceptionCode?: int}}
+//
+// on the admin database. Statements of multi-document transactions do
+// not trigger it.
+type RetryableWriteFailPoint struct {
+	// Times fires the fail point this many times, then turns it off;
+	// 0 with Skip 0 means always on.
+	Times int
+	// Skip lets the first Skip statements through.
+	Skip int
+	// KeepConnection leaves the connection open (data.closeConnection:
+	// false); by default it is closed without a reply.
+	KeepConnection bool
+	// FailBeforeCommit, when not zero, fails the statement with this
+	// code before it is applied.
+	FailBeforeCommit int32
+}
+
+// FailRetryableWrites activates the onPrimaryTransactionalWrite fail point,
+// replacing any earlier one.
+func (s *Server) FailRetryableWrites(fp RetryableWriteFailPoint) {
+	s.eng.fail.set("onPrimaryTransactionalWrite", FailPoint{Times: fp.Times, Skip: fp.Skip,
+		CloseConnection: !fp.KeepConnection, failBeforeCommit: fp.FailBeforeCommit})
+}
+
+// fire counts an activation of a fail point that has no command filter
+// (onPrimaryTransactionalWrite) and reports it, or nil when it is off or
+// skips this one.
+func (f *failPoints) fire(name string) *FailPoint {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	st := f.active[name]
+	if st == nil {
+		return nil
+	}
+	if st.skip > 0 {
+		st.skip--
+		return nil
+	}
+	st.hits++
+	if !st.alwaysOn {
+		st.remaining--
+		if st.remaining <= 0 {
+			delete(f.active, name)
+		}
+	}
+	out := st.fp
+	return &out
+}
+
+// transactionalWriteFailPoint runs onPrimaryTransactionalWrite for one
+// statement of a retryable write about to be applied: it may close the
+// connection once the command is done, and may fail the statement.
+func (e *engine) transactionalWriteFailPoint(r *request) error {
+	if r == nil || r.retry == nil || r.txn != nil {
+		return nil
+	}
+	fp := e.fail.fire("onPrimaryTransactionalWrite")
+	if fp == nil {
+		return nil
+	}
+	if fp.CloseConnection {
+		r.closeConn = true
+	}
+	if fp.failBeforeCommit != 0 {
+		return errorf(fp.failBeforeCommit, "Failing write for %s:%d due to failpoint. The write must not be reflected.",
+			sessionName(r.lsid), *r.txnNumber)
+	}
+	return nil
 }
 
 // failPoints holds the active fail points by name ("failCommand",
@@ -145,9 +227,9 @@ func contains(list []string, s string) bool {
 func cmdConfigureFailPoint(e *engine, r *request) (bson.D, error) {
 	name, _ := r.cmd[0].Value.(string)
 	switch name {
-	case "failCommand", "failGetMoreAfterCursorCheckout":
+	case "failCommand", "failGetMoreAfterCursorCheckout", "onPrimaryTransactionalWrite":
 	default:
-		return nil, errorf(codeFailedToParse, "Cannot find FailPoint named %q (mongotest supports failCommand and failGetMoreAfterCursorCheckout)", name)
+		return nil, errorf(codeFailedToParse, "Cannot find FailPoint named %q (mongotest supports failCommand, failGetMoreAfterCursorCheckout and onPrimaryTransactionalWrite)", name)
 	}
 	mode, ok := r.arg("mode")
 	if !ok {
@@ -190,6 +272,9 @@ func cmdConfigureFailPoint(e *engine, r *request) (bson.D, error) {
 		return nil, errorf(codeTypeMismatch, "FailPoint mode must be a string or an object")
 	}
 	data, _ := lookupD(r.cmd, "data").(bson.D)
+	if name == "onPrimaryTransactionalWrite" {
+		return e.configureTransactionalWrite(fp, data)
+	}
 	for _, el := range data {
 		switch el.Key {
 		case "failCommands":
@@ -245,5 +330,31 @@ func cmdConfigureFailPoint(e *engine, r *request) (bson.D, error) {
 		fp.Commands = []string{"getMore"}
 	}
 	e.fail.set(name, fp)
+	return bson.D{{Key: "count", Value: int64(0)}}, nil
+}
+
+// configureTransactionalWrite sets onPrimaryTransactionalWrite from its
+// data: closeConnection (default true) and failBeforeCommitExceptionCode.
+func (e *engine) configureTransactionalWrite(fp FailPoint, data bson.D) (bson.D, error) {
+	fp.CloseConnection = true
+	for _, el := range data {
+		switch el.Key {
+		case "closeConnection":
+			b, ok := el.Value.(bool)
+			if !ok {
+				return nil, errorf(codeTypeMismatch, "'closeConnection' must be a boolean")
+			}
+			fp.CloseConnection = b
+		case "failBeforeCommitExceptionCode":
+			n, ok := asInt64(el.Value)
+			if !ok || n == 0 {
+				return nil, errorf(codeTypeMismatch, "'failBeforeCommitExceptionCode' must be a non-zero number")
+			}
+			fp.failBeforeCommit = int32(n)
+		default:
+			return nil, errorf(codeBadValue, "mongotest: onPrimaryTransactionalWrite has no data field %q (it takes closeConnection and failBeforeCommitExceptionCode)", el.Key)
+		}
+	}
+	e.fail.set("onPrimaryTransactionalWrite", fp)
 	return bson.D{{Key: "count", Value: int64(0)}}, nil
 }

@@ -23,6 +23,7 @@ func cmdHello(e *engine, r *request) (bson.D, error) {
 // streaming, and omits compression so they never compress.
 func (e *engine) hello(c *conn, cmd bson.D, legacy bool) bson.D {
 	addr := c.srv.Addr()
+	me := c.srv.memberAddr(c.member)
 	if c.appName == "" {
 		if client, ok := lookupTop(cmd, "client"); ok {
 			if cd, ok := client.(bson.D); ok {
@@ -46,13 +47,13 @@ func (e *engine) hello(c *conn, cmd bson.D, legacy bool) bson.D {
 	opTime := bson.D{{Key: "ts", Value: lastTS}, {Key: "t", Value: int64(1)}}
 	reply := bson.D{
 		{Key: "helloOk", Value: true},
-		{Key: primaryKey, Value: true},
-		{Key: "hosts", Value: bson.A{addr}},
+		{Key: primaryKey, Value: c.member == 0},
+		{Key: "hosts", Value: c.srv.hosts()},
 		{Key: "setName", Value: e.cfg.replSetName},
 		{Key: "setVersion", Value: int32(1)},
-		{Key: "secondary", Value: false},
+		{Key: "secondary", Value: c.member != 0},
 		{Key: "primary", Value: addr},
-		{Key: "me", Value: addr},
+		{Key: "me", Value: me},
 		{Key: "electionId", Value: bson.ObjectID{0x7f, 0xff, 0xff, 0xff, 0, 0, 0, 0, 0, 0, 0, 1}},
 		{Key: "lastWrite", Value: bson.D{
 			{Key: "opTime", Value: opTime},
@@ -70,6 +71,9 @@ func (e *engine) hello(c *conn, cmd bson.D, legacy bool) bson.D {
 		{Key: "maxWireVersion", Value: e.cfg.release.wire()},
 		{Key: "readOnly", Value: false},
 		{Key: "ok", Value: 1.0},
+	}
+	if c.member != 0 {
+		reply = withoutFields(reply, "electionId") // only the primary has one
 	}
 	return e.withClusterTime(reply)
 }

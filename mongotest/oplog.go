@@ -164,6 +164,9 @@ func tsCompare(a, b bson.Timestamp) int {
 // appends it, trims the log to its bounds and wakes waiting change streams.
 // Callers hold e.mu.
 func (e *engine) appendOplog(ent *oplogEntry) {
+	if e.curTxn != nil && e.divertOplog(ent) {
+		return
+	}
 	now := e.nowLocked()
 	ent.ts = e.nextTimestamp(now)
 	ent.wall = bson.NewDateTimeFromTime(now)

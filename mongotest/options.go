@@ -26,6 +26,7 @@ type config struct {
 	logger          *slog.Logger
 	maxMessageSize  int
 	release         release
+	secondaries     int
 	err             error // from an option
 }
 

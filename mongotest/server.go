@@ -15,9 +15,11 @@ import (
 type Server struct {
 	cfg config
 	ln  net.Listener
-	uri string
-	eng *engine
-	log *slog.Logger
+	// secLns are the listeners of the secondaries (Secondaries option).
+	secLns []net.Listener
+	uri    string
+	eng    *engine
+	log    *slog.Logger
 
 	mu     sync.Mutex
 	conns  map[*conn]struct{}
@@ -45,9 +47,17 @@ func Start(opts ...Option) (*Server, error) {
 	if cfg.oplogMaxEntries < 1 {
 		return nil, fmt.Errorf("mongotest: OplogMaxEntries must be at least 1, got %d", cfg.oplogMaxEntries)
 	}
+	if cfg.secondaries < 0 {
+		return nil, fmt.Errorf("mongotest: Secondaries must not be negative, got %d", cfg.secondaries)
+	}
 	ln, err := net.Listen("tcp", cfg.addr)
 	if err != nil {
 		return nil, fmt.Errorf("mongotest: listen on %s: %w", cfg.addr, err)
+	}
+	secLns, err := listenSecondaries(ln, cfg.secondaries)
+	if err != nil {
+		ln.Close()
+		return nil, err
 	}
 	log := cfg.logger
 	if log == nil {
@@ -57,6 +67,7 @@ func Start(opts ...Option) (*Server, error) {
 	s := &Server{
 		cfg:    cfg,
 		ln:     ln,
+		secLns: secLns,
 		log:    log,
 		conns:  make(map[*conn]struct{}),
 		ctx:    ctx,
@@ -64,8 +75,11 @@ func Start(opts ...Option) (*Server, error) {
 	}
 	s.uri = fmt.Sprintf("mongodb://%s/?replicaSet=%s", ln.Addr().String(), cfg.replSetName)
 	s.eng = newEngine(&s.cfg)
-	s.wg.Add(2)
-	go s.acceptLoop()
+	s.wg.Add(2 + len(secLns))
+	go s.acceptLoop(ln, 0)
+	for i, l := range secLns {
+		go s.acceptLoop(l, i+1)
+	}
 	go s.backgroundLoop()
 	return s, nil
 }
@@ -101,6 +115,9 @@ func (s *Server) Close() {
 	s.mu.Unlock()
 	s.cancel()
 	s.ln.Close()
+	for _, l := range s.secLns {
+		l.Close()
+	}
 	s.eng.close()
 	s.wg.Wait()
 }
@@ -123,10 +140,12 @@ func (s *Server) AdvanceClock(d time.Duration) { s.eng.advanceClock(d) }
 // Now returns the server's current wall-clock time.
 func (s *Server) Now() time.Time { return s.eng.now() }
 
-func (s *Server) acceptLoop() {
+// acceptLoop serves the connections of one member: 0 is the primary,
+// i the i-th secondary.
+func (s *Server) acceptLoop(ln net.Listener, member int) {
 	defer s.wg.Done()
 	for {
-		nc, err := s.ln.Accept()
+		nc, err := ln.Accept()
 		if err != nil {
 			return
 		}
@@ -137,7 +156,7 @@ func (s *Server) acceptLoop() {
 			return
 		}
 		s.nextID++
-		c := &conn{srv: s, nc: nc, id: s.nextID}
+		c := &conn{srv: s, nc: nc, id: s.nextID, member: member}
 		s.conns[c] = struct{}{}
 		s.wg.Add(1)
 		s.mu.Unlock()

@@ -64,6 +64,9 @@ func (e *engine) db(name string, create bool) *database {
 }
 
 func (e *engine) coll(db, name string) *collection {
+	if c := e.collInTxn(db, name); c != nil {
+		return c
+	}
 	d := e.dbs[db]
 	if d == nil {
 		return nil
@@ -130,6 +133,7 @@ func (e *engine) createColl(db, name string, options bson.D) *collection {
 		nsType = "view"
 	}
 	e.appendOplog(&oplogEntry{op: opCreate, db: db, coll: name, uuid: &u, opDesc: desc, nsType: nsType})
+	e.noteCreated(c)
 	return c
 }
 

@@ -34,29 +34,42 @@ const (
 // documents from other writers) until then, as on a real server.
 const defaultTransactionLifetime = 60 * time.Second
 
+// session is the server side of a logical session: its newest txnNumber,
+// used by a transaction (txn) or by a retryable write (retry).
 type session struct {
 	key       string
 	lsid      bson.D
 	txnNumber int64
 	txn       *txn
-	// The last retryable write outside a transaction, to answer a retry
-	// of the same statement without running it twice.
-	retryNumber int64
-	retryReply  bson.D
+	retry     retryState
+	// busy is set while a command has the session checked out; wake, when
+	// not nil, is closed when it is checked in.
+	busy bool
+	wake chan struct{}
+	// touched is set by every command; the reaper removes sessions idle
+	// for logicalSessionTimeoutMinutes.
+	touched bool
+	// ended is set by endSessions while a command has the session.
+	ended bool
 }
 
 type txn struct {
-	sess    *session
-	number  int64
-	snap    int64 // first oplog sequence number the snapshot does not see
-	state   txnState
-	started time.Time
-	ops     []txnOp
-	local   map[*collection]map[string]*txnDoc
-	order   map[*collection][]string // keys of documents the transaction inserted, in order
-	locked  []*record
-	pending []pendingKey
-	done    chan struct{} // closed when the transaction commits or aborts
+	// readOnly marks the transaction of a snapshot read outside a
+	// multi-document transaction.
+	readOnly bool
+	sess     *session
+	number   int64
+	snap     int64 // first oplog sequence number the snapshot does not see
+	state    txnState
+	started  time.Time
+	ops      []txnOp
+	ddl      txnDDL        // collections the transaction created
+	creating []*collection // created by the statement running
+	local    map[*collection]map[string]*txnDoc
+	order    map[*collection][]string // keys of documents the transaction inserted, in order
+	locked   []*record
+	pending  []pendingKey
+	done     chan struct{} // closed when the transaction commits or aborts
 }
 
 // txnDoc is a document's state inside a transaction.
@@ -106,7 +119,7 @@ func (rec *record) versionAt(snap int64) bson.D {
 // noteVersion records a record's current state before it changes, if any
 // open transaction might still need it. Callers hold e.mu.
 func (e *engine) noteVersion(rec *record) {
-	if e.activeTxns == 0 {
+	if !e.keepHistory() {
 		rec.history = nil
 		return
 	}
@@ -114,12 +127,18 @@ func (e *engine) noteVersion(rec *record) {
 	if !rec.deleted {
 		d = rec.doc
 	}
+	e.trimHistory(rec)
 	rec.history = append(rec.history, version{doc: d, seq: rec.seq})
 }
 
 func (e *engine) sessionFor(lsid bson.D) *session {
 	id, _ := lookupTop(lsid, "id")
-	key := keyOf(id)
+	if b, ok := id.(bson.Binary); ok && b.Subtype == 4 && len(b.Data) == 16 {
+		if s := e.sessions[string(b.Data)]; s != nil { // no allocation
+			return s
+		}
+	}
+	key := sessionKey(lsid)
 	s := e.sessions[key]
 	if s == nil {
 		s = &session{key: key, lsid: lsid, txnNumber: -1}
@@ -140,7 +159,7 @@ func (e *engine) txnFor(r *request) (*txn, error) {
 	sess := e.sessionFor(r.lsid)
 	num := *r.txnNumber
 	if num < sess.txnNumber {
-		return nil, errorf(225, "Cannot start transaction %d on session %s because a newer transaction %d has already started", num, sess.key, sess.txnNumber)
+		return nil, errorf(codeTransactionTooOld, "Cannot start transaction %d on session %s because a newer transaction %d has already started", num, sessionName(sess.lsid), sess.txnNumber)
 	}
 	if boolArg(r, "startTransaction", false) {
 		if num == sess.txnNumber && sess.txn != nil {
@@ -149,7 +168,19 @@ func (e *engine) txnFor(r *request) (*txn, error) {
 		if sess.txn != nil && sess.txn.state == txnActive {
 			e.abortTxn(sess.txn)
 		}
-		t := &txn{sess: sess, number: num, snap: e.oplog.nextSeq, started: e.nowLocked(), done: make(chan struct{}),
+		snap := e.oplog.nextSeq
+		if rc, ok := lookupD(r.cmd, "readConcern").(bson.D); ok {
+			if at, ok := lookupD(rc, "atClusterTime").(bson.Timestamp); ok {
+				if level, _ := lookupD(rc, "level").(string); level != "snapshot" {
+					return nil, errorf(codeInvalidOptions, "readConcern atClusterTime is only valid with level \"snapshot\"")
+				}
+				var err error
+				if snap, err = e.snapshotAt(at); err != nil {
+					return nil, err
+				}
+			}
+		}
+		t := &txn{sess: sess, number: num, snap: snap, started: e.nowLocked(), done: make(chan struct{}),
 			local: map[*collection]map[string]*txnDoc{}, order: map[*collection][]string{}}
 		sess.txnNumber, sess.txn = num, t
 		e.activeTxns++
@@ -208,8 +239,12 @@ func blockingTxn(refs []docRef) *txn {
 // transaction holding its document ends; the caller then reads again.
 // Callers hold e.mu; it is released while waiting.
 func (e *engine) waitTxn(r *request, t *txn) error {
+	e.txnWaits++
 	e.mu.Unlock()
-	defer e.mu.Lock()
+	defer func() {
+		e.mu.Lock()
+		e.txnWaits--
+	}()
 	timer := time.NewTimer(e.params.txnLifetime + time.Second)
 	defer timer.Stop()
 	select {
@@ -232,6 +267,7 @@ func (e *engine) reapTxns() {
 			e.abortTxn(t)
 		}
 	}
+	e.reapSessions(now)
 }
 
 func writeConflict() *cmdError {
@@ -280,6 +316,8 @@ func (t *txn) read(c *collection, f *mql.Filter, filter bson.D, vars *mql.Vars, 
 				}
 				return nil
 			}
+			// Inserted after the snapshot: an earlier document with the
+			// same _id, deleted since, may be the one it sees.
 		}
 	}
 	var out []docRef
@@ -401,7 +439,16 @@ func (e *engine) commitTxn(t *txn) error {
 		old bson.D
 	}
 	var undos []undo
+	if err := e.commitDDL(t); err != nil {
+		e.abortTxn(t)
+		return err
+	}
 	rollback := func() {
+		for _, c := range t.ddl.colls {
+			if d := e.dbs[c.db]; d != nil && d.colls[c.name] == c {
+				delete(d.colls, c.name)
+			}
+		}
 		for i := len(undos) - 1; i >= 0; i-- {
 			u := undos[i]
 			switch u.op {
@@ -414,7 +461,8 @@ func (e *engine) commitTxn(t *txn) error {
 			}
 		}
 	}
-	base := e.oplog.nextSeq
+	ddl := len(t.ddl.entries)
+	base := e.oplog.nextSeq + int64(ddl)
 	for i, op := range t.ops {
 		c := op.c
 		seq := base + int64(i)
@@ -457,11 +505,15 @@ func (e *engine) commitTxn(t *txn) error {
 	ts := e.nextTimestamp(now)
 	wall := bson.NewDateTimeFromTime(now)
 	num := t.number
+	for i, ent := range t.ddl.entries {
+		ent.ts, ent.wall, ent.txnOpIndex, ent.lsid, ent.txnNumber = ts, wall, i, t.sess.lsid, &num
+		e.appendStamped(ent)
+	}
 	for i, op := range t.ops {
 		c := op.c
 		u := c.uuid
 		ent := &oplogEntry{op: op.op, db: c.db, coll: c.name, uuid: &u, ts: ts, wall: wall,
-			txnOpIndex: i, lsid: t.sess.lsid, txnNumber: &num}
+			txnOpIndex: ddl + i, lsid: t.sess.lsid, txnNumber: &num}
 		switch op.op {
 		case opInsert:
 			ent.docKey, ent.doc, ent.docRaw = bson.D{op.doc[0]}, op.doc, op.raw
@@ -515,7 +567,7 @@ func (e *engine) runTxn(spec command, r *request) (bson.D, error) {
 		e.abortTxn(t)
 		return bson.D{}, nil
 	}
-	reply, err := spec.run(e, r)
+	reply, err := e.runTxnStatement(spec, r, t)
 	if _, hasWriteErrors := lookupTop(reply, "writeErrors"); err != nil || hasWriteErrors {
 		// Any failed statement aborts the transaction.
 		e.abortTxn(t)
@@ -585,6 +637,9 @@ func (e *engine) writeInsert(r *request, c *collection, doc bson.D, raw bson.Raw
 			return err
 		}
 	}
+	if err := e.transactionalWriteFailPoint(r); err != nil {
+		return err
+	}
 	return e.insertDoc(c, doc, raw)
 }
 
@@ -596,6 +651,9 @@ func (e *engine) writeUpdate(r *request, c *collection, ref docRef, doc bson.D, 
 	}
 	rec := ref.rec
 	if err := c.checkUnique(doc, rec.doc); err != nil {
+		return err
+	}
+	if err := e.transactionalWriteFailPoint(r); err != nil {
 		return err
 	}
 	e.noteVersion(rec)
@@ -620,6 +678,9 @@ func (e *engine) writeUpdate(r *request, c *collection, ref docRef, doc bson.D, 
 func (e *engine) writeDelete(r *request, c *collection, ref docRef) error {
 	if r != nil && r.txn != nil {
 		return r.txn.delete(c, ref)
+	}
+	if err := e.transactionalWriteFailPoint(r); err != nil {
+		return err
 	}
 	e.deleteRecord(c, ref.rec)
 	return nil

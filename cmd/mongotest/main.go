@@ -24,6 +24,7 @@ func main() {
 	rs := flag.String("replset", "rs0", "replica set name")
 	oplog := flag.Int("oplog-entries", 1_000_000, "oplog size in entries; older change-stream resume points fail with ChangeStreamHistoryLost")
 	ttl := flag.Duration("ttl-interval", 60*time.Second, "TTL monitor interval (MongoDB's ttlMonitorSleepSecs)")
+	secondaries := flag.Int("secondaries", 0, "number of read-only secondaries, each on a port of its own (listed in hello)")
 	verbose := flag.Bool("v", false, "log connection-level problems to stderr")
 	flag.Parse()
 
@@ -32,6 +33,7 @@ func main() {
 		mongotest.ReplicaSetName(*rs),
 		mongotest.OplogMaxEntries(*oplog),
 		mongotest.TTLMonitorInterval(*ttl),
+		mongotest.Secondaries(*secondaries),
 	}
 	if *verbose {
 		opts = append(opts, mongotest.Logger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))))

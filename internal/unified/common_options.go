@@ -34,8 +34,7 @@ func parseWriteConcern(d bson.Raw, where string) (*writeconcern.WriteConcern, er
 		}
 	}
 	if r.has("wtimeoutMS") {
-		// The v2 driver has no wtimeout; timeouts come from contexts.
-		r.fail("unified runner: wtimeoutMS not supported by the Go driver v2")
+		r.unsupportedByDriver("has no wtimeoutMS (write concern timeouts come from contexts)")
 	}
 	return wc, r.done("field")
 }

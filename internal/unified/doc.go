@@ -53,6 +53,26 @@
 // it. The timers cancel contexts rather than setting deadlines, so the
 // driver does not add maxTimeMS to the commands it sends.
 //
+// Sessions and transactions: session entities (causalConsistency,
+// snapshot, snapshotTime, defaultTransactionOptions); the session
+// operations startTransaction, commitTransaction, abortTransaction,
+// endSession, getSnapshotTime and withTransaction (the callback's
+// operations run with their own expectations checked, and every error one
+// of them returns is passed on to withTransaction, expected or not, as the
+// format requires); the testRunner operations assertSessionTransactionState,
+// assertSessionPinned/Unpinned, assertSessionDirty/NotDirty,
+// assertSameLsidOnLastTwoCommands, assertDifferentLsidOnLastTwoCommands and
+// targetedFailPoint. The driver keeps a session's transaction state, pin
+// and dirty flag unexported; the assertions read them by reflection, as the
+// driver's own spec runner does, and fail with a runner error if a driver
+// release moves them.
+//
+// A test that needs what the Go driver v2 does not have (socketTimeoutMS,
+// wtimeoutMS, maxCommitTimeMS) or a behaviour it does not follow is
+// skipped with a reason that starts "the Go driver v2" and names it; every
+// such test is also skipped by the driver's own spec runner (see
+// driverlimits.go).
+//
 // Test files are parsed with the bson package's Extended JSON reader
 // (relaxed and canonical forms) and are never modified.
 package unified

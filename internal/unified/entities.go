@@ -162,6 +162,11 @@ func parseClientSpec(e EntityDef) (clientSpec, error) {
 		ignoreCommands:      r.strings("ignoreCommandMonitoringEvents"),
 		observeSensitive:    r.boolean("observeSensitiveCommands"),
 	}
+	for _, opt := range []string{"socketTimeoutMS", "waitQueueTimeoutMS"} {
+		if _, err := s.uriOptions.LookupErr(opt); s.uriOptions != nil && err == nil {
+			r.unsupportedByDriver("has no %s (its own spec runner skips the tests that set it)", opt)
+		}
+	}
 	if err := r.done("field"); err != nil {
 		return s, err
 	}
@@ -233,6 +238,8 @@ func parseSessionSpec(e EntityDef) (string, *options.SessionOptionsBuilder, erro
 	if b := s.boolPtr("snapshot"); b != nil {
 		opts.SetSnapshot(*b)
 	}
+	// snapshotTime names an entity; createEntity resolves it.
+	s.str("snapshotTime")
 	if d := s.doc("defaultTransactionOptions"); d != nil {
 		to, err := parseTransactionOptions(d, "session "+e.ID+".defaultTransactionOptions")
 		if err != nil {
@@ -244,6 +251,9 @@ func parseSessionSpec(e EntityDef) (string, *options.SessionOptionsBuilder, erro
 }
 
 func parseTransactionOptions(d bson.Raw, where string) (*options.TransactionOptionsBuilder, error) {
+	if _, err := d.LookupErr("maxCommitTimeMS"); err == nil {
+		return nil, &driverLimit{reason: "has no maxCommitTimeMS (its own spec runner skips these tests: \"Deprecated transactions CSOT Options\", GODRIVER-2348)"}
+	}
 	to := options.Transaction()
 	c, err := parseConcerns(d, where)
 	if err != nil {

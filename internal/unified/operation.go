@@ -98,6 +98,7 @@ func (tr *testRun) runOperation(op Operation) error {
 		ctx = mongo.NewSessionContext(ctx, se.sess)
 	}
 	res, opErr := h(tr, ctx, e, args)
+	tr.lastOpErr = opErr
 	if re := isRunnerError(opErr); re != nil {
 		return re
 	}
@@ -121,7 +122,7 @@ func (tr *testRun) runOperation(op Operation) error {
 		return tr.verifyError(op.ExpectError, opErr, res)
 	}
 	if opErr != nil {
-		return fmt.Errorf("unexpected error: %w", opErr)
+		return &unexpectedError{err: opErr}
 	}
 	if op.ExpectResult != nil {
 		if err := tr.verifyResult(*op.ExpectResult, res); err != nil {
@@ -215,3 +216,10 @@ func (e *iterationTimeout) Error() string {
 }
 
 func (e *iterationTimeout) Unwrap() error { return e.err }
+
+// unexpectedError is the failure of an operation that returned an error
+// it did not expect; err is the driver's error.
+type unexpectedError struct{ err error }
+
+func (e *unexpectedError) Error() string { return "unexpected error: " + e.err.Error() }
+func (e *unexpectedError) Unwrap() error { return e.err }

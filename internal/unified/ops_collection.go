@@ -485,6 +485,16 @@ func aggregateOptions(a *fields) *options.AggregateOptionsBuilder {
 		in.bypassFalse(b.Boolean())
 	}
 	in.read(a)
+	if len(in.fields) > 0 {
+		// The driver takes extra aggregate command fields as Custom (its
+		// internal addCommandFields is not one of aggregate's).
+		custom := bson.M{}
+		for _, f := range in.fields {
+			custom[f.Key] = f.Value
+		}
+		o.SetCustom(custom)
+		in.fields = nil
+	}
 	if a.err == nil {
 		if err := in.apply(func(k string, v any) error { return xoptions.SetInternalAggregateOptions(o, k, v) }); err != nil {
 			a.fail("%v", err)

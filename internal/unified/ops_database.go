@@ -7,7 +7,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 )
 
-// Database, client and session operations.
+// Database and client operations.
 
 func init() {
 	register(kindDatabase, "runCommand", opRunCommand)
@@ -19,10 +19,6 @@ func init() {
 	register(kindClient, "close", opCloseClient)
 	register(kindClient, "listDatabases", opListDatabases)
 	register(kindClient, "listDatabaseNames", opListDatabaseNames)
-	register(kindSession, "startTransaction", opStartTransaction)
-	register(kindSession, "commitTransaction", opCommitTransaction)
-	register(kindSession, "abortTransaction", opAbortTransaction)
-	register(kindSession, "endSession", opEndSession)
 }
 
 func opRunCommand(_ *testRun, ctx context.Context, e *entity, a *fields) (opResult, error) {
@@ -213,52 +209,4 @@ func opListDatabaseNames(_ *testRun, ctx context.Context, e *entity, a *fields) 
 		return opResult{}, err
 	}
 	return valueResult(names)
-}
-
-func opStartTransaction(_ *testRun, _ context.Context, e *entity, a *fields) (opResult, error) {
-	var to *options.TransactionOptionsBuilder
-	if a.raw != nil {
-		d := bson.D{}
-		for _, k := range []string{"readConcern", "readPreference", "writeConcern"} {
-			if v, ok := a.value(k); ok {
-				d = append(d, bson.E{Key: k, Value: v})
-			}
-		}
-		raw, err := bson.Marshal(d)
-		if err != nil {
-			return opResult{}, rerr("unified runner: %v", err)
-		}
-		if to, err = parseTransactionOptions(raw, "startTransaction"); err != nil {
-			return opResult{}, asRunnerError(err)
-		}
-	}
-	if err := a.ready(); err != nil {
-		return opResult{}, err
-	}
-	if to == nil {
-		return opResult{}, e.sess.StartTransaction()
-	}
-	return opResult{}, e.sess.StartTransaction(to)
-}
-
-func opCommitTransaction(_ *testRun, ctx context.Context, e *entity, a *fields) (opResult, error) {
-	if err := a.ready(); err != nil {
-		return opResult{}, err
-	}
-	return opResult{}, e.sess.CommitTransaction(ctx)
-}
-
-func opAbortTransaction(_ *testRun, ctx context.Context, e *entity, a *fields) (opResult, error) {
-	if err := a.ready(); err != nil {
-		return opResult{}, err
-	}
-	return opResult{}, e.sess.AbortTransaction(ctx)
-}
-
-func opEndSession(_ *testRun, ctx context.Context, e *entity, a *fields) (opResult, error) {
-	if err := a.ready(); err != nil {
-		return opResult{}, err
-	}
-	e.sess.EndSession(ctx)
-	return opResult{}, nil
 }

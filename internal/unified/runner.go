@@ -154,6 +154,8 @@ func RunFile(t *testing.T, path, uri string, opts ...Option) []Result {
 				res.Status, res.Reason = Skipped, fileUnmet
 			case test.SkipReason != "":
 				res.Status, res.Reason = Skipped, "skipReason: "+test.SkipReason
+			case driverSkip(base, test.Description) != "":
+				res.Status, res.Reason = Skipped, driverSkip(base, test.Description)
 			default:
 				tr := &testRun{cfg: cfg, file: f, test: test, uri: uri, info: info, internal: internal}
 				res.Status, res.Reason = tr.run()

@@ -40,6 +40,7 @@ func asRunnerError(err error) error {
 type failPointRecord struct {
 	client *clientEntity
 	name   string
+	host   string // targetedFailPoint: the server it was set on
 }
 
 // testRun is the state of one test while it runs.
@@ -56,6 +57,9 @@ type testRun struct {
 	match      *matcher
 	failPoints []failPointRecord
 	orphans    []*mongo.ChangeStream // change streams not saved as entities
+	// lastOpErr is the error the last entity operation returned, before
+	// its expectations were checked (withTransaction callbacks pass it on).
+	lastOpErr error
 }
 
 // run executes the test and returns its status and, unless it passed, why.
@@ -70,6 +74,9 @@ func (tr *testRun) run() (Status, string) {
 		return Skipped, why
 	}
 	if err := checkTest(tr.file, tr.test); err != nil {
+		if dl, ok := asDriverLimit(err); ok {
+			return Skipped, dl.Error()
+		}
 		return Failed, err.Error()
 	}
 	defer tr.cleanup()
@@ -79,6 +86,9 @@ func (tr *testRun) run() (Status, string) {
 	}
 	for i, e := range tr.file.CreateEntities {
 		if err := tr.createEntity(e); err != nil {
+			if dl, ok := asDriverLimit(err); ok {
+				return Skipped, dl.Error()
+			}
 			return Failed, fmt.Sprintf("createEntities[%d] (%s %s): %v", i, e.Kind, e.ID, err)
 		}
 	}
@@ -103,6 +113,9 @@ func (tr *testRun) run() (Status, string) {
 	}
 	if failure == nil {
 		failure = tr.verifyOutcome()
+	}
+	if dl, ok := asDriverLimit(failure); ok {
+		return Skipped, dl.Error()
 	}
 	if failure != nil {
 		if timedOut(ctx) {
@@ -235,6 +248,9 @@ func (tr *testRun) createEntity(e EntityDef) error {
 		if err != nil {
 			return err
 		}
+		if err := tr.resolveSnapshotTime(e, opts); err != nil {
+			return err
+		}
 		sess, err := ce.client.client.StartSession(opts)
 		if err != nil {
 			return err
@@ -255,6 +271,17 @@ func (tr *testRun) disableFailPoints() error {
 		client := tr.internal
 		if fp.client != nil && !fp.client.closed {
 			client = fp.client.client
+		}
+		if fp.host != "" {
+			direct, err := mongo.Connect(options.Client().SetHosts([]string{fp.host}).SetDirect(true))
+			if err != nil {
+				if first == nil {
+					first = fmt.Errorf("turning off fail point %s on %s: %w", fp.name, fp.host, err)
+				}
+				continue
+			}
+			defer func() { _ = direct.Disconnect(ctx) }()
+			client = direct
 		}
 		cmd := bson.D{{Key: "configureFailPoint", Value: fp.name}, {Key: "mode", Value: "off"}}
 		if err := client.Database("admin").RunCommand(ctx, cmd, options.RunCmd().SetReadPreference(readpref.Primary())).Err(); err != nil && first == nil {

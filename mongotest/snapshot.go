@@ -1,0 +1,183 @@
+package mongotest
+
+import (
+	"sort"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+)
+
+// Snapshot reads outside transactions (readConcern {level: "snapshot",
+// atClusterTime?}, MongoDB 5.0+).
+//
+// find, aggregate and distinct read the committed state as of a cluster
+// time: atClusterTime when given, else the newest one, which the reply
+// returns as atClusterTime so that a snapshot session reads every later
+// command at the same point. Other commands refuse the read concern with
+// InvalidOptions (72), as on a real server.
+//
+// A record keeps its earlier versions while a snapshot may still read
+// them: while transactions are open, and from the first snapshot read on
+// for minSnapshotHistoryWindowInSeconds (default 300 s, server clock)
+// after the last one. A snapshot older than the window, or older than the
+// history kept (before the first snapshot read of a period), fails with
+// SnapshotTooOld (239) rather than reading a state the emulator no longer
+// has.
+
+// defaultSnapshotWindow is minSnapshotHistoryWindowInSeconds' default.
+const defaultSnapshotWindow = 300 * time.Second
+
+// snapshotHistory tracks whether records keep their versions for snapshot
+// reads.
+type snapshotHistory struct {
+	on bool
+	// from is the first oplog sequence number whose writes kept the
+	// versions they replaced.
+	from    int64
+	lastUse time.Time
+}
+
+// snapshotReadCommands may read at a snapshot outside a transaction.
+var snapshotReadCommands = map[string]bool{"find": true, "aggregate": true, "distinct": true}
+
+// keepHistory reports whether a record about to change must keep its
+// current version for a snapshot that may read it. Callers hold e.mu.
+func (e *engine) keepHistory() bool {
+	if e.activeTxns > 0 {
+		return true
+	}
+	if !e.snapHist.on {
+		return false
+	}
+	if e.nowLocked().Sub(e.snapHist.lastUse) > e.params.snapshotWindow {
+		e.snapHist.on = false
+		return false
+	}
+	return true
+}
+
+// historyFloor is the oldest snapshot (an oplog sequence number) that an
+// open transaction or a snapshot read within the window may still read.
+func (e *engine) historyFloor() int64 {
+	floor := e.oplog.nextSeq
+	for _, s := range e.sessions {
+		if t := s.txn; t != nil && t.state == txnActive && t.snap < floor {
+			floor = t.snap
+		}
+	}
+	if e.snapHist.on {
+		oldest := e.oplog.seqAfter(bson.Timestamp{T: uint32(e.nowLocked().Add(-e.params.snapshotWindow).Unix())})
+		floor = min(floor, max(e.snapHist.from, oldest))
+	}
+	return floor
+}
+
+// trimHistory drops the versions of rec that no snapshot at or after the
+// floor reads: all but the newest one older than the floor.
+func (e *engine) trimHistory(rec *record) {
+	if len(rec.history) < 8 {
+		return
+	}
+	floor := e.historyFloor()
+	k := -1
+	for i, v := range rec.history {
+		if v.seq < floor {
+			k = i
+		}
+	}
+	if k > 0 {
+		rec.history = append(rec.history[:0:0], rec.history[k:]...)
+	}
+}
+
+// seqAfter returns the sequence number of the first entry with ts > t: a
+// snapshot at t sees exactly the entries before it.
+func (o *oplog) seqAfter(t bson.Timestamp) int64 {
+	i := sort.Search(len(o.entries), func(i int) bool { return tsLess(t, o.entries[i].ts) })
+	if i == len(o.entries) {
+		return o.nextSeq
+	}
+	return o.entries[i].seq
+}
+
+// snapshotAt returns the snapshot (an oplog sequence number) that reads
+// the state as of cluster time at, and keeps history from now on for the
+// snapshots that follow. Callers hold e.mu.
+func (e *engine) snapshotAt(at bson.Timestamp) (int64, error) {
+	now := e.nowLocked()
+	if !e.snapHist.on || now.Sub(e.snapHist.lastUse) > e.params.snapshotWindow {
+		// History is complete from now on, or from the oldest open
+		// transaction's snapshot, whose writes have kept versions since.
+		e.snapHist.on = false
+		e.snapHist.from = e.historyFloor()
+		e.snapHist.on = true
+	}
+	e.snapHist.lastUse = now
+	if tsLess(e.lastTS, at) {
+		return 0, errorf(codeInvalidOptions, "readConcern atClusterTime %d.%d is newer than the latest cluster time %d.%d",
+			at.T, at.I, e.lastTS.T, e.lastTS.I)
+	}
+	snap := e.oplog.seqAfter(at)
+	if int64(at.T) < now.Add(-e.params.snapshotWindow).Unix() || snap < e.snapHist.from {
+		return 0, errorf(codeSnapshotTooOld, "Read timestamp Timestamp(%d, %d) is older than the oldest available timestamp.", at.T, at.I)
+	}
+	return snap, nil
+}
+
+// checkReadConcern prepares a command outside a transaction for its read
+// concern: a snapshot read gets a read-only transaction at its snapshot.
+// Callers hold e.mu.
+func (e *engine) checkReadConcern(r *request) error {
+	rc, ok := lookupD(r.cmd, "readConcern").(bson.D)
+	if !ok {
+		return nil
+	}
+	level, _ := lookupD(rc, "level").(string)
+	at, hasAt := lookupD(rc, "atClusterTime").(bson.Timestamp)
+	if level != "snapshot" {
+		if _, given := lookupTop(rc, "atClusterTime"); given {
+			return errorf(codeInvalidOptions, "readConcern atClusterTime is only valid with level \"snapshot\"")
+		}
+		return nil
+	}
+	if !snapshotReadCommands[r.name] || r.name == "aggregate" && pipelineWrites(r) {
+		return errorf(codeInvalidOptions, "Command %s does not support { readConcern: { level: \"snapshot\" } } outside a multi-document transaction", r.name)
+	}
+	if r.name == "aggregate" && e.isChangeStreamRequest(r) {
+		return errorf(codeInvalidOptions, "$changeStream does not support { readConcern: { level: \"snapshot\" } }")
+	}
+	if !hasAt {
+		at = e.lastTS
+	}
+	snap, err := e.snapshotAt(at)
+	if err != nil {
+		return err
+	}
+	r.txn = &txn{snap: snap, state: txnActive, readOnly: true}
+	r.atClusterTime = &at
+	return nil
+}
+
+// pipelineWrites reports whether an aggregate ends with $out or $merge.
+func pipelineWrites(r *request) bool {
+	p, _ := lookupD(r.cmd, "pipeline").(bson.A)
+	for _, st := range p {
+		if d, ok := st.(bson.D); ok && len(d) > 0 && (d[0].Key == "$out" || d[0].Key == "$merge") {
+			return true
+		}
+	}
+	return false
+}
+
+// withAtClusterTime adds the snapshot's time to a read's reply: in the
+// cursor document (find, aggregate) or at the top level (distinct).
+func withAtClusterTime(reply bson.D, at bson.Timestamp) bson.D {
+	for i, el := range reply {
+		if cur, ok := el.Value.(bson.D); ok && el.Key == "cursor" {
+			out := append(bson.D(nil), reply...)
+			out[i].Value = append(append(bson.D(nil), cur...), bson.E{Key: "atClusterTime", Value: at})
+			return out
+		}
+	}
+	return append(reply, bson.E{Key: "atClusterTime", Value: at})
+}

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 	"go.mongodb.org/mongo-driver/v2/mongo/readconcern"
@@ -169,10 +170,24 @@ func RunTransaction(ctx context.Context, client *mongo.Client, fn func(sctx cont
 	if err != nil {
 		return fmt.Errorf("ledger: start session: %w", err)
 	}
-	defer sess.EndSession(context.WithoutCancel(ctx))
+	defer func() { sess.EndSession(context.WithoutCancel(ctx)) }()
 
 	for attempt := 1; ; attempt++ {
 		err := runOnce(ctx, sess, fn, &cfg)
+		var ce *commitError
+		if errors.As(err, &ce) {
+			// The commit failed: the transaction may still be open on the
+			// server, holding its documents until
+			// transactionLifetimeLimitSeconds. Abort it by killing the
+			// session (the driver refuses abortTransaction after a commit);
+			// a later attempt gets a new session.
+			killSession(ctx, client, sess)
+			sess.EndSession(context.WithoutCancel(ctx))
+			if sess, err = client.StartSession(); err != nil {
+				return fmt.Errorf("ledger: start session: %w", err)
+			}
+			err = ce.err
+		}
 		if err == nil || !mongoerr.IsTransientTransactionError(err) || errors.Is(err, ErrCommitUnknown) {
 			return err
 		}
@@ -209,15 +224,36 @@ func runOnce(ctx context.Context, sess *mongo.Session, fn func(context.Context) 
 			return nil
 		}
 		if !unknownCommitResult(err) {
-			return fmt.Errorf("ledger: commit: %w", err)
+			return &commitError{fmt.Errorf("ledger: commit: %w", err)}
 		}
 		if try >= cfg.maxAttempts {
-			return fmt.Errorf("%w after %d tries: %w", ErrCommitUnknown, try, err)
+			return &commitError{fmt.Errorf("%w after %d tries: %w", ErrCommitUnknown, try, err)}
 		}
 		if werr := wait(ctx, cfg, try); werr != nil {
-			return fmt.Errorf("%w: %w (last try: %w)", ErrCommitUnknown, werr, err)
+			return &commitError{fmt.Errorf("%w: %w (last try: %w)", ErrCommitUnknown, werr, err)}
 		}
 	}
+}
+
+// commitError is a commit that failed: the transaction may still be open.
+type commitError struct{ err error }
+
+func (e *commitError) Error() string { return e.err.Error() }
+func (e *commitError) Unwrap() error { return e.err }
+
+// killTimeout bounds the best-effort abort of a transaction whose commit
+// failed.
+const killTimeout = 2 * time.Second
+
+// killSession ends the session on the server (killSessions), which aborts
+// its open transaction, if any. Best effort, within killTimeout: a server
+// that cannot be reached ends the transaction at
+// transactionLifetimeLimitSeconds anyway. A user may kill its own
+// sessions without any privilege.
+func killSession(ctx context.Context, client *mongo.Client, sess *mongo.Session) {
+	kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), killTimeout)
+	defer cancel()
+	_ = client.Database("admin").RunCommand(kctx, bson.D{{Key: "killSessions", Value: bson.A{sess.ID()}}}).Err()
 }
 
 // abort aborts the session's transaction, ignoring errors as the driver

@@ -612,3 +612,59 @@ func TestWithCheckpointFencing(t *testing.T) {
 		}
 	}
 }
+
+// TestFailedCommitLeavesNoTransactionOpen: commitTransaction failing
+// (ShutdownInProgress, on every try of the commit) used to leave
+// the transaction open on the server, its documents locked until
+// transactionLifetimeLimitSeconds (60 s): the next transaction on them met
+// WriteConflict until its retries ran out. After a failed commit the
+// transaction is aborted (its session killed), so the next one succeeds
+// at once.
+func TestFailedCommitLeavesNoTransactionOpen(t *testing.T) {
+	f := newFixture(t)
+	if f.srv == nil {
+		t.Skip("needs the emulator's fail points on commitTransaction")
+	}
+	ctx := t.Context()
+	if _, err := f.effects.InsertOne(ctx, bson.D{{Key: "_id", Value: "x"}, {Key: "n", Value: 0}}); err != nil {
+		t.Fatal(err)
+	}
+	err := f.client.Database("admin").RunCommand(ctx, bson.D{
+		{Key: "configureFailPoint", Value: "failCommand"},
+		{Key: "mode", Value: "alwaysOn"},
+		{Key: "data", Value: bson.D{{Key: "failCommands", Value: bson.A{"commitTransaction"}}, {Key: "errorCode", Value: 91}}},
+	}).Err()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// ShutdownInProgress marks the server unknown in the driver; a fast
+	// heartbeat finds it again quickly.
+	client := connectURI(t, f.srv.URI()+"&heartbeatFrequencyMS=500")
+	effects := client.Database(f.effects.Database().Name()).Collection(f.effects.Name())
+	bump := func(sctx context.Context) error {
+		_, err := effects.UpdateOne(sctx, bson.D{{Key: "_id", Value: "x"}}, bson.D{{Key: "$inc", Value: bson.D{{Key: "n", Value: 1}}}})
+		return err
+	}
+	first := time.Now()
+	if err := ledger.RunTransaction(ctx, client, bump, ledger.MaxAttempts(2), ledger.Backoff(time.Millisecond, 2*time.Millisecond), ledger.CommitTimeout(time.Second)); err == nil {
+		t.Fatal("a transaction whose every commit failed returned nil")
+	}
+	t.Logf("the failing transaction took %v", time.Since(first).Round(time.Millisecond))
+	_ = f.client.Database("admin").RunCommand(ctx, bson.D{{Key: "configureFailPoint", Value: "failCommand"}, {Key: "mode", Value: "off"}}).Err()
+	// Another process (another client: another pool of sessions, as another
+	// member or lane would use) changes the same document.
+	other := connectURI(t, f.srv.URI())
+	otherEffects := other.Database(f.effects.Database().Name()).Collection(f.effects.Name())
+	bumpOther := func(sctx context.Context) error {
+		_, err := otherEffects.UpdateOne(sctx, bson.D{{Key: "_id", Value: "x"}}, bson.D{{Key: "$inc", Value: bson.D{{Key: "n", Value: 1}}}})
+		return err
+	}
+	var conflicts atomic.Int64
+	start := time.Now()
+	err = ledger.RunTransaction(ctx, other, bumpOther, ledger.MaxAttempts(3), ledger.Backoff(10*time.Millisecond, 20*time.Millisecond),
+		ledger.OnRetry(func(int, error) { conflicts.Add(1) }))
+	if err != nil {
+		t.Fatalf("the next transaction on the same document: %v (after %d write conflicts, %v): the failed one was left open",
+			err, conflicts.Load(), time.Since(start).Round(time.Millisecond))
+	}
+}

@@ -226,7 +226,8 @@ type windowEvent struct {
 func readWindow(ctx context.Context, cfg Config, p int) ([]windowEvent, error) {
 	opts := append(append([]ferry.Option(nil), cfg.Options...),
 		ferry.Stream(cfg.Stream), ferry.Partition(p, cfg.Partitions),
-		ferry.Checkpoints(cfg.Checkpoints), ferry.DeadLetters(cfg.DeadLetters))
+		ferry.Checkpoints(cfg.Checkpoints), ferry.DeadLetters(cfg.DeadLetters),
+		ferry.MaxAwaitTime(100*time.Millisecond)) // an idle stream's end is seen sooner
 	c, err := ferry.NewConsumer(cfg.Client, func(context.Context, *ferry.Event) error { return nil }, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("verify: the stream's definition: %w", err)

@@ -54,6 +54,7 @@ type Stream struct {
 	OnHistoryLost ferry.HistoryLostPolicy `yaml:"on_history_lost"`
 	OnInvalidate  ferry.InvalidatePolicy  `yaml:"on_invalidate"`
 	Queue         Queue                   `yaml:"queue"`
+	Verify        Verify                  `yaml:"verify"`
 	Sink          Sink                    `yaml:"sink"`
 }
 
@@ -118,6 +119,17 @@ type Retry struct {
 	// MaxElapsed bounds how long one event is retried, sink outage or not
 	// (0, "off": no bound, the default). See ferry.RetryMaxElapsed.
 	MaxElapsed time.Duration `yaml:"max_elapsed"`
+}
+
+// Verify configures the daemon's periodic reconciliation of the stream
+// (what `ferry verify` does, exported as ferry_verify_missing and
+// ferry_verify_last_run_timestamp).
+type Verify struct {
+	// Interval between runs (0, "off": never, the default; at least 1m).
+	Interval time.Duration `yaml:"interval"`
+	// Window is how far back each run reads (default DefaultVerifyWindow,
+	// at least 1m; it must lie within the oplog).
+	Window time.Duration `yaml:"window"`
 }
 
 // Queue bounds the events read but not yet delivered.
@@ -248,6 +260,7 @@ const (
 	DefaultHandlerTimeout  = 30 * time.Second
 	DefaultQueueEvents     = 10_000
 	DefaultQueueBytes      = 64 << 20
+	DefaultVerifyWindow    = time.Hour
 	DefaultWebhookTimeout  = 10 * time.Second
 	DefaultWebhookEncoding = "canonical"
 	DefaultStdoutEncoding  = "relaxed"

@@ -142,6 +142,12 @@
 //	    queue:
 //	      events: 10000      >= 1 (default 10000)
 //	      bytes: 64MiB       >= 1 (default 64MiB)
+//	    verify:              periodic reconciliation (what ferry verify does)
+//	      interval: off      off | >= 1m (default off): each run exports
+//	                         ferry_verify_missing and
+//	                         ferry_verify_last_run_timestamp
+//	      window: 1h         >= 1m: how far back each run reads (cut to
+//	                         what the oplog holds)
 //	    sink:                required, exactly one of:
 //	      webhook:
 //	        url: https://…   required: absolute http(s) URL

@@ -108,6 +108,7 @@ func TestFullConfig(t *testing.T) {
 			OnHistoryLost: ferry.HistoryLostBackfill,
 			OnInvalidate:  ferry.InvalidateRestart,
 			Queue:         config.Queue{Events: 500, Bytes: 8 << 20},
+			Verify:        config.Verify{Window: time.Hour},
 			Sink: config.Sink{Type: "webhook", Webhook: &config.Webhook{
 				URL:      "https://user:hook-url-pass@hooks.example.com/ferry?token=abc",
 				Secret:   config.Secret(hookSecret),
@@ -125,6 +126,7 @@ func TestFullConfig(t *testing.T) {
 			OnHistoryLost: ferry.HistoryLostFail,
 			OnInvalidate:  ferry.InvalidateStop,
 			Queue:         config.Queue{Events: 10000, Bytes: 64 << 20},
+			Verify:        config.Verify{Window: time.Hour},
 			Sink:          config.Sink{Type: "stdout", Stdout: &config.Stdout{Encoding: "relaxed"}},
 		}},
 	}

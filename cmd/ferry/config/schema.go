@@ -123,6 +123,7 @@ func (d *decoder) stream(path string, n *yaml.Node) Stream {
 		OnHistoryLost: defaultOnHistoryLost,
 		OnInvalidate:  defaultOnInvalidate,
 		Queue:         Queue{Events: DefaultQueueEvents, Bytes: DefaultQueueBytes},
+		Verify:        Verify{Window: DefaultVerifyWindow},
 	}
 	seen := map[string]bool{}
 	ok := d.mapping(path, n, map[string]field{
@@ -189,6 +190,18 @@ func (d *decoder) stream(path string, n *yaml.Node) Stream {
 			d.mapping(p, v, map[string]field{
 				"events": func(p string, v *yaml.Node) { d.intField(p, v, &s.Queue.Events, 1, math.MaxInt32) },
 				"bytes":  func(p string, v *yaml.Node) { d.size(p, v, &s.Queue.Bytes) },
+			})
+		},
+		"verify": func(p string, v *yaml.Node) {
+			d.mapping(p, v, map[string]field{
+				"interval": func(p string, v *yaml.Node) {
+					if x, ok := d.scalar(p, v); ok && x == "off" {
+						s.Verify.Interval = 0
+						return
+					}
+					d.duration(p, v, &s.Verify.Interval, time.Minute)
+				},
+				"window": func(p string, v *yaml.Node) { d.duration(p, v, &s.Verify.Window, time.Minute) },
 			})
 		},
 		"sink": func(p string, v *yaml.Node) { seen["sink"] = true; d.sink(p, v, &s.Sink) },

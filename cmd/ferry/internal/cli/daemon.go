@@ -82,8 +82,9 @@ type daemon struct {
 	reg     *prometheus.Registry
 	m       *metrics.Metrics
 	clients map[string]*mongo.Client // by URI
-	streams []*stream
-	purgers []*tombstonePurger
+	streams   []*stream
+	purgers   []*tombstonePurger
+	verifiers []*verifier
 	// closers release sinks and stores, in reverse order, once every
 	// stream stopped.
 	closers []func()
@@ -202,6 +203,9 @@ func (d *daemon) openStream(ctx context.Context, path string, sc *config.Stream,
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	st.group, st.run, st.status = g, g.Run, g.Status
+	if sc.Verify.Interval > 0 {
+		d.verifiers = append(d.verifiers, newVerifier(sc, client, stateDB, d.log))
+	}
 	if st.proj != nil && sc.Sink.MongoDB.TombstoneRetention > 0 {
 		d.purgers = append(d.purgers, &tombstonePurger{stream: sc.Name, partitions: sc.Group.Partitions,
 			retention: sc.Sink.MongoDB.TombstoneRetention, sink: st.proj, store: cps, state: stateDB, log: d.log})
@@ -249,6 +253,13 @@ func (d *daemon) runAll(ctx context.Context, ops *opsServer) error {
 		go func() {
 			defer pw.Done()
 			p.run(runCtx)
+		}()
+	}
+	for _, v := range d.verifiers {
+		pw.Add(1)
+		go func() {
+			defer pw.Done()
+			v.run(runCtx)
 		}()
 	}
 	streamsDone := make(chan struct{})

@@ -52,6 +52,17 @@ func (d *daemon) registerMetrics() {
 		}
 		d.m.StreamState(st.name, string(st.status().State))
 	}
+	for _, v := range d.verifiers {
+		labels := prometheus.Labels{"stream": v.st.Name}
+		d.reg.MustRegister(
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "ferry_verify_missing",
+				Help: "Changes the last periodic verify found missing (plus projection documents missing, extra or stale); -1 before the first run.", ConstLabels: labels},
+				func() float64 { return float64(v.missing.Load()) }),
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "ferry_verify_last_run_timestamp",
+				Help: "Unix time of the last completed periodic verify (0: none yet).", ConstLabels: labels},
+				func() float64 { return float64(v.lastRun.Load()) }),
+		)
+	}
 	for _, p := range d.purgers {
 		d.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "ferry_tombstones_purged_total",
 			Help: "Tombstones of the mongodb sink's projection purged by this member.", ConstLabels: prometheus.Labels{"stream": p.stream}},

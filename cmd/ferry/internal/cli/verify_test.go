@@ -3,6 +3,8 @@ package cli
 import (
 	"bytes"
 	"context"
+	"io"
+	"net/http"
 	"regexp"
 	"strings"
 	"testing"
@@ -101,5 +103,59 @@ func TestVerify(t *testing.T) {
 	}
 	if !strings.Contains(out, "stale=1") || !strings.Contains(out, `projection stale: {"_id":7}`) {
 		t.Fatalf("verify does not report the edited projection document:\n%s", out)
+	}
+}
+
+// TestDaemonVerifies: with verify.interval set, ferry run verifies the
+// stream periodically and exports the missing count: 0 after a clean run,
+// 1 once a ledger entry is deleted.
+func TestDaemonVerifies(t *testing.T) {
+	every := 100 * time.Millisecond
+	verifierTestHook.Store(&every)
+	t.Cleanup(func() { verifierTestHook.Store(nil) })
+	e := newProjectionEnv(t, "verify: {interval: 1m, window: 1m}", "")
+	daemon := startRun(t, e.cfgPath)
+	daemon.waitStarted(t, e.client, "ferry_state", 2)
+	ctx := context.Background()
+	for i := range 10 {
+		if _, err := e.src.InsertOne(ctx, bson.D{{Key: "_id", Value: i}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	addr := daemon.addr(t)
+	metric := func(name string) string {
+		resp, err := http.Get("http://" + addr + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(name) + `\{stream="orders"\} (\S+)$`).FindStringSubmatch(string(body))
+		if m == nil {
+			return ""
+		}
+		return m[1]
+	}
+	ledgerColl := e.client.Database("ferry_state").Collection("ledger")
+	waitFor(t, func() string {
+		daemon.alive(t)
+		n, _ := ledgerColl.CountDocuments(ctx, bson.D{})
+		if n == 10 && metric("ferry_verify_missing") == "0" && metric("ferry_verify_last_run_timestamp") != "0" {
+			return "ok"
+		}
+		return ""
+	})
+	if _, err := ledgerColl.DeleteOne(ctx, bson.D{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() string {
+		daemon.alive(t)
+		if metric("ferry_verify_missing") == "1" {
+			return "ok"
+		}
+		return ""
+	})
+	if !strings.Contains(daemon.errOut.String(), `"msg":"verify found missing changes"`) {
+		t.Fatalf("no warning logged:\n%s", daemon.errOut.String())
 	}
 }

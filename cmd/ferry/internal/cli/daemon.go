@@ -76,12 +76,12 @@ func runDaemon(ctx context.Context, args []string, stdoutW, stderr io.Writer) er
 
 // daemon is one `ferry run`: its streams and what they use.
 type daemon struct {
-	cfg     *config.Config
-	log     *slog.Logger
-	stdout  io.Writer
-	reg     *prometheus.Registry
-	m       *metrics.Metrics
-	clients map[string]*mongo.Client // by URI
+	cfg       *config.Config
+	log       *slog.Logger
+	stdout    io.Writer
+	reg       *prometheus.Registry
+	m         *metrics.Metrics
+	clients   map[string]*mongo.Client // by URI
 	streams   []*stream
 	purgers   []*tombstonePurger
 	verifiers []*verifier

@@ -100,6 +100,22 @@
 // after a takeover, a network error writing a checkpoint) is a hand-off or
 // a transient error: restart with backoff.
 //
+// # Backfill
+//
+// A backfill (OnHistoryLost(HistoryLostBackfill), StartAt(StartWithBackfill()))
+// takes a start marker, scans the source and hands every document to the
+// handler as a backfill event, and resumes streaming from the marker. With
+// a sweeper (WithSweeper: a sink that can tell a scanned copy from a newer
+// streamed change, such as the mongodb projection) the stream is applied
+// from the marker while the scan runs, so the oplog only has to hold the
+// marker until the open stream has read past it, not for the whole scan;
+// the checkpoint stays needs-backfill until the scan and its sweep are
+// done. Without a sweeper the scan runs first and the stream resumes from
+// the marker after it, so every backfill event of a document reaches the
+// handler before that document's newer changes; the oplog must then hold
+// the marker for the whole scan, or the backfill fails (a failure that
+// clears: it is tried again).
+//
 // # Lag
 //
 // Status.Lag, the metrics package's ferry_lag_seconds and `ferry status`

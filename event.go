@@ -77,6 +77,15 @@ type Event struct {
 	Epoch     int64
 	// Backfill is set for documents handed over by a backfill scan.
 	Backfill bool
+	// ScanStarted and ScanMarker are set on the backfill events of a scan
+	// that runs while the stream is applied from its start marker (a
+	// consumer with a sweeper): when the scan began (the server's clock)
+	// and the marker's cluster time. Such an event must not overwrite what
+	// a streamed event applied since the scan began put there (a change at
+	// or after the marker is newer than the scanned document may be); the
+	// mongodb projection guards its backfill writes so.
+	ScanStarted time.Time
+	ScanMarker  bson.Timestamp
 	// Attempt counts handler calls for this event, from 1.
 	Attempt int
 

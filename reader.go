@@ -79,6 +79,13 @@ func (r *runner) historyLostError(err error) error {
 // stop condition. It returns nil when ctx was cancelled.
 func (r *runner) read(ctx context.Context) error {
 	cfg := &r.c.cfg
+	defer func() {
+		// A concurrent backfill's scan ends with the read: the lanes it
+		// dispatches to close after it.
+		if r.stopScan != nil {
+			r.stopScan()
+		}
+	}()
 	if r.exists && r.cp.Epoch < cfg.epoch {
 		// A new owner: claim the checkpoint under our epoch before doing
 		// anything, so the previous owner's next checkpoint write is
@@ -152,6 +159,11 @@ func (r *runner) read(ctx context.Context) error {
 			wait = min(wait*2, cfg.backoffMax)
 		case mongoerr.HistoryLost:
 			r.c.hooks.resume(ResumeInfo{Stream: cfg.name, Partition: cfg.partition, Class: string(class), Err: err})
+			scanWasRunning := r.scanning.Load()
+			if r.stopScan != nil {
+				r.stopScan() // a concurrent backfill's scan is incomplete now
+				r.stopScan = nil
+			}
 			if err := r.win.waitEmpty(ctx); err != nil {
 				return nil
 			}
@@ -159,7 +171,7 @@ func (r *runner) read(ctx context.Context) error {
 				r.mark(context.WithoutCancel(ctx), checkpoint.StateNeedsBackfill, "resume token no longer in the oplog")
 				return r.historyLostError(err)
 			}
-			if pos.resumeAfter != nil && bytesEqual(pos.resumeAfter, r.lastMarker) {
+			if scanWasRunning || pos.resumeAfter != nil && bytesEqual(pos.resumeAfter, r.lastMarker) {
 				detail := fmt.Sprintf("stream %q partition %d: the backfill's start point fell off the oplog before streaming could resume "+
 					"from it: the oplog window is shorter than a backfill takes", cfg.name, cfg.partition)
 				return &stopError{kind: ErrHistoryLost, err: err, clears: true, detail: detail,

@@ -3,6 +3,7 @@ package ferry
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ferry-io/ferry/checkpoint"
@@ -37,6 +38,11 @@ type runner struct {
 	kick       chan struct{}
 	// lastMarker is the start point of the last backfill.
 	lastMarker bson.Raw
+	// scanning: a concurrent backfill scan runs (startBackfill); no
+	// checkpoint is written meanwhile. stopScan cancels it and waits for
+	// it (nil when none was started).
+	scanning atomic.Bool
+	stopScan func()
 }
 
 // item is one event on its way through a lane.

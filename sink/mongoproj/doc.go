@@ -62,7 +62,12 @@
 //   - Backfill: backfill events (documents scanned after a lost history)
 //     replace whatever the target holds, tombstones included, and store no
 //     ct, so every streamed event after the scan's start marker supersedes
-//     them. Sweep(ctx, since), a ferry.Sweeper, then deletes every target
+//     them. With a sweeper the consumer streams from the marker while the
+//     scan runs (see package ferry, "Backfill"); a scanned copy then never
+//     overwrites what a streamed change since the scan began wrote (its
+//     stamp's ct at or after the marker, its at at or after the scan's
+//     start: the change may be newer than the copy), and replaces anything
+//     else. Sweep(ctx, since), a ferry.Sweeper, then deletes every target
 //     document not written since the scan began (documents deleted while
 //     the history was lost, stale tombstones, documents the sink never
 //     wrote); SweepPartition(p, n) does the same for the documents of one

@@ -65,6 +65,9 @@ func (s *Sink) update(ev *ferry.Event) (*mongo.UpdateOneModel, error) {
 			return nil, sink.Permanent(errors.New("mongoproj: backfill event without a document"))
 		}
 		replacement = mergeStamp(ev.FullDocument, backfillStamp(ev))
+		if !ev.ScanStarted.IsZero() {
+			replacement = scanGuarded(ev, replacement)
+		}
 	default:
 		return nil, nil // drop, rename, invalidate, DDL: no document to project
 	}
@@ -144,6 +147,26 @@ func guarded(ev *ferry.Event, next any) bson.D {
 		{Key: "if", Value: older},
 		{Key: "then", Value: next},
 		{Key: "else", Value: "$$ROOT"},
+	}}}
+}
+
+// scanGuarded returns the expression that keeps the stored document when
+// a streamed event applied since the concurrent scan began wrote it (its
+// stamp has a clusterTime at or after the scan's marker and was written at
+// or after the scan's start): that change is newer than the scanned copy
+// may be. Anything else — no stamp, an older one, a stamp the projection
+// held before the scan (for instance one from before a restore of the
+// source, with a later clusterTime) — is replaced, as a backfill does.
+func scanGuarded(ev *ferry.Event, next any) bson.D {
+	streamedSince := bson.D{{Key: "$and", Value: bson.A{
+		bson.D{{Key: "$ne", Value: bson.A{bson.D{{Key: "$type", Value: "$" + Field + ".ct"}}, "missing"}}},
+		bson.D{{Key: "$gte", Value: bson.A{"$" + Field + ".ct", ev.ScanMarker}}},
+		bson.D{{Key: "$gte", Value: bson.A{"$" + Field + ".at", ev.ScanStarted}}},
+	}}}
+	return bson.D{{Key: "$cond", Value: bson.D{
+		{Key: "if", Value: streamedSince},
+		{Key: "then", Value: "$$ROOT"},
+		{Key: "else", Value: next},
 	}}}
 }
 

@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ferry-io/ferry/checkpoint"
@@ -26,6 +27,9 @@ type Consumer struct {
 
 	mu    sync.Mutex
 	state Status
+	// split is whether the server splits large events: 0 not checked yet,
+	// 1 yes (the pipeline ends with $changeStreamSplitLargeEvent), 2 no.
+	split atomic.Int32
 }
 
 // Status is a snapshot of a consumer for health checks and status pages.

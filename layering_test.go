@@ -20,6 +20,7 @@ var layers = []string{
 	"doc.go",
 	"errors.go",    // sentinel errors and the stop reasons
 	"event.go",     // change and backfill events
+	"fragments.go", // reassembling split events
 	"failure.go",   // which stops are failures
 	"hooks.go",     // observers and run states
 	"handler.go",   // Handler and Sweeper

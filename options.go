@@ -215,6 +215,8 @@ type config struct {
 	maxAwait       time.Duration
 	logger         *slog.Logger
 	quietStops     bool
+	noSplit        bool
+	oversize       OversizePolicy
 	hooks          []Hook
 	sweeper        Sweeper
 	backfillBatch  int32
@@ -373,6 +375,36 @@ func DrainTimeout(d time.Duration) Option { return optionFunc(func(c *config) { 
 // is also how often a quiet stream's checkpoint may advance.
 func MaxAwaitTime(d time.Duration) Option { return optionFunc(func(c *config) { c.maxAwait = d }) }
 
+// SplitLargeEvents sets whether the stream splits events over 16 MB with
+// $changeStreamSplitLargeEvent (default true, on servers that have it:
+// MongoDB 7.0 and 6.0.9+). Ferry reassembles the fragments, so the handler
+// sees one whole event (see Event), and never checkpoints between them.
+// Turning it off is part of the stream's identity.
+func SplitLargeEvents(on bool) Option { return optionFunc(func(c *config) { c.noSplit = !on }) }
+
+// OversizePolicy says what happens to an event the server cannot return
+// even split: one top-level field over 16 MB (a huge fullDocument or
+// pre-image), so the stream fails with BSONObjectTooLarge at it.
+type OversizePolicy string
+
+const (
+	// OversizeFail stops with a failure (FailEventTooLarge): the partition
+	// cannot move past the event until the definition changes.
+	OversizeFail OversizePolicy = "fail"
+	// OversizeDeadLetter reads the event without its fullDocument and
+	// fullDocumentBeforeChange and dead-letters it (documentKey, operation,
+	// the reason; no body), then goes on.
+	OversizeDeadLetter OversizePolicy = "dead-letter"
+	// OversizeDropImages reads the event without its fullDocument and
+	// fullDocumentBeforeChange and delivers it so, with Event.ImagesDropped
+	// set.
+	OversizeDropImages OversizePolicy = "drop-images"
+)
+
+// OnOversize sets the policy for an event too large for the server to
+// return (default OversizeFail).
+func OnOversize(p OversizePolicy) Option { return optionFunc(func(c *config) { c.oversize = p }) }
+
 // LogStops sets whether Run logs why it stopped (default true). A
 // consumer group turns it off: it reports its partitions' stops itself,
 // once per state change.
@@ -418,6 +450,14 @@ func (c *config) validate() error {
 	case HistoryLostFail, HistoryLostBackfill:
 	default:
 		add("OnHistoryLost: %q is not a policy (use HistoryLostFail or HistoryLostBackfill)", c.onHistoryLost)
+	}
+	switch c.oversize {
+	case "", OversizeFail, OversizeDeadLetter, OversizeDropImages:
+	default:
+		add("OnOversize: %q is not a policy (use OversizeFail, OversizeDeadLetter or OversizeDropImages)", c.oversize)
+	}
+	if c.oversize == OversizeDeadLetter && c.dlq == nil {
+		add("OnOversize: OversizeDeadLetter needs a dead-letter store (DeadLetters)")
 	}
 	switch c.onInvalidate {
 	case InvalidateStop, InvalidateRestart:

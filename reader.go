@@ -132,8 +132,8 @@ func (r *runner) read(ctx context.Context) error {
 			}
 			var next *position
 			next, err = r.consume(ctx, cs)
-			if tok := cs.ResumeToken(); tok != nil {
-				pos = position{resumeAfter: tok}
+			if p, ok := r.resumePosition(cs); ok {
+				pos = p
 			}
 			cs.Close(context.WithoutCancel(ctx))
 			if next != nil {
@@ -197,13 +197,36 @@ func (r *runner) read(ctx context.Context) error {
 // "reopen there" (after an invalidate with InvalidateRestart).
 func (r *runner) consume(ctx context.Context, cs *mongo.ChangeStream) (*position, error) {
 	cfg := &r.c.cfg
+	r.frags.reset()
+	prev := cs.ResumeToken() // the position before the event read next
 	for {
 		if cs.TryNext(ctx) {
 			raw := make(bson.Raw, len(cs.Current))
 			copy(raw, cs.Current)
+			var lastFragment bson.Raw
+			if f, n, split := splitInfo(raw); split {
+				whole, err := r.frags.add(raw, prev, f, n)
+				if err != nil {
+					return nil, err
+				}
+				prev = cs.ResumeToken()
+				if whole == nil {
+					continue // more fragments follow
+				}
+				lastFragment = prev
+				raw = whole
+			} else {
+				prev = cs.ResumeToken()
+			}
 			ev, err := decodeEvent(raw, cfg.partition, cfg.epoch)
 			if err != nil {
 				return nil, err
+			}
+			if lastFragment != nil {
+				// One event id (the first fragment's token), the position
+				// after the last fragment.
+				ev.id = EventID(ev.Token)
+				ev.Token = lastFragment
 			}
 			if ev.OperationType == "invalidate" {
 				return r.invalidated(ctx, ev)
@@ -221,8 +244,30 @@ func (r *runner) consume(ctx context.Context, cs *mongo.ChangeStream) (*position
 		if ctx.Err() != nil {
 			return nil, nil
 		}
-		r.track.setIdle(cs.ResumeToken())
+		if !r.frags.active() {
+			// Between fragments the stream's position is inside an event.
+			r.track.setIdle(cs.ResumeToken())
+		}
+		prev = cs.ResumeToken()
 	}
+}
+
+// resumePosition is where the stream reopens after cs ends: its last
+// token, or, in the middle of a split event, the position before its first
+// fragment (a fragment's token would resume after that fragment).
+func (r *runner) resumePosition(cs *mongo.ChangeStream) (position, bool) {
+	if r.frags.active() {
+		before := r.frags.before
+		r.frags.reset()
+		if before != nil {
+			return position{resumeAfter: before}, true
+		}
+		return position{}, false
+	}
+	if tok := cs.ResumeToken(); tok != nil {
+		return position{resumeAfter: tok}, true
+	}
+	return position{}, false
 }
 
 // invalidated handles an invalidate event: side effects stop, everything

@@ -43,6 +43,8 @@ type runner struct {
 	// it (nil when none was started).
 	scanning atomic.Bool
 	stopScan func()
+	// frags collects a split event's fragments (the reader's only).
+	frags fragments
 }
 
 // item is one event on its way through a lane.

@@ -2,6 +2,7 @@ package ferry
 
 import (
 	"context"
+	"fmt"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
@@ -25,7 +26,14 @@ func (r *runner) open(ctx context.Context, pos position) (*mongo.ChangeStream, e
 // (startAtOperationTime), for tools that re-read a window of the stream,
 // such as reconciliation (package verify). It reads and writes no
 // checkpoint and takes no lease; the caller closes the stream.
+//
+// With SplitLargeEvents, an event over 16 MB arrives as fragments (each
+// with splitEvent {fragment, of}); its event id as Run delivers it is the
+// first fragment's (EventID of its token).
 func (c *Consumer) Watch(ctx context.Context, from bson.Timestamp) (*mongo.ChangeStream, error) {
+	if err := c.checkSplit(ctx); err != nil {
+		return nil, err
+	}
 	return c.open(ctx, position{startAt: &from})
 }
 
@@ -75,6 +83,10 @@ func (c *Consumer) watchPipeline() []bson.D {
 	if c.cfg.partitions > 1 {
 		out = append(out, partitionStage(c.cfg.partition, c.cfg.partitions))
 	}
+	if c.split.Load() == 1 {
+		// It must be the last stage.
+		out = append(out, bson.D{{Key: "$changeStreamSplitLargeEvent", Value: bson.D{}}})
+	}
 	return out
 }
 
@@ -91,4 +103,30 @@ func partitionStage(p, n int) bson.D {
 			int64(p),
 		}}}}},
 	}}}}}
+}
+
+// checkSplit decides once whether the stream splits large events: when
+// SplitLargeEvents is on (the default) and the server has
+// $changeStreamSplitLargeEvent (MongoDB 7.0+, or 6.0.9+ of 6.0).
+func (c *Consumer) checkSplit(ctx context.Context) error {
+	if c.split.Load() != 0 {
+		return nil
+	}
+	if c.cfg.noSplit {
+		c.split.Store(2)
+		return nil
+	}
+	var info struct {
+		VersionArray []int32 `bson:"versionArray"`
+	}
+	if err := c.client.Database("admin").RunCommand(ctx, bson.D{{Key: "buildInfo", Value: 1}}).Decode(&info); err != nil {
+		return fmt.Errorf("ferry: read the server's version (buildInfo): %w", err)
+	}
+	v := append(info.VersionArray, 0, 0, 0)
+	if v[0] >= 7 || v[0] == 6 && v[1] == 0 && v[2] >= 9 {
+		c.split.Store(1)
+	} else {
+		c.split.Store(2)
+	}
+	return nil
 }

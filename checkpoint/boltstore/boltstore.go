@@ -31,6 +31,7 @@ import (
 
 	"github.com/ferry-io/ferry/checkpoint"
 	"github.com/ferry-io/ferry/checkpoint/internal/record"
+	"github.com/ferry-io/ferry/internal/optcheck"
 )
 
 // ErrLocked is wrapped by Open's error when the file stayed locked by
@@ -51,16 +52,14 @@ var _ checkpoint.Store = (*Store)(nil)
 // Open opens (creating it if needed) the store file at path.
 func Open(path string, opts ...Option) (*Store, error) {
 	cfg := defaults()
-	for _, o := range opts {
-		if o == nil {
-			continue
-		}
-		if err := o(&cfg); err != nil {
-			return nil, err
-		}
-	}
+	var p optcheck.Problems
 	if path == "" {
-		return nil, fmt.Errorf("%w: boltstore: empty path", checkpoint.ErrInvalid)
+		p.Add("path", "empty path: name the store's file, such as ferry.db")
+	}
+	optcheck.Apply(&p, opts, func(o Option) { o.apply(&cfg) })
+	cfg.validate(&p)
+	if err := p.Err(checkpoint.ErrInvalid); err != nil {
+		return nil, err
 	}
 	db, err := bbolt.Open(path, cfg.mode, &bbolt.Options{Timeout: cfg.lockTimeout})
 	if errors.Is(err, bbolt.ErrTimeout) {

@@ -243,7 +243,7 @@
 //	copts, err := s.ConsumerOptions(nil)
 //	g, err := group.New(client, handler, append(s.GroupOptions(),
 //		group.StateDatabase(stateClient.Database(cfg.State.Database)),
-//		group.Consumer(copts...))...)
+//		group.ConsumerOptions(copts...))...)
 //
 // Sinks are built by the daemon from the typed Sink (Webhook, Stdout,
 // MongoDB, NATS, Kafka or PubSub); this package does not depend on the sink

@@ -12,3 +12,15 @@ func TestCollection(t *testing.T) {
 		}
 	}
 }
+
+func TestDatabase(t *testing.T) {
+	for name, ok := range map[string]bool{
+		"shop": true, "ferry_state": true, "a-b": true,
+		"": false, "a.b": false, "a b": false, "a/b": false, "a$": false, "a\x00": false, "a*": false,
+		"x123456789012345678901234567890123456789012345678901234567890123": false, // 64 bytes
+	} {
+		if err := Database(name); (err == nil) != ok {
+			t.Errorf("Database(%q) = %v, want ok %v", name, err, ok)
+		}
+	}
+}

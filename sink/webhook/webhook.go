@@ -75,6 +75,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/ferry-io/ferry"
+	"github.com/ferry-io/ferry/internal/optcheck"
 	"github.com/ferry-io/ferry/sink"
 	"go.mongodb.org/mongo-driver/v2/bson"
 )
@@ -101,29 +102,14 @@ var _ sink.Sink = (*Sink)(nil)
 // New returns an unconnected webhook sink posting to rawURL. Secret is
 // required. Errors wrap ErrInvalidOption and name the option.
 func New(rawURL string, opts ...Option) (*Sink, error) {
-	u, err := parseURL(rawURL)
-	if err != nil {
+	cfg := defaultConfig()
+	var p optcheck.Problems
+	optcheck.Apply(&p, opts, func(o Option) { o.apply(&cfg) })
+	cfg.validate(&p, rawURL)
+	if err := p.Err(ErrInvalidOption); err != nil {
 		return nil, err
 	}
-	cfg := config{
-		url:         u,
-		timeout:     DefaultTimeout,
-		maxRetryAft: DefaultMaxRetryAfter,
-		maxIdle:     DefaultMaxIdleConns,
-		headers:     http.Header{},
-		now:         time.Now,
-	}
-	for _, o := range opts {
-		if o == nil {
-			return nil, fmt.Errorf("%w: nil option", ErrInvalidOption)
-		}
-		if err := o(&cfg); err != nil {
-			return nil, err
-		}
-	}
-	if cfg.key == nil {
-		return nil, fmt.Errorf("%w: Secret: required (whsec_ followed by base64)", ErrInvalidOption)
-	}
+	u := cfg.url
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConns = cfg.maxIdle
 	tr.MaxIdleConnsPerHost = cfg.maxIdle

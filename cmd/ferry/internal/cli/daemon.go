@@ -162,7 +162,7 @@ func (d *daemon) openStream(ctx context.Context, path string, sc *config.Stream,
 	if err != nil {
 		return nil, fmt.Errorf("%s.source.uri: %w", path, err)
 	}
-	s, err := buildSink(sc, d.stdout, stateDB)
+	s, err := sc.NewSink(d.stdout, stateDB)
 	if err != nil {
 		return nil, fmt.Errorf("%s.sink: %w", path, err)
 	}

@@ -107,6 +107,16 @@
 // a new configuration. Any other stop (a lost lease, a network error) is
 // retried partition by partition, after a backoff from 1 s to 30 s.
 //
+// # Options
+//
+// New takes Options in the style of package ferry (see its doc): they
+// only record values, New validates once and its *ferry.ConfigError lists
+// every problem, each naming its option. The options the group passes on
+// are checked by New too: ConsumerOptions as ferry.NewConsumer checks
+// them (problems prefixed "ConsumerOptions: "), LeaseOptions as lease.New
+// does ("LeaseOptions: "), so a bad consumer option fails New rather than
+// the first partition's start.
+//
 // # Moving to a new definition
 //
 // A changed definition (pipeline, options, partition count) never reuses

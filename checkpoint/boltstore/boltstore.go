@@ -16,6 +16,11 @@
 //
 // Context cancellation is checked before each operation; a bbolt transaction
 // in progress is not interrupted (they take microseconds to milliseconds).
+//
+// Open takes Options (LockTimeout, Clock, FileMode) in the style of package
+// ferry: they only record values, Open validates once, before it touches
+// the file, and its error matches checkpoint.ErrInvalid and lists every
+// problem, each naming its option.
 package boltstore
 
 import (

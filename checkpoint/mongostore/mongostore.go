@@ -38,6 +38,10 @@
 //   - New creates no index and sends nothing; List filters on the stream
 //     field and sorts by partition, a scan of this (small) collection.
 //   - The store never logs, and its errors never contain a token.
+//
+// New takes Options (Collection) in the style of package ferry: they only
+// record values, New validates once and its error matches
+// checkpoint.ErrInvalid and lists every problem, each naming its option.
 package mongostore
 
 import (

@@ -11,6 +11,9 @@
 // rendered as Extended JSON fails permanently. The id is the idempotency key:
 // a replayed event produces a line with the same id and event (its epoch is
 // the new owner's after a lease takeover).
+//
+// New validates its options once (see package sink, "Options"); its error
+// matches ErrInvalidOption.
 package stdout
 
 import (

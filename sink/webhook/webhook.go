@@ -55,6 +55,13 @@
 // Header, the URL's user info and query string, and request bodies never
 // appear in errors; a failed response's first bytes (up to 200) do, for
 // debugging the receiver.
+//
+// # Options
+//
+// New validates the URL and every option once (see package sink,
+// "Options"); its error matches ErrInvalidOption and lists every problem,
+// never the secret or a header value. The checks are exported for
+// configuration files: CheckURL, CheckHeader and DecodeSecret.
 package webhook
 
 import (

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ferry-io/ferry/checkpoint"
+	"github.com/ferry-io/ferry/internal/optcheck"
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 )
@@ -75,17 +76,17 @@ func LagOf(now, oldestPending time.Time) time.Duration {
 // connect: Run does.
 func NewConsumer(client *mongo.Client, handler Handler, opts ...Option) (*Consumer, error) {
 	cfg := defaultConfig()
-	for _, o := range opts {
-		o.apply(&cfg)
-	}
-	if err := cfg.validate(); err != nil {
-		return nil, err
-	}
+	var p optcheck.Problems
 	if client == nil {
-		return nil, &ConfigError{Problems: []string{"client: a connected *mongo.Client is required"}}
+		p.Add("client", "a connected *mongo.Client is required")
 	}
 	if handler == nil {
-		return nil, &ConfigError{Problems: []string{"handler: a Handler is required"}}
+		p.Add("handler", "a Handler is required")
+	}
+	optcheck.Apply(&p, opts, func(o Option) { o.apply(&cfg) })
+	cfg.validate(&p)
+	if problems := p.List(); len(problems) > 0 {
+		return nil, &ConfigError{Problems: problems}
 	}
 	id, def, err := cfg.identity()
 	if err != nil {

@@ -124,6 +124,17 @@
 // dead-lettered. Checkpoints record that clusterTime (Pending) for readers
 // of the state store.
 //
+// # Options
+//
+// NewConsumer takes Options in the one style every Ferry package shares
+// (group, lease, ledger, the checkpoint stores, the sinks), franz-go kgo's:
+// an Option only records a value; the constructor applies the options in
+// order, a later one overriding an earlier one, and validates the result
+// once, before it contacts anything. Its error lists every problem, each
+// prefixed by the option to fix ("Concurrency: must be at least 1, got
+// 0"); here it is a *ConfigError. A nil option is a problem, and only the
+// package itself makes its Options.
+//
 // # Definition changes
 //
 // A checkpoint's token is never reused under another definition. The

@@ -58,7 +58,7 @@ func BenchmarkPartitionScaling(b *testing.B) {
 		for m := range partitions {
 			g, err := group.New(client, handler, group.Name("bench"), group.Partitions(partitions),
 				group.MemberID(fmt.Sprint("m", m)), group.StateDatabase(state), group.RebalanceInterval(50*time.Millisecond),
-				group.Consumer(ferry.WatchCollection(src.Name(), "c"), ferry.StartAt(ferry.StartAtTime(at)),
+				group.ConsumerOptions(ferry.WatchCollection(src.Name(), "c"), ferry.StartAt(ferry.StartAtTime(at)),
 					ferry.Concurrency(1), ferry.MaxAwaitTime(50*time.Millisecond)))
 			if err != nil {
 				b.Fatal(err)

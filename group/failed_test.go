@@ -66,7 +66,7 @@ func (e *fenv) join(id string, partitions int, copts ...ferry.Option) *fmember {
 			m.states = append(m.states, s.State)
 			m.mu.Unlock()
 		}),
-		group.Consumer(append([]ferry.Option{ferry.WatchCollection(e.source.Name(), "c"), ferry.MaxAwaitTime(50 * time.Millisecond),
+		group.ConsumerOptions(append([]ferry.Option{ferry.WatchCollection(e.source.Name(), "c"), ferry.MaxAwaitTime(50 * time.Millisecond),
 			ferry.CommitEvery(1, 20*time.Millisecond)}, copts...)...))
 	if err != nil {
 		e.t.Fatal(err)

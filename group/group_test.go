@@ -81,7 +81,7 @@ func (c *cluster) joinWithLost(id string, partitions int, onLost func(int, error
 				onLost(p, err)
 			}
 		}),
-		group.Consumer(ferry.WatchCollection(c.source.Name(), "c"), ferry.MaxAwaitTime(50*time.Millisecond),
+		group.ConsumerOptions(ferry.WatchCollection(c.source.Name(), "c"), ferry.MaxAwaitTime(50*time.Millisecond),
 			ferry.CommitEvery(10, 20*time.Millisecond)))
 	if err != nil {
 		c.t.Fatal(err)
@@ -290,7 +290,7 @@ func TestDeliveryModesAbsorbReplays(t *testing.T) {
 				g, err := group.New(client, effect, group.Name("orders"), group.Partitions(2), group.MemberID("solo"),
 					group.StateDatabase(client.Database(c.state.Name())), group.DeliveryMode(mode),
 					group.LeaseTTL(2*time.Second), group.RebalanceInterval(50*time.Millisecond),
-					group.Consumer(ferry.WatchCollection(c.source.Name(), "c"), ferry.StartAt(ferry.StartAtTime(at)),
+					group.ConsumerOptions(ferry.WatchCollection(c.source.Name(), "c"), ferry.StartAt(ferry.StartAtTime(at)),
 						ferry.MaxAwaitTime(50*time.Millisecond)))
 				if err != nil {
 					t.Fatal(err)
@@ -366,7 +366,7 @@ func TestRepartition(t *testing.T) {
 		}, group.Name("orders"), group.Partitions(partitions), group.MemberID("solo"),
 			group.StateDatabase(client.Database(c.state.Name())), group.DeliveryMode(group.Idempotent),
 			group.LeaseTTL(2*time.Second), group.RebalanceInterval(50*time.Millisecond),
-			group.Consumer(ferry.WatchCollection(c.source.Name(), "c"), ferry.MaxAwaitTime(50*time.Millisecond)))
+			group.ConsumerOptions(ferry.WatchCollection(c.source.Name(), "c"), ferry.MaxAwaitTime(50*time.Millisecond)))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -585,7 +585,7 @@ func TestSweeperPerPartition(t *testing.T) {
 				return nil
 			}
 		}),
-		group.Consumer(ferry.WatchCollection(c.source.Name(), "c"), ferry.MaxAwaitTime(50*time.Millisecond),
+		group.ConsumerOptions(ferry.WatchCollection(c.source.Name(), "c"), ferry.MaxAwaitTime(50*time.Millisecond),
 			ferry.StartAt(ferry.StartWithBackfill())))
 	if err != nil {
 		t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
+	"github.com/ferry-io/ferry/internal/optcheck"
 	"github.com/ferry-io/ferry/mongoerr"
 )
 
@@ -64,17 +65,15 @@ type Entry struct {
 // exists with another expireAfterSeconds, New changes it with collMod: the
 // retention is a property of the collection, and the last New wins.
 func New(ctx context.Context, db *mongo.Database, opts ...Option) (*Store, error) {
-	if db == nil {
-		return nil, fmt.Errorf("%w: ledger: nil database", ErrInvalid)
-	}
 	cfg := config{collection: DefaultCollection, retention: DefaultRetention}
-	for _, o := range opts {
-		if o == nil {
-			continue
-		}
-		if err := o(&cfg); err != nil {
-			return nil, err
-		}
+	var p optcheck.Problems
+	if db == nil {
+		p.Add("db", "nil database: pass the database the ledger lives in")
+	}
+	optcheck.Apply(&p, opts, func(o Option) { o.apply(&cfg) })
+	cfg.validate(&p)
+	if err := p.Err(ErrInvalid); err != nil {
+		return nil, err
 	}
 	s := &Store{coll: db.Collection(cfg.collection), retention: cfg.retention}
 	if err := s.ensureIndex(ctx); err != nil {

@@ -318,10 +318,18 @@ func TestInvalidArguments(t *testing.T) {
 		"zero retention":    ledger.Retention(0),
 		"sub-second":        ledger.Retention(time.Millisecond),
 		"huge retention":    ledger.Retention(1 << 62),
+		"nil option":        nil,
 	} {
 		if _, err := ledger.New(t.Context(), db, opt); !errors.Is(err, ledger.ErrInvalid) {
 			t.Errorf("%s: err = %v, want ErrInvalid", name, err)
 		}
+	}
+
+	// Validated once, every problem named; a later option overrides an
+	// earlier one.
+	_, err = ledger.New(t.Context(), db, ledger.Retention(0), ledger.Collection(""), ledger.Retention(time.Hour), ledger.Collection("$x"))
+	if want := `ledger: invalid argument: Collection: a collection name cannot contain '$' or NUL, got "$x"`; err == nil || err.Error() != want {
+		t.Errorf("New = %v, want %q", err, want)
 	}
 
 	mc, _ := connect(t)

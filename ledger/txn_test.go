@@ -538,13 +538,19 @@ func TestRunTransactionInvalid(t *testing.T) {
 		"Backoff(2, 1)":        ledger.Backoff(2, 1),
 		"CommitTimeout(0)":     ledger.CommitTimeout(0),
 		"TransactionOptions()": ledger.TransactionOptions(nil),
+		"nil option":           nil,
 	} {
 		if err := ledger.RunTransaction(t.Context(), f.client, noop, opt); !errors.Is(err, ledger.ErrInvalid) {
 			t.Errorf("%s: err = %v, want ErrInvalid", name, err)
 		}
 	}
+	err := ledger.RunTransaction(t.Context(), nil, nil, ledger.MaxAttempts(0), ledger.CommitTimeout(-1))
+	if want := "ledger: invalid argument: client: nil client; fn: nil function; MaxAttempts: must be at least 1, got 0; " +
+		"CommitTimeout: must be positive, got -1ns"; err == nil || err.Error() != want {
+		t.Errorf("RunTransaction = %v, want %q", err, want)
+	}
 	// Nested: fn's context already carries the outer session.
-	err := ledger.RunTransaction(t.Context(), f.client, func(sctx context.Context) error {
+	err = ledger.RunTransaction(t.Context(), f.client, func(sctx context.Context) error {
 		return ledger.RunTransaction(sctx, f.client, noop)
 	})
 	if !errors.Is(err, ledger.ErrInvalid) {

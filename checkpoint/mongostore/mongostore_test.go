@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -257,7 +258,10 @@ func TestNewErrors(t *testing.T) {
 			t.Errorf("Collection(%q): err = %v, want ErrInvalid", name, err)
 		}
 	}
-	if _, err := mongostore.New(db, mongostore.Collection("ferry_checkpoints")); err != nil {
+	if _, err := mongostore.New(db, nil); !errors.Is(err, checkpoint.ErrInvalid) || !strings.Contains(err.Error(), "nil option") {
+		t.Errorf("a nil option: err = %v, want ErrInvalid naming the nil option", err)
+	}
+	if _, err := mongostore.New(db, mongostore.Collection(""), mongostore.Collection("ferry_checkpoints")); err != nil {
 		t.Errorf("a valid collection name: %v", err)
 	}
 }

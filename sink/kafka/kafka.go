@@ -13,6 +13,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/ferry-io/ferry"
+	"github.com/ferry-io/ferry/internal/optcheck"
 	"github.com/ferry-io/ferry/sink"
 )
 
@@ -29,81 +30,6 @@ const (
 // Timeout.
 const DefaultTimeout = 10 * time.Second
 
-// Option configures a Sink.
-type Option func(*config) error
-
-type config struct {
-	topic      string
-	canonical  bool
-	timeout    time.Duration
-	clientOpts []kgo.Opt
-	// Test hooks (export_test.go).
-	fault     func(*ferry.Event) error
-	noProduce bool
-}
-
-// Topic sets the topic every event is produced to (required).
-func Topic(name string) Option {
-	return func(c *config) error {
-		if err := validTopic(name); err != nil {
-			return fmt.Errorf("kafka: Topic(%q): %w", name, err)
-		}
-		c.topic = name
-		return nil
-	}
-}
-
-// Canonical renders record values as canonical rather than relaxed Extended
-// JSON. Keys are canonical always.
-func Canonical() Option {
-	return func(c *config) error { c.canonical = true; return nil }
-}
-
-// Timeout bounds each produce, until the broker's ack (default 10s).
-func Timeout(d time.Duration) Option {
-	return func(c *config) error {
-		if d <= 0 {
-			return fmt.Errorf("kafka: Timeout(%s): must be positive", d)
-		}
-		c.timeout = d
-		return nil
-	}
-}
-
-// ClientOptions adds options to kgo.NewClient (SASL, TLS, client id,
-// linger, ...). They come after the sink's own, so they override them;
-// do not disable idempotence or lower the required acks, or the guarantees
-// of the package doc no longer hold.
-func ClientOptions(opts ...kgo.Opt) Option {
-	return func(c *config) error {
-		for i, o := range opts {
-			if o == nil {
-				return fmt.Errorf("kafka: ClientOptions: option %d is nil", i)
-			}
-		}
-		c.clientOpts = append(c.clientOpts, opts...)
-		return nil
-	}
-}
-
-// validTopic applies Kafka's rules for topic names.
-func validTopic(name string) error {
-	switch {
-	case name == "":
-		return errors.New("empty topic name")
-	case name == "." || name == "..":
-		return errors.New("topic name cannot be '.' or '..'")
-	case len(name) > 249:
-		return errors.New("topic name longer than 249 characters")
-	}
-	for _, r := range name {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-') {
-			return fmt.Errorf("character %q not allowed (only ASCII letters, digits, '.', '_' and '-')", r)
-		}
-	}
-	return nil
-}
-
 // Sink produces change events to a Kafka topic. It is safe for concurrent
 // use.
 type Sink struct {
@@ -119,26 +45,20 @@ var _ sink.Sink = (*Sink)(nil)
 // New returns an unconnected sink producing to the cluster reached through
 // the seed brokers ("host:port").
 func New(brokers []string, opts ...Option) (*Sink, error) {
+	cfg := config{timeout: DefaultTimeout}
+	var p optcheck.Problems
 	if len(brokers) == 0 {
-		return nil, errors.New("kafka: New: no seed brokers")
+		p.Add("brokers", "no seed brokers: list at least one host:port")
 	}
 	for i, b := range brokers {
-		if b == "" {
-			return nil, fmt.Errorf("kafka: New: seed broker %d is empty", i)
-		}
+		p.AddErr(fmt.Sprintf("brokers[%d]", i), CheckBroker(b))
 	}
-	s := &Sink{brokers: append([]string(nil), brokers...), cfg: config{timeout: DefaultTimeout}}
-	for _, o := range opts {
-		if o == nil {
-			return nil, errors.New("kafka: New: nil option")
-		}
-		if err := o(&s.cfg); err != nil {
-			return nil, err
-		}
+	optcheck.Apply(&p, opts, func(o Option) { o.apply(&cfg) })
+	cfg.validate(&p)
+	if err := p.Err(ErrInvalidOption); err != nil {
+		return nil, err
 	}
-	if s.cfg.topic == "" {
-		return nil, errors.New("kafka: New: no topic (use kafka.Topic)")
-	}
+	s := &Sink{brokers: append([]string(nil), brokers...), cfg: cfg}
 	return s, nil
 }
 

@@ -103,4 +103,10 @@
 //   - Backfill writes are unconditional: a zombie consumer (fenced off but
 //     still writing) could interleave with them; the group's fencing in
 //     transactional mode prevents that.
+//
+// # Options
+//
+// New validates the target's database and collection names and its
+// options once (see package sink, "Options"); its error matches
+// ErrInvalidOption and lists every problem. It contacts no server.
 package mongoproj

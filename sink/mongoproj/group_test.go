@@ -125,7 +125,7 @@ func runGroupChild(raw string) error {
 		group.LeaseOptions(lease.MemberTimeout(spec.TTL), lease.HeartbeatInterval(spec.TTL/5)),
 		group.OnAssigned(func(p int, epoch int64) { say("ASSIGNED %d %d", p, epoch) }),
 		group.Sweeper(s.SweepPartition),
-		group.Consumer(
+		group.ConsumerOptions(
 			ferry.WatchCollection(spec.SourceDB, spec.SourceColl),
 			ferry.FullDocument("updateLookup"),
 			ferry.StartAt(ferry.StartAtTime(spec.Start)),

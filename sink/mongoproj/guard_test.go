@@ -222,8 +222,15 @@ func TestTransactional(t *testing.T) {
 }
 
 func TestNewValidates(t *testing.T) {
-	if _, err := mongoproj.New(nil); err == nil {
-		t.Fatal("New(nil) succeeded")
+	if _, err := mongoproj.New(nil); !errors.Is(err, mongoproj.ErrInvalidOption) {
+		t.Fatalf("New(nil) = %v, want ErrInvalidOption", err)
+	}
+	// Every problem named at once; no server is contacted.
+	e := newEnv(t)
+	_, err := mongoproj.New(e.target.Database().Client().Database("a.b").Collection("system.x"), mongoproj.NoIndex(), nil)
+	if want := `mongoproj: invalid option: target: "a.b" is not a valid MongoDB database name (at most 63 bytes, none of / \ . space " $ * < > : | ? NUL); ` +
+		`target: the system. prefix is reserved, got "system.x"; nil option: option 2 of 2 is nil (leave it out)`; err == nil || err.Error() != want {
+		t.Errorf("New = %v, want %q", err, want)
 	}
 }
 

@@ -11,6 +11,9 @@
 // rendered as Extended JSON fails permanently. The id is the idempotency key:
 // a replayed event produces a line with the same id and event (its epoch is
 // the new owner's after a lease takeover).
+//
+// New validates its options once (see package sink, "Options"); its error
+// matches ErrInvalidOption.
 package stdout
 
 import (
@@ -23,33 +26,42 @@ import (
 	"sync"
 
 	"github.com/ferry-io/ferry"
+	"github.com/ferry-io/ferry/internal/optcheck"
 	"github.com/ferry-io/ferry/sink"
 	"go.mongodb.org/mongo-driver/v2/bson"
 )
 
-// Option configures a Sink.
-type Option func(*config) error
+// ErrInvalidOption is wrapped by every error New returns about its
+// options.
+var ErrInvalidOption = errors.New("stdout: invalid option")
+
+// An Option configures a Sink. Option functions only record their values:
+// New applies the options in order (a later one overrides an earlier one)
+// and then validates the result once; its error matches ErrInvalidOption
+// and lists every problem, each naming its option. A nil option is a
+// problem. Only this package makes Options.
+type Option interface{ apply(*config) }
+
+type option func(*config)
+
+func (f option) apply(c *config) { f(c) }
 
 type config struct {
 	w         io.Writer
 	canonical bool
 }
 
-// Writer sets where lines go (default os.Stdout).
-func Writer(w io.Writer) Option {
-	return func(c *config) error {
-		if w == nil {
-			return errors.New("stdout: Writer: nil writer")
-		}
-		c.w = w
-		return nil
+func (c *config) validate(p *optcheck.Problems) {
+	if c.w == nil {
+		p.Add("Writer", "nil writer (leave the option out for os.Stdout)")
 	}
 }
 
+// Writer sets where lines go (default os.Stdout).
+func Writer(w io.Writer) Option { return option(func(c *config) { c.w = w }) }
+
 // Canonical renders events as canonical rather than relaxed Extended JSON.
-func Canonical() Option {
-	return func(c *config) error { c.canonical = true; return nil }
-}
+func Canonical() Option { return option(func(c *config) { c.canonical = true }) }
 
 // Sink writes JSON lines. It is safe for concurrent use.
 type Sink struct {
@@ -63,13 +75,14 @@ var _ sink.Sink = (*Sink)(nil)
 
 // New returns an unconnected stdout sink.
 func New(opts ...Option) (*Sink, error) {
-	s := &Sink{cfg: config{w: os.Stdout}}
-	for _, o := range opts {
-		if err := o(&s.cfg); err != nil {
-			return nil, err
-		}
+	cfg := config{w: os.Stdout}
+	var p optcheck.Problems
+	optcheck.Apply(&p, opts, func(o Option) { o.apply(&cfg) })
+	cfg.validate(&p)
+	if err := p.Err(ErrInvalidOption); err != nil {
+		return nil, err
 	}
-	return s, nil
+	return &Sink{cfg: cfg}, nil
 }
 
 // Connect makes the sink ready to write.

@@ -55,6 +55,13 @@
 // Header, the URL's user info and query string, and request bodies never
 // appear in errors; a failed response's first bytes (up to 200) do, for
 // debugging the receiver.
+//
+// # Options
+//
+// New validates the URL and every option once (see package sink,
+// "Options"); its error matches ErrInvalidOption and lists every problem,
+// never the secret or a header value. The checks are exported for
+// configuration files: CheckURL, CheckHeader and DecodeSecret.
 package webhook
 
 import (
@@ -75,6 +82,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/ferry-io/ferry"
+	"github.com/ferry-io/ferry/internal/optcheck"
 	"github.com/ferry-io/ferry/sink"
 	"go.mongodb.org/mongo-driver/v2/bson"
 )
@@ -101,29 +109,14 @@ var _ sink.Sink = (*Sink)(nil)
 // New returns an unconnected webhook sink posting to rawURL. Secret is
 // required. Errors wrap ErrInvalidOption and name the option.
 func New(rawURL string, opts ...Option) (*Sink, error) {
-	u, err := parseURL(rawURL)
-	if err != nil {
+	cfg := defaultConfig()
+	var p optcheck.Problems
+	optcheck.Apply(&p, opts, func(o Option) { o.apply(&cfg) })
+	cfg.validate(&p, rawURL)
+	if err := p.Err(ErrInvalidOption); err != nil {
 		return nil, err
 	}
-	cfg := config{
-		url:         u,
-		timeout:     DefaultTimeout,
-		maxRetryAft: DefaultMaxRetryAfter,
-		maxIdle:     DefaultMaxIdleConns,
-		headers:     http.Header{},
-		now:         time.Now,
-	}
-	for _, o := range opts {
-		if o == nil {
-			return nil, fmt.Errorf("%w: nil option", ErrInvalidOption)
-		}
-		if err := o(&cfg); err != nil {
-			return nil, err
-		}
-	}
-	if cfg.key == nil {
-		return nil, fmt.Errorf("%w: Secret: required (whsec_ followed by base64)", ErrInvalidOption)
-	}
+	u := cfg.url
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConns = cfg.maxIdle
 	tr.MaxIdleConnsPerHost = cfg.maxIdle

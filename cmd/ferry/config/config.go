@@ -269,7 +269,6 @@ const (
 	DefaultKafkaClientID   = "ferry"
 	DefaultPubSubTimeout   = 10 * time.Second
 	DefaultPubSubEncoding  = "relaxed"
-	maxKafkaTopicLen       = 249
 	MinLeaseTTL            = 100 * time.Millisecond
 	maxStreamNameLen       = 100
 	maxFileSize            = 4 << 20

@@ -241,20 +241,26 @@
 //
 // For each stream, ConsumerOptions returns the ferry options (scope,
 // pipeline, change-stream options, start position, retry, handler timeout,
-// policies, queue limits, stream name) and GroupOptions the group options
-// (name, partitions, lease TTL, member id, delivery mode):
+// policies, queue limits, stream name), GroupOptions the group options
+// (name, partitions, lease TTL, member id, delivery mode) and NewSink the
+// sink, unconnected (the sink section mapped onto the sink package's
+// options; Kafka SASL through KafkaSASL.SASL):
 //
 //	cfg, err := config.Load("ferry.yaml")
 //	s := &cfg.Streams[0]
+//	state := stateClient.Database(cfg.State.Database)
+//	snk, err := s.NewSink(os.Stdout, state)
 //	copts, err := s.ConsumerOptions(nil)
-//	g, err := group.New(client, handler, append(s.GroupOptions(),
-//		group.StateDatabase(stateClient.Database(cfg.State.Database)),
-//		group.Consumer(copts...))...)
+//	g, err := group.New(client, sink.Handler(snk), append(s.GroupOptions(),
+//		group.StateDatabase(state), group.ConsumerOptions(copts...))...)
 //
-// Sinks are built by the daemon from the typed Sink (Webhook, Stdout,
-// MongoDB, NATS, Kafka or PubSub); this package does not depend on the sink
-// packages. StateURI gives the
-// state store's connection string (state.uri or the source's).
+// The checks that a sink makes of its own options are the sink package's,
+// called from here (webhook.CheckURL, webhook.CheckHeader,
+// webhook.DecodeSecret, kafka.CheckTopic, kafka.CheckBroker,
+// pubsub.CheckProject, pubsub.CheckTopic; natssubject's rules for the NATS
+// subject): one rule each, so `ferry validate` refuses what `ferry run`
+// would. StateURI gives the state store's connection string (state.uri or
+// the source's).
 //
 // # Why a hand-written decoder
 //

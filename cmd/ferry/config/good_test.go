@@ -470,7 +470,13 @@ func TestGroupOptions(t *testing.T) {
 	cl := client(t)
 	handler := func(context.Context, *ferry.Event) error { return nil }
 	s := cfg.Streams[0]
-	g, err := group.New(cl, handler, append(s.GroupOptions(), group.StateDatabase(cl.Database("ferry")))...)
+	// group.New checks the consumer options too: pass the stream's (none
+	// when the stream is invalid, so that group.New reports it).
+	newGroup := func(s config.Stream) (*group.Group, error) {
+		copts, _ := s.ConsumerOptions(nil)
+		return group.New(cl, handler, append(s.GroupOptions(), group.StateDatabase(cl.Database("ferry")), group.ConsumerOptions(copts...))...)
+	}
+	g, err := newGroup(s)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -488,7 +494,7 @@ func TestGroupOptions(t *testing.T) {
 	} {
 		c := s
 		tc.edit(&c)
-		_, err := group.New(cl, handler, append(c.GroupOptions(), group.StateDatabase(cl.Database("ferry")))...)
+		_, err := newGroup(c)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("want a group error naming %q, got %v", tc.want, err)
 		}

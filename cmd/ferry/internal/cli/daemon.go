@@ -163,7 +163,7 @@ func (d *daemon) openStream(ctx context.Context, path string, sc *config.Stream,
 	if err != nil {
 		return nil, fmt.Errorf("%s.source.uri: %w", path, err)
 	}
-	s, err := buildSink(sc, d.stdout, stateDB)
+	s, err := sc.NewSink(d.stdout, stateDB)
 	if err != nil {
 		return nil, fmt.Errorf("%s.sink: %w", path, err)
 	}
@@ -192,7 +192,7 @@ func (d *daemon) openStream(ctx context.Context, path string, sc *config.Stream,
 		st.run, st.status = one.run, one.get
 		return st, nil
 	}
-	gopts := append(sc.GroupOptions(), group.StateDatabase(stateDB), group.Consumer(copts...), group.Logger(d.log),
+	gopts := append(sc.GroupOptions(), group.StateDatabase(stateDB), group.ConsumerOptions(copts...), group.Logger(d.log),
 		group.OnStateChange(func(s group.Status) { d.onState(st, s) }))
 	if st.proj != nil {
 		// Each partition's backfill sweeps only its own documents.

@@ -235,7 +235,7 @@ func replayStream(ctx context.Context, st *config.Stream, db *mongo.Database, dl
 	if len(entries) == 0 {
 		return 0, 0, nil
 	}
-	s, err := buildSink(st, stdout, db)
+	s, err := st.NewSink(stdout, db)
 	if err != nil {
 		return 0, len(entries), err
 	}

@@ -1,4 +1,4 @@
-package cli
+package config
 
 import (
 	"crypto/tls"
@@ -13,7 +13,6 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"google.golang.org/api/option"
 
-	"github.com/ferry-io/ferry/cmd/ferry/config"
 	"github.com/ferry-io/ferry/sink"
 	"github.com/ferry-io/ferry/sink/kafka"
 	"github.com/ferry-io/ferry/sink/mongoproj"
@@ -23,52 +22,58 @@ import (
 	"github.com/ferry-io/ferry/sink/webhook"
 )
 
-func buildSink(st *config.Stream, stdoutW io.Writer, state *mongo.Database) (sink.Sink, error) {
-	switch {
-	case st.Sink.MongoDB != nil:
+// NewSink returns the stream's sink, unconnected: the sink section mapped
+// onto the sink package's constructor and options. stdoutW is where the
+// stdout sink writes. state is the state store's database: the mongodb
+// sink writes its projection in that cluster (with the group's client, so
+// that transactional effects share its transaction); the other sinks do
+// not use it, and it may be nil for them. For a Stream produced by Parse
+// the error is a connection-independent refusal by the sink package
+// itself, which Parse's checks rule out.
+func (s *Stream) NewSink(stdoutW io.Writer, state *mongo.Database) (sink.Sink, error) {
+	switch sk := s.Sink; {
+	case sk.MongoDB != nil:
 		if state == nil {
-			return nil, errors.New("the mongodb sink needs a MongoDB state store")
+			return nil, errors.New("the mongodb sink needs a MongoDB state store (state.uri)")
 		}
-		// The projection lives in the state store's cluster; with the same
-		// client as the group, transactional effects share its transaction.
-		return mongoproj.New(state.Client().Database(st.Sink.MongoDB.Database).Collection(st.Sink.MongoDB.Collection))
-	case st.Sink.Webhook != nil:
-		w := st.Sink.Webhook
+		return mongoproj.New(state.Client().Database(sk.MongoDB.Database).Collection(sk.MongoDB.Collection))
+	case sk.Webhook != nil:
+		w := sk.Webhook
 		opts := []webhook.Option{webhook.Secret(w.Secret.Reveal()), webhook.Timeout(w.Timeout)}
-		if w.Encoding == "canonical" {
+		if w.Encoding == encodingCanonical {
 			opts = append(opts, webhook.Canonical())
 		}
 		for k, v := range w.Headers {
 			opts = append(opts, webhook.Header(k, v))
 		}
 		return webhook.New(w.URL, opts...)
-	case st.Sink.NATS != nil:
-		n := st.Sink.NATS
+	case sk.NATS != nil:
+		n := sk.NATS
 		opts := []natsjs.Option{natsjs.Subject(n.Subject), natsjs.Timeout(n.Timeout)}
-		if n.Encoding == "canonical" {
+		if n.Encoding == encodingCanonical {
 			opts = append(opts, natsjs.Canonical())
 		}
 		return natsjs.New(n.URL, opts...)
-	case st.Sink.Kafka != nil:
-		k := st.Sink.Kafka
+	case sk.Kafka != nil:
+		k := sk.Kafka
 		copts := []kgo.Opt{kgo.ClientID(k.ClientID)}
 		if k.TLS {
 			copts = append(copts, kgo.DialTLSConfig(&tls.Config{MinVersion: tls.VersionTLS12}))
 		}
 		if k.SASL != nil {
-			m, err := kafkaSASL(k.SASL)
+			m, err := k.SASL.SASL()
 			if err != nil {
 				return nil, err
 			}
 			copts = append(copts, kgo.SASL(m))
 		}
 		opts := []kafka.Option{kafka.Topic(k.Topic), kafka.Timeout(k.Timeout), kafka.ClientOptions(copts...)}
-		if k.Encoding == "canonical" {
+		if k.Encoding == encodingCanonical {
 			opts = append(opts, kafka.Canonical())
 		}
 		return kafka.New(k.Brokers, opts...)
-	case st.Sink.PubSub != nil:
-		ps := st.Sink.PubSub
+	case sk.PubSub != nil:
+		ps := sk.PubSub
 		opts := []pubsub.Option{pubsub.Timeout(ps.Timeout)}
 		if ps.Emulator != "" {
 			opts = append(opts, pubsub.Emulator(ps.Emulator))
@@ -76,29 +81,32 @@ func buildSink(st *config.Stream, stdoutW io.Writer, state *mongo.Database) (sin
 		if ps.Endpoint != "" {
 			opts = append(opts, pubsub.ClientOptions(option.WithEndpoint(ps.Endpoint)))
 		}
-		if ps.Encoding == "canonical" {
+		if ps.Encoding == encodingCanonical {
 			opts = append(opts, pubsub.Canonical())
 		}
 		return pubsub.New(ps.Project, ps.Topic, opts...)
-	case st.Sink.Stdout != nil:
+	case sk.Stdout != nil:
 		opts := []stdout.Option{stdout.Writer(stdoutW)}
-		if st.Sink.Stdout.Encoding == "canonical" {
+		if sk.Stdout.Encoding == encodingCanonical {
 			opts = append(opts, stdout.Canonical())
 		}
 		return stdout.New(opts...)
 	}
-	return nil, errors.New("no sink configured")
+	return nil, fmt.Errorf("stream %s has no sink (choose one of %v)", quote(s.Name), SinkTypes)
 }
 
-// kafkaSASL returns the SASL mechanism of the kafka sink's configuration.
-func kafkaSASL(c *config.KafkaSASL) (sasl.Mechanism, error) {
+// SASL returns the SASL mechanism of the kafka sink's configuration, for
+// kgo.SASL. The error names an unknown mechanism (Parse accepts only
+// KafkaSASLPlain, KafkaSASLScramSHA256 and KafkaSASLScramSHA512).
+func (c *KafkaSASL) SASL() (sasl.Mechanism, error) {
 	switch c.Mechanism {
-	case config.KafkaSASLPlain:
+	case KafkaSASLPlain:
 		return plain.Auth{User: c.User, Pass: c.Password.Reveal()}.AsMechanism(), nil
-	case config.KafkaSASLScramSHA256:
+	case KafkaSASLScramSHA256:
 		return scram.Auth{User: c.User, Pass: c.Password.Reveal()}.AsSha256Mechanism(), nil
-	case config.KafkaSASLScramSHA512:
+	case KafkaSASLScramSHA512:
 		return scram.Auth{User: c.User, Pass: c.Password.Reveal()}.AsSha512Mechanism(), nil
 	}
-	return nil, fmt.Errorf("kafka.sasl.mechanism: unknown SASL mechanism %q", c.Mechanism)
+	return nil, fmt.Errorf("kafka.sasl.mechanism: unknown SASL mechanism %s (use %s, %s or %s)",
+		quote(c.Mechanism), KafkaSASLPlain, KafkaSASLScramSHA256, KafkaSASLScramSHA512)
 }

@@ -458,10 +458,10 @@ func (c *config) validate(p *optcheck.Problems) {
 	switch c.oversize {
 	case "", OversizeFail, OversizeDeadLetter, OversizeDropImages:
 	default:
-		add("OnOversize: %q is not a policy (use OversizeFail, OversizeDeadLetter or OversizeDropImages)", c.oversize)
+		p.Add("OnOversize", "%q is not a policy (use OversizeFail, OversizeDeadLetter or OversizeDropImages)", c.oversize)
 	}
 	if c.oversize == OversizeDeadLetter && c.dlq == nil {
-		add("OnOversize: OversizeDeadLetter needs a dead-letter store (DeadLetters)")
+		p.Add("OnOversize", "OversizeDeadLetter needs a dead-letter store (DeadLetters)")
 	}
 	switch c.onInvalidate {
 	case InvalidateStop, InvalidateRestart:

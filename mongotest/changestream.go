@@ -9,8 +9,8 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
-	"github.com/ferry-io/ferry/internal/mql"
 	"github.com/ferry-io/ferry/internal/resumetoken"
+	"github.com/ferry-io/ferry/mongotest/internal/mql"
 )
 
 // changeStream is the state of one change-stream cursor: where it is in the

@@ -7,7 +7,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
-	"github.com/ferry-io/ferry/internal/mql"
+	"github.com/ferry-io/ferry/mongotest/internal/mql"
 )
 
 // The aggregation stages that write: $out and $merge, and the

@@ -6,7 +6,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
-	"github.com/ferry-io/ferry/internal/mql"
+	"github.com/ferry-io/ferry/mongotest/internal/mql"
 )
 
 func cmdCreate(e *engine, r *request) (bson.D, error) {

@@ -3,7 +3,7 @@ package mongotest
 import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
-	"github.com/ferry-io/ferry/internal/mql"
+	"github.com/ferry-io/ferry/mongotest/internal/mql"
 )
 
 func cmdFindAndModify(e *engine, r *request) (bson.D, error) {

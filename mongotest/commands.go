@@ -7,7 +7,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
-	"github.com/ferry-io/ferry/internal/wire"
+	"github.com/ferry-io/ferry/mongotest/internal/wire"
 )
 
 // request is one command being run.

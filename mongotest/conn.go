@@ -9,7 +9,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
-	"github.com/ferry-io/ferry/internal/wire"
+	"github.com/ferry-io/ferry/mongotest/internal/wire"
 )
 
 // conn serves one client connection: it reads a request, runs it and writes

@@ -6,8 +6,8 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
-	"github.com/ferry-io/ferry/internal/mql"
 	"github.com/ferry-io/ferry/internal/resumetoken"
+	"github.com/ferry-io/ferry/mongotest/internal/mql"
 )
 
 // Server error codes the emulator returns, named as in MongoDB's

@@ -5,8 +5,8 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
-	"github.com/ferry-io/ferry/internal/mql"
 	"github.com/ferry-io/ferry/internal/resumetoken"
+	"github.com/ferry-io/ferry/mongotest/internal/mql"
 )
 
 // inScope reports whether an oplog entry concerns the stream's namespace.

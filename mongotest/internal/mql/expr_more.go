@@ -8,6 +8,8 @@ import (
 	"unicode/utf8"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/ferry-io/ferry/mongoerr"
 )
 
 // Less common expression operators: math, strings, sets, conversions.
@@ -116,7 +118,7 @@ func init() {
 		}
 		b, err := bson.Marshal(d)
 		if err != nil {
-			return nil, errf(CodeBadValue, "$bsonSize: %v", err)
+			return nil, errf(mongoerr.CodeBadValue, "$bsonSize: %v", err)
 		}
 		return int32(len(b)), nil
 	})

@@ -198,9 +198,9 @@ func (e *engine) openChangeStream(r *request, pipeline bson.A) (bson.D, error) {
 				return nil, errorf(mongoerr.CodeBadValue, "'%v' is not a valid value for $changeStream.fullDocumentBeforeChange", o.Value)
 			}
 		case "showExpandedEvents":
-			cs.showExpanded = truthy(o.Value)
+			cs.showExpanded = mql.Truthy(o.Value)
 		case "allChangesForCluster":
-			allForCluster = truthy(o.Value)
+			allForCluster = mql.Truthy(o.Value)
 		case "allowToRunOnConfigDB", "allowToRunOnSystemNS", "showMigrationEvents", "showSystemEvents", "showRawUpdateDescription", "$_generateV2ResumeTokens":
 		default:
 			return nil, errorf(mongoerr.CodeIDLUnknownField, "BSON field '$changeStream.%s' is an unknown field.", o.Key)

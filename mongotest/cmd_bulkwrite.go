@@ -4,6 +4,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/ferry-io/ferry/mongoerr"
+	"github.com/ferry-io/ferry/mongotest/internal/mql"
 )
 
 // cmdBulkWrite is MongoDB 8.0's client-level bulkWrite command (run on the
@@ -80,7 +81,7 @@ func cmdBulkWrite(e *engine, r *request) (bson.D, error) {
 			}
 		case "update":
 			spec, err := parseUpdateSpec(vars, updateStmt{q: lookupD(op, "filter"), u: lookupD(op, "updateMods"),
-				upsert: truthy(lookupD(op, "upsert")), multi: truthy(lookupD(op, "multi")), sort: lookupD(op, "sort"),
+				upsert: mql.Truthy(lookupD(op, "upsert")), multi: mql.Truthy(lookupD(op, "multi")), sort: lookupD(op, "sort"),
 				arrayFilters: lookupD(op, "arrayFilters"), collation: lookupD(op, "collation"), hint: lookupD(op, "hint"),
 				consts: lookupD(op, "constants")})
 			opErr = err
@@ -103,7 +104,7 @@ func cmdBulkWrite(e *engine, r *request) (bson.D, error) {
 			}
 		case "delete":
 			limit := int64(1)
-			if truthy(lookupD(op, "multi")) {
+			if mql.Truthy(lookupD(op, "multi")) {
 				limit = 0
 			}
 			var n int

@@ -159,7 +159,7 @@ func cmdCollMod(e *engine, r *request) (bson.D, error) {
 			if !ok {
 				return nil, errorf(mongoerr.CodeTypeMismatch, "BSON field 'collMod.changeStreamPreAndPostImages' is the wrong type, expected type 'object'")
 			}
-			c.preAndPostImages = truthy(lookupD(sub, "enabled"))
+			c.preAndPostImages = mql.Truthy(lookupD(sub, "enabled"))
 			c.options = setField(c.options, "changeStreamPreAndPostImages", sub)
 		case "index":
 			spec, ok := el.Value.(bson.D)

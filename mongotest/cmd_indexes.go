@@ -141,12 +141,12 @@ func parseIndexSpec(spec bson.D) (*index, error) {
 		switch el.Key {
 		case "key", "name", "v", "ns":
 		case "unique":
-			ix.unique = truthy(el.Value)
+			ix.unique = mql.Truthy(el.Value)
 			if ix.unique {
 				out = append(out, bson.E{Key: "unique", Value: true})
 			}
 		case "sparse":
-			ix.sparse = truthy(el.Value)
+			ix.sparse = mql.Truthy(el.Value)
 			out = append(out, el)
 		case "expireAfterSeconds":
 			secs, ok := asInt64(el.Value)

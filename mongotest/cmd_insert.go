@@ -4,6 +4,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/ferry-io/ferry/mongoerr"
+	"github.com/ferry-io/ferry/mongotest/internal/mql"
 )
 
 // nsArg returns the database and the collection named by the command's
@@ -51,7 +52,7 @@ func boolArg(r *request, key string, def bool) bool {
 	if !ok {
 		return def
 	}
-	return truthy(v)
+	return mql.Truthy(v)
 }
 
 func docsArg(r *request, key string) (bson.A, error) {

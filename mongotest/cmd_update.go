@@ -85,8 +85,8 @@ type updateStmt struct {
 
 // updateStmtOf reads an update command statement.
 func updateStmtOf(st bson.D) updateStmt {
-	return updateStmt{q: lookupD(st, "q"), u: lookupD(st, "u"), upsert: truthy(lookupD(st, "upsert")),
-		multi: truthy(lookupD(st, "multi")), sort: lookupD(st, "sort"), arrayFilters: lookupD(st, "arrayFilters"),
+	return updateStmt{q: lookupD(st, "q"), u: lookupD(st, "u"), upsert: mql.Truthy(lookupD(st, "upsert")),
+		multi: mql.Truthy(lookupD(st, "multi")), sort: lookupD(st, "sort"), arrayFilters: lookupD(st, "arrayFilters"),
 		collation: lookupD(st, "collation"), hint: lookupD(st, "hint"), consts: lookupD(st, "c")}
 }
 

@@ -7,6 +7,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/ferry-io/ferry/mongoerr"
+	"github.com/ferry-io/ferry/mongotest/internal/mql"
 )
 
 // FailPoint makes chosen commands fail the way MongoDB's failCommand fail
@@ -301,9 +302,9 @@ func cmdConfigureFailPoint(e *engine, r *request) (bson.D, error) {
 				}
 			}
 		case "closeConnection":
-			fp.CloseConnection = truthy(el.Value)
+			fp.CloseConnection = mql.Truthy(el.Value)
 		case "blockConnection":
-			if truthy(el.Value) && fp.BlockFor == 0 {
+			if mql.Truthy(el.Value) && fp.BlockFor == 0 {
 				fp.BlockFor = -1 // set by blockTimeMS
 			}
 		case "blockTimeMS":
@@ -311,7 +312,7 @@ func cmdConfigureFailPoint(e *engine, r *request) (bson.D, error) {
 			if !ok || n < 0 {
 				return nil, errorf(mongoerr.CodeInvalidOptions, "'blockTimeMS' must be a non-negative number")
 			}
-			if fp.BlockFor != 0 || truthy(lookupD(data, "blockConnection")) {
+			if fp.BlockFor != 0 || mql.Truthy(lookupD(data, "blockConnection")) {
 				fp.BlockFor = time.Duration(n) * time.Millisecond
 			}
 		case "appName":

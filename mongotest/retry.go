@@ -7,6 +7,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/ferry-io/ferry/mongoerr"
+	"github.com/ferry-io/ferry/mongotest/internal/mql"
 )
 
 // Retryable writes (MONGO-SEMANTICS §8.1), as a replica-set primary does
@@ -197,7 +198,7 @@ func checkRetryableStatements(r *request) error {
 	case "update":
 		stmts, _ := lookupD(r.cmd, "updates").(bson.A)
 		for _, v := range stmts {
-			if st, ok := v.(bson.D); ok && truthy(lookupD(st, "multi")) {
+			if st, ok := v.(bson.D); ok && mql.Truthy(lookupD(st, "multi")) {
 				return errorf(mongoerr.CodeInvalidOptions, "Cannot use (or request) retryable writes with multi=true")
 			}
 		}

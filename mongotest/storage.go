@@ -10,6 +10,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/ferry-io/ferry/mongoerr"
+	"github.com/ferry-io/ferry/mongotest/internal/mql"
 )
 
 // database is a named set of collections.
@@ -111,7 +112,7 @@ func (e *engine) createColl(db, name string, options bson.D) *collection {
 		switch o.Key {
 		case "changeStreamPreAndPostImages":
 			if sub, ok := o.Value.(bson.D); ok {
-				c.preAndPostImages = truthy(lookupD(sub, "enabled"))
+				c.preAndPostImages = mql.Truthy(lookupD(sub, "enabled"))
 			}
 		case "viewOn":
 			c.isView = true
@@ -455,20 +456,4 @@ func lookupPath(d bson.D, path string) (any, bool) {
 		}
 	}
 	return cur, true
-}
-
-func truthy(v any) bool {
-	switch x := v.(type) {
-	case nil:
-		return false
-	case bool:
-		return x
-	case int32:
-		return x != 0
-	case int64:
-		return x != 0
-	case float64:
-		return x != 0
-	}
-	return true
 }

@@ -151,7 +151,7 @@ func convertTo(v any, to string) (any, error) {
 	case "double":
 		return opToDouble([]any{v})
 	case "bool":
-		return truthy(v), nil
+		return Truthy(v), nil
 	case "decimal":
 		switch x := v.(type) {
 		case bool:

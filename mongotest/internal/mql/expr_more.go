@@ -869,7 +869,7 @@ func elementsTrue(name string, anyTrue bool) evalFunc {
 			return nil, errf(17041, "%s's argument must be an array, but is %s", name, typeName(a[0]))
 		}
 		for _, e := range arr {
-			if truthy(e) == anyTrue {
+			if Truthy(e) == anyTrue {
 				return anyTrue, nil
 			}
 		}

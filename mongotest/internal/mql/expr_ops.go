@@ -68,7 +68,7 @@ func init() {
 	}
 	registerInternal("$and", compileAndOr(true))
 	registerInternal("$or", compileAndOr(false))
-	fixed("$not", 1, 1, func(a []any) (any, error) { return !truthy(a[0]), nil })
+	fixed("$not", 1, 1, func(a []any) (any, error) { return !Truthy(a[0]), nil })
 	fixedCtx("$in", 2, 2, func(ctx *evalCtx, a []any) (any, error) {
 		arr, ok := a[1].(bson.A)
 		if !ok {
@@ -130,7 +130,7 @@ func init() {
 		if isNullish(a[0]) {
 			return nil, nil
 		}
-		return truthy(a[0]), nil
+		return Truthy(a[0]), nil
 	})
 	fixed("$toInt", 1, 1, toIntOp("$toInt", true))
 	fixed("$toLong", 1, 1, toIntOp("$toLong", false))
@@ -201,7 +201,7 @@ func compileAndOr(isAnd bool) opCompiler {
 				if err != nil {
 					return nil, err
 				}
-				if truthy(v) != isAnd {
+				if Truthy(v) != isAnd {
 					return !isAnd, nil
 				}
 			}
@@ -280,7 +280,7 @@ func compileCond(c *compiler, name string, arg any) (exprFn, error) {
 		if err != nil {
 			return nil, err
 		}
-		if truthy(v) {
+		if Truthy(v) {
 			return ft(ctx)
 		}
 		return fe(ctx)
@@ -349,7 +349,7 @@ func compileSwitch(c *compiler, name string, arg any) (exprFn, error) {
 			if err != nil {
 				return nil, err
 			}
-			if truthy(v) {
+			if Truthy(v) {
 				return b.then(ctx)
 			}
 		}
@@ -600,7 +600,7 @@ func compileFilterOp(c *compiler, name string, arg any) (exprFn, error) {
 			if err != nil {
 				return nil, err
 			}
-			if truthy(v) {
+			if Truthy(v) {
 				out = append(out, e)
 			}
 		}

@@ -186,7 +186,7 @@ func compileFilterElem(key string, val any, topLevel bool) (matchFn, error) {
 					}
 					return false
 				}
-				return truthy(r)
+				return Truthy(r)
 			}, nil
 		case "$comment":
 			return nil, nil
@@ -436,7 +436,7 @@ func compileOperator(op string, arg any) ([]fieldPred, error) {
 		}
 		return []fieldPred{{pred: p, negate: op == "$nin"}}, nil
 	case "$exists":
-		if truthy(arg) {
+		if Truthy(arg) {
 			return []fieldPred{{pred: func(v any, _ *matchCtx) bool { return !IsMissing(v) }}}, nil
 		}
 		return []fieldPred{{pred: func(v any, _ *matchCtx) bool { return !IsMissing(v) }, negate: true}}, nil

@@ -419,9 +419,12 @@ func truncToInt64(v any) (int64, bool) {
 	return 0, false
 }
 
-// truthy is aggregation truthiness: false, null, missing, undefined and
-// numeric zero are false.
-func truthy(v any) bool {
+// Truthy is MongoDB's truthiness (BSONElement::trueValue, the aggregation
+// $cond/$and/$or/$not reading): false, null, missing, undefined and a zero
+// of any numeric type (Decimal128 included) are false; every other value
+// is true. The emulator reads boolean command options (upsert, multi,
+// unique, ...) with it too.
+func Truthy(v any) bool {
 	switch x := v.(type) {
 	case nil, missingT, bson.Null, bson.Undefined:
 		return false
@@ -436,7 +439,7 @@ func truthy(v any) bool {
 	case float64:
 		return x != 0
 	case bson.Decimal128:
-		return !x.IsZero()
+		return !decIsZero(x) // bson.Decimal128.IsZero is the all-zero bit pattern only, not 0 or -0
 	}
 	return true
 }

@@ -237,7 +237,7 @@ func (pp *projParser) leaf(name, path string, v any, nested bool) (*projField, e
 	}
 	switch t := v.(type) {
 	case bool, int32, int64, float64, bson.Decimal128:
-		if truthy(t) {
+		if Truthy(t) {
 			f.kind = pInclude
 			if isID {
 				pp.idSeen = true

@@ -38,12 +38,7 @@ type env struct {
 
 func newEnv(t *testing.T, opts ...mongotest.Option) *env {
 	t.Helper()
-	uri, srv := mongotest.URI(t, opts...)
-	client, err := mongo.Connect(options.Client().ApplyURI(uri))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = client.Disconnect(context.Background()) })
+	client, srv := mongotest.Client(t, opts...)
 	name := "ferry_" + strings.NewReplacer("/", "_", " ", "_").Replace(t.Name())
 	if len(name) > 50 {
 		name = name[:50]

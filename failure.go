@@ -57,16 +57,6 @@ const (
 	FailStartPosition FailureClass = "start-position"
 )
 
-// Server error codes that decide a FailureClass, beyond mongoerr's table.
-const (
-	codeNoMatchingDocument  = 47
-	codeNoPreImageID        = 51770
-	codeBSONObjectTooLarge  = 10334
-	codeChangeStreamFatal   = mongoerr.CodeChangeStreamFatalError
-	codeUnauthorized        = mongoerr.CodeUnauthorized
-	codeAuthenticationError = mongoerr.CodeAuthenticationFailed
-)
-
 // Failure describes why Run stopped when retrying at once cannot help:
 // whoever runs the consumer (a group member, the daemon) stops taking the
 // stream, reports the failure, and tries again only with backoff, and only
@@ -132,15 +122,15 @@ func serverFailure(err error) (FailureClass, bool) {
 		return FailServer, true
 	}
 	switch {
-	case se.HasErrorCode(codeChangeStreamFatal) && strings.Contains(err.Error(), "_id"):
+	case se.HasErrorCode(mongoerr.CodeChangeStreamFatalError) && strings.Contains(err.Error(), "_id"):
 		return FailIDModified, false
-	case se.HasErrorCode(codeNoMatchingDocument), se.HasErrorCode(codeNoPreImageID):
+	case se.HasErrorCode(mongoerr.CodeNoMatchingDocument), se.HasErrorCode(mongoerr.CodeNoPreImageID):
 		return FailImageMissing, true
-	case se.HasErrorCode(codeUnauthorized), se.HasErrorCode(codeAuthenticationError):
+	case se.HasErrorCode(mongoerr.CodeUnauthorized), se.HasErrorCode(mongoerr.CodeAuthenticationFailed):
 		return FailUnauthorized, true
-	case se.HasErrorCode(codeBSONObjectTooLarge):
+	case se.HasErrorCode(mongoerr.CodeBSONObjectTooLarge):
 		return FailEventTooLarge, false
-	case se.HasErrorCode(codeChangeStreamFatal):
+	case se.HasErrorCode(mongoerr.CodeChangeStreamFatalError):
 		return FailServer, false
 	}
 	return FailServer, true

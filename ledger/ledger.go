@@ -35,11 +35,6 @@ const (
 // IndexName is the name of the TTL index New ensures on appliedAt.
 const IndexName = fAppliedAt + "_1"
 
-// codeIndexOptionsConflict is the server's answer to createIndexes for an
-// index whose key exists with other options (here: another
-// expireAfterSeconds, or another name).
-const codeIndexOptionsConflict = 85
-
 // Store is the ledger of one state database. It is safe for concurrent use.
 // Every method uses ctx as given: with a session context in a transaction
 // (mongo.NewSessionContext, RunTransaction), its reads and writes belong to
@@ -89,8 +84,10 @@ func (s *Store) ensureIndex(ctx context.Context) error {
 		Keys:    keys,
 		Options: options.Index().SetName(IndexName).SetExpireAfterSeconds(secs),
 	})
+	// IndexOptionsConflict: the index's key exists with other options
+	// (another expireAfterSeconds, or another name).
 	var se mongo.ServerError
-	if errors.As(err, &se) && se.HasErrorCode(codeIndexOptionsConflict) {
+	if errors.As(err, &se) && se.HasErrorCode(mongoerr.CodeIndexOptionsConflict) {
 		err = s.coll.Database().RunCommand(ctx, bson.D{
 			{Key: "collMod", Value: s.coll.Name()},
 			{Key: "index", Value: bson.D{{Key: "keyPattern", Value: keys}, {Key: "expireAfterSeconds", Value: secs}}},

@@ -31,7 +31,7 @@ type fixture struct {
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
-	client, srv := connect(t)
+	client, srv := mongotest.Client(t)
 	return fixtureOn(t, client, srv)
 }
 

@@ -11,7 +11,14 @@
 //
 // In tests, URI(t) returns $FERRY_TEST_MONGODB_URI when it is set, so the
 // same test runs against a real replica set, and otherwise starts an
-// emulator that is closed when the test ends.
+// emulator that is closed when the test ends; Client(t) returns a client
+// connected to that server, disconnected when the test ends:
+//
+//	client, srv := mongotest.Client(t) // srv is nil against a real server
+//
+// The package is a module of its own (github.com/ferry-io/ferry/mongotest),
+// so that importing Ferry's library never builds the emulator; the
+// standalone server is its command, cmd/mongotest.
 //
 // # Guarantees
 //

@@ -9,6 +9,7 @@ replace github.com/ferry-io/ferry => ../..
 require (
 	cloud.google.com/go/pubsub/v2 v2.9.0
 	github.com/ferry-io/ferry/metrics v0.0.0
+	github.com/ferry-io/ferry/mongotest v0.0.0
 	github.com/ferry-io/ferry/sink/kafka v0.0.0
 	github.com/ferry-io/ferry/sink/natsjs v0.0.0
 	github.com/ferry-io/ferry/sink/pubsub v0.0.0
@@ -81,6 +82,7 @@ require (
 
 replace (
 	github.com/ferry-io/ferry/metrics => ../../metrics
+	github.com/ferry-io/ferry/mongotest => ../../mongotest
 	github.com/ferry-io/ferry/sink/kafka => ../../sink/kafka
 	github.com/ferry-io/ferry/sink/natsjs => ../../sink/natsjs
 	github.com/ferry-io/ferry/sink/pubsub => ../../sink/pubsub

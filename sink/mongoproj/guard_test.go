@@ -27,12 +27,7 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	uri, _ := mongotest.URI(t)
-	client, err := mongo.Connect(options.Client().ApplyURI(uri))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = client.Disconnect(context.Background()) })
+	client, _ := mongotest.Client(t)
 	target := client.Database("mongoproj_test").Collection(collName(t))
 	_ = target.Drop(context.Background())
 	s, err := mongoproj.New(target)

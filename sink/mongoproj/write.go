@@ -10,6 +10,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/ferry-io/ferry"
+	"github.com/ferry-io/ferry/mongoerr"
 	"github.com/ferry-io/ferry/sink"
 )
 
@@ -259,14 +260,14 @@ func shortID(ev *ferry.Event) string {
 // permanentCodes are server errors retrying cannot fix: the document is
 // rejected as it is.
 var permanentCodes = map[int32]bool{
-	2:     true, // BadValue
-	14:    true, // TypeMismatch
-	52:    true, // DollarPrefixedFieldName
-	66:    true, // ImmutableField (_id differs from the documentKey)
-	121:   true, // DocumentValidationFailure
-	10334: true, // BSONObjectTooLarge
-	17419: true, // document too large after the update
-	13:    true, // Unauthorized
+	mongoerr.CodeBadValue:                  true,
+	mongoerr.CodeTypeMismatch:              true,
+	mongoerr.CodeDollarPrefixedFieldName:   true,
+	mongoerr.CodeImmutableField:            true, // _id differs from the documentKey
+	mongoerr.CodeDocumentValidationFailure: true,
+	mongoerr.CodeBSONObjectTooLarge:        true,
+	17419:                                  true, // document too large after the update
+	mongoerr.CodeUnauthorized:              true,
 }
 
 // classify marks server rejections of the document permanent; everything

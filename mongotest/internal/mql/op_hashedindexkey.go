@@ -1,6 +1,10 @@
 package mql
 
-import "github.com/ferry-io/ferry/internal/hashkey"
+import (
+	"github.com/ferry-io/ferry/internal/hashkey"
+
+	"github.com/ferry-io/ferry/mongoerr"
+)
 
 // $toHashedIndexKey returns, as an int64, the key a hashed index stores for
 // its argument; a missing argument hashes as null, like on the server
@@ -13,7 +17,7 @@ func init() {
 		h, err := hashkey.Hash(args[0])
 		if err != nil {
 			// Only a Go value with no BSON form can get here.
-			return nil, errf(CodeBadValue, "$toHashedIndexKey: %v", err)
+			return nil, errf(mongoerr.CodeBadValue, "$toHashedIndexKey: %v", err)
 		}
 		return h, nil
 	})

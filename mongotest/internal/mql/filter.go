@@ -4,6 +4,8 @@ import (
 	"strings"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/ferry-io/ferry/mongoerr"
 )
 
 // Filter is a compiled query filter. It is immutable and safe for
@@ -129,13 +131,13 @@ func compileFilterElem(key string, val any, topLevel bool) (matchFn, error) {
 		case "$and", "$or", "$nor":
 			arr, ok := val.(bson.A)
 			if !ok || len(arr) == 0 {
-				return nil, errf(CodeBadValue, "%s must be a nonempty array", key)
+				return nil, errf(mongoerr.CodeBadValue, "%s must be a nonempty array", key)
 			}
 			subs := make([]matchFn, 0, len(arr))
 			for _, x := range arr {
 				d, ok := normalize(x).(bson.D)
 				if !ok {
-					return nil, errf(CodeBadValue, "%s argument's entries must be objects", key)
+					return nil, errf(mongoerr.CodeBadValue, "%s argument's entries must be objects", key)
 				}
 				m, err := compileAnd(d, topLevel)
 				if err != nil {
@@ -170,7 +172,7 @@ func compileFilterElem(key string, val any, topLevel bool) (matchFn, error) {
 			}
 		case "$expr":
 			if !topLevel {
-				return nil, errf(CodeBadValue, "$expr can only be applied to the top-level document")
+				return nil, errf(mongoerr.CodeBadValue, "$expr can only be applied to the top-level document")
 			}
 			e, err := CompileExpr(val)
 			if err != nil {
@@ -184,7 +186,7 @@ func compileFilterElem(key string, val any, topLevel bool) (matchFn, error) {
 					}
 					return false
 				}
-				return truthy(r)
+				return Truthy(r)
 			}, nil
 		case "$comment":
 			return nil, nil
@@ -194,7 +196,7 @@ func compileFilterElem(key string, val any, topLevel bool) (matchFn, error) {
 			return func(bson.D, *matchCtx) bool { return false }, nil
 		case "$where":
 			if !topLevel {
-				return nil, errf(CodeBadValue, "$where can only be applied to the top-level document")
+				return nil, errf(mongoerr.CodeBadValue, "$where can only be applied to the top-level document")
 			}
 			return nil, unsupported("$where")
 		case "$text":
@@ -204,7 +206,7 @@ func compileFilterElem(key string, val any, topLevel bool) (matchFn, error) {
 		case "$sampleRate":
 			return nil, unsupported("$sampleRate")
 		}
-		return nil, errf(CodeBadValue, "unknown top level operator: %s. If you have a field name that starts with a '$' symbol, consider using $getField or $setField.", key)
+		return nil, errf(mongoerr.CodeBadValue, "unknown top level operator: %s. If you have a field name that starts with a '$' symbol, consider using $getField or $setField.", key)
 	}
 	parts := splitPath(key)
 	pred, err := compileFieldPredicate(val)
@@ -345,7 +347,7 @@ func compileFieldPredicate(val any) ([]fieldPred, error) {
 	ops, ok := isOperatorDoc(val)
 	if !ok {
 		if _, undef := val.(bson.Undefined); undef {
-			return nil, errf(CodeBadValue, "cannot compare to undefined")
+			return nil, errf(mongoerr.CodeBadValue, "cannot compare to undefined")
 		}
 		return []fieldPred{{pred: eqPred(val)}}, nil
 	}
@@ -372,13 +374,13 @@ func compileOperators(ops bson.D) ([]fieldPred, error) {
 				}
 				patternIsRegex = true
 			default:
-				return nil, errf(CodeBadValue, "$regex has to be a string")
+				return nil, errf(mongoerr.CodeBadValue, "$regex has to be a string")
 			}
 			continue
 		case "$options":
 			s, ok := arg.(string)
 			if !ok {
-				return nil, errf(CodeBadValue, "$options has to be a string")
+				return nil, errf(mongoerr.CodeBadValue, "$options has to be a string")
 			}
 			if patternIsRegex && options != "" && s != "" {
 				return nil, errf(51075, "options set in both $regex and $options")
@@ -394,7 +396,7 @@ func compileOperators(ops bson.D) ([]fieldPred, error) {
 		out = append(out, fp...)
 	}
 	if optionsSeen && !regexSeen {
-		return nil, errf(CodeBadValue, "$options needs a $regex")
+		return nil, errf(mongoerr.CodeBadValue, "$options needs a $regex")
 	}
 	if regexSeen {
 		p, err := regexPred(pattern, options)
@@ -410,7 +412,7 @@ func compileOperator(op string, arg any) ([]fieldPred, error) {
 	if _, ok := arg.(bson.Undefined); ok {
 		switch op {
 		case "$eq", "$ne", "$gt", "$gte", "$lt", "$lte":
-			return nil, errf(CodeBadValue, "cannot compare to undefined")
+			return nil, errf(mongoerr.CodeBadValue, "cannot compare to undefined")
 		}
 	}
 	switch op {
@@ -418,7 +420,7 @@ func compileOperator(op string, arg any) ([]fieldPred, error) {
 		return []fieldPred{{pred: eqPred(arg)}}, nil
 	case "$ne":
 		if _, ok := arg.(bson.Regex); ok {
-			return nil, errf(CodeBadValue, "Can't have regex as arg to $ne.")
+			return nil, errf(mongoerr.CodeBadValue, "Can't have regex as arg to $ne.")
 		}
 		return []fieldPred{{pred: eqPred(arg), negate: true}}, nil
 	case "$gt", "$gte", "$lt", "$lte":
@@ -426,7 +428,7 @@ func compileOperator(op string, arg any) ([]fieldPred, error) {
 	case "$in", "$nin":
 		arr, ok := arg.(bson.A)
 		if !ok {
-			return nil, errf(CodeBadValue, "%s needs an array", op)
+			return nil, errf(mongoerr.CodeBadValue, "%s needs an array", op)
 		}
 		p, err := inPred(arr)
 		if err != nil {
@@ -434,7 +436,7 @@ func compileOperator(op string, arg any) ([]fieldPred, error) {
 		}
 		return []fieldPred{{pred: p, negate: op == "$nin"}}, nil
 	case "$exists":
-		if truthy(arg) {
+		if Truthy(arg) {
 			return []fieldPred{{pred: func(v any, _ *matchCtx) bool { return !IsMissing(v) }}}, nil
 		}
 		return []fieldPred{{pred: func(v any, _ *matchCtx) bool { return !IsMissing(v) }, negate: true}}, nil
@@ -448,12 +450,12 @@ func compileOperator(op string, arg any) ([]fieldPred, error) {
 		n, ok := exactInt(arg)
 		if !ok {
 			if isNumber(arg) {
-				return nil, errf(CodeBadValue, "Failed to parse $size. Expected an integer, but found a non-integral number")
+				return nil, errf(mongoerr.CodeBadValue, "Failed to parse $size. Expected an integer, but found a non-integral number")
 			}
-			return nil, errf(CodeBadValue, "Failed to parse $size. Expected a number in: $size: %v", arg)
+			return nil, errf(mongoerr.CodeBadValue, "Failed to parse $size. Expected a number in: $size: %v", arg)
 		}
 		if n < 0 {
-			return nil, errf(CodeBadValue, "Failed to parse $size. Expected a non-negative number in: $size: %d", n)
+			return nil, errf(mongoerr.CodeBadValue, "Failed to parse $size. Expected a non-negative number in: $size: %d", n)
 		}
 		return []fieldPred{{noExpand: true, pred: func(v any, _ *matchCtx) bool {
 			a, ok := v.(bson.A)
@@ -462,24 +464,24 @@ func compileOperator(op string, arg any) ([]fieldPred, error) {
 	case "$mod":
 		arr, ok := arg.(bson.A)
 		if !ok {
-			return nil, errf(CodeBadValue, "malformed mod, needs to be an array")
+			return nil, errf(mongoerr.CodeBadValue, "malformed mod, needs to be an array")
 		}
 		if len(arr) < 2 {
-			return nil, errf(CodeBadValue, "malformed mod, not enough elements")
+			return nil, errf(mongoerr.CodeBadValue, "malformed mod, not enough elements")
 		}
 		if len(arr) > 2 {
-			return nil, errf(CodeBadValue, "malformed mod, too many elements")
+			return nil, errf(mongoerr.CodeBadValue, "malformed mod, too many elements")
 		}
 		d, ok1 := truncToInt64(normalize(arr[0]))
 		r, ok2 := truncToInt64(normalize(arr[1]))
 		if !ok1 {
-			return nil, errf(CodeBadValue, "malformed mod, divisor not a number")
+			return nil, errf(mongoerr.CodeBadValue, "malformed mod, divisor not a number")
 		}
 		if !ok2 {
-			return nil, errf(CodeBadValue, "malformed mod, remainder not a number")
+			return nil, errf(mongoerr.CodeBadValue, "malformed mod, remainder not a number")
 		}
 		if d == 0 {
-			return nil, errf(CodeBadValue, "divisor cannot be 0")
+			return nil, errf(mongoerr.CodeBadValue, "divisor cannot be 0")
 		}
 		return []fieldPred{{pred: func(v any, _ *matchCtx) bool {
 			if !isNumber(v) {
@@ -497,7 +499,7 @@ func compileOperator(op string, arg any) ([]fieldPred, error) {
 	case "$all":
 		arr, ok := arg.(bson.A)
 		if !ok {
-			return nil, errf(CodeBadValue, "$all needs an array")
+			return nil, errf(mongoerr.CodeBadValue, "$all needs an array")
 		}
 		if len(arr) == 0 {
 			return []fieldPred{{pred: func(any, *matchCtx) bool { return false }, noExpand: true}}, nil
@@ -516,7 +518,7 @@ func compileOperator(op string, arg any) ([]fieldPred, error) {
 				continue
 			}
 			if _, ok := isOperatorDoc(x); ok {
-				return nil, errf(CodeBadValue, "no $ expressions in $all")
+				return nil, errf(mongoerr.CodeBadValue, "no $ expressions in $all")
 			}
 			if re, ok := x.(bson.Regex); ok {
 				p, err := regexPred(re.Pattern, re.Options)
@@ -529,13 +531,13 @@ func compileOperator(op string, arg any) ([]fieldPred, error) {
 			out = append(out, fieldPred{pred: eqPred(x)})
 		}
 		if elemMatchCount > 0 && elemMatchCount != len(arr) {
-			return nil, errf(CodeBadValue, "$all/$elemMatch has to be consistent")
+			return nil, errf(mongoerr.CodeBadValue, "$all/$elemMatch has to be consistent")
 		}
 		return out, nil
 	case "$elemMatch":
 		d, ok := arg.(bson.D)
 		if !ok {
-			return nil, errf(CodeBadValue, "$elemMatch needs an Object")
+			return nil, errf(mongoerr.CodeBadValue, "$elemMatch needs an Object")
 		}
 		p, err := elemMatchPred(d)
 		if err != nil {
@@ -552,10 +554,10 @@ func compileOperator(op string, arg any) ([]fieldPred, error) {
 			return []fieldPred{{pred: p, negate: true}}, nil
 		case bson.D:
 			if len(x) == 0 {
-				return nil, errf(CodeBadValue, "$not cannot be empty")
+				return nil, errf(mongoerr.CodeBadValue, "$not cannot be empty")
 			}
 			if _, ok := isOperatorDoc(x); !ok {
-				return nil, errf(CodeBadValue, "$not needs a regex or a document")
+				return nil, errf(mongoerr.CodeBadValue, "$not needs a regex or a document")
 			}
 			inner, err := compileOperators(x)
 			if err != nil {
@@ -565,7 +567,7 @@ func compileOperator(op string, arg any) ([]fieldPred, error) {
 			// each evaluated over the whole path.
 			return []fieldPred{{negateGroup: inner}}, nil
 		}
-		return nil, errf(CodeBadValue, "$not needs a regex or a document")
+		return nil, errf(mongoerr.CodeBadValue, "$not needs a regex or a document")
 	case "$bitsAllSet", "$bitsAnySet", "$bitsAllClear", "$bitsAnyClear":
 		p, err := bitsPred(op, arg)
 		if err != nil {
@@ -579,9 +581,9 @@ func compileOperator(op string, arg any) ([]fieldPred, error) {
 	case "$comment":
 		return nil, nil
 	case "$expr":
-		return nil, errf(CodeBadValue, "unknown operator: $expr")
+		return nil, errf(mongoerr.CodeBadValue, "unknown operator: $expr")
 	}
-	return nil, errf(CodeBadValue, "unknown operator: %s", op)
+	return nil, errf(mongoerr.CodeBadValue, "unknown operator: %s", op)
 }
 
 // HasExpr reports whether the filter contains $expr, whose evaluation may

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ferry-io/ferry/internal/unified"
 	"github.com/ferry-io/ferry/mongotest"
+	"github.com/ferry-io/ferry/mongotest/internal/unified"
 )
 
 // These tests run small unified-format files through the runner against

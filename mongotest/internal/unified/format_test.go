@@ -9,12 +9,12 @@ import (
 )
 
 // specDir locates MongoDB's change-stream test files: FERRY_MONGO_SPEC_DIR,
-// else ../../../shared/mongo-spec/change-streams from this package.
+// else ../../../../shared/mongo-spec/change-streams from this package.
 func specDir(t *testing.T) string {
 	t.Helper()
 	dir := os.Getenv("FERRY_MONGO_SPEC_DIR")
 	if dir == "" {
-		dir = filepath.Join("..", "..", "..", "shared", "mongo-spec", "change-streams")
+		dir = filepath.Join("..", "..", "..", "..", "shared", "mongo-spec", "change-streams")
 	}
 	files, _ := filepath.Glob(filepath.Join(dir, "*.json"))
 	if len(files) == 0 {

@@ -1,15 +1,15 @@
-package hashkey_test
+package mql_test
 
 import (
 	"testing"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
-	"github.com/ferry-io/ferry/internal/mql"
+	"github.com/ferry-io/ferry/mongotest/internal/mql"
 )
 
 // The $toHashedIndexKey expression operator registered in
-// internal/mql/op_hashedindexkey.go, evaluated through the mql expression
+// op_hashedindexkey.go, evaluated through the mql expression
 // engine the emulator uses for $match/$expr.
 func TestToHashedIndexKeyOperator(t *testing.T) {
 	oid, _ := bson.ObjectIDFromHex("010203040506070809101112")

@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/ferry-io/ferry/mongoerr"
 )
 
 // evalFunc is the body of an operator whose arguments are evaluated first;
@@ -66,7 +68,7 @@ func init() {
 	}
 	registerInternal("$and", compileAndOr(true))
 	registerInternal("$or", compileAndOr(false))
-	fixed("$not", 1, 1, func(a []any) (any, error) { return !truthy(a[0]), nil })
+	fixed("$not", 1, 1, func(a []any) (any, error) { return !Truthy(a[0]), nil })
 	fixedCtx("$in", 2, 2, func(ctx *evalCtx, a []any) (any, error) {
 		arr, ok := a[1].(bson.A)
 		if !ok {
@@ -128,7 +130,7 @@ func init() {
 		if isNullish(a[0]) {
 			return nil, nil
 		}
-		return truthy(a[0]), nil
+		return Truthy(a[0]), nil
 	})
 	fixed("$toInt", 1, 1, toIntOp("$toInt", true))
 	fixed("$toLong", 1, 1, toIntOp("$toLong", false))
@@ -199,7 +201,7 @@ func compileAndOr(isAnd bool) opCompiler {
 				if err != nil {
 					return nil, err
 				}
-				if truthy(v) != isAnd {
+				if Truthy(v) != isAnd {
 					return !isAnd, nil
 				}
 			}
@@ -278,7 +280,7 @@ func compileCond(c *compiler, name string, arg any) (exprFn, error) {
 		if err != nil {
 			return nil, err
 		}
-		if truthy(v) {
+		if Truthy(v) {
 			return ft(ctx)
 		}
 		return fe(ctx)
@@ -347,7 +349,7 @@ func compileSwitch(c *compiler, name string, arg any) (exprFn, error) {
 			if err != nil {
 				return nil, err
 			}
-			if truthy(v) {
+			if Truthy(v) {
 				return b.then(ctx)
 			}
 		}
@@ -598,7 +600,7 @@ func compileFilterOp(c *compiler, name string, arg any) (exprFn, error) {
 			if err != nil {
 				return nil, err
 			}
-			if truthy(v) {
+			if Truthy(v) {
 				out = append(out, e)
 			}
 		}
@@ -781,7 +783,7 @@ func roundToMillis(v any) (int64, error) {
 	}
 	f, _ := toFloat(v)
 	if math.IsNaN(f) || math.IsInf(f, 0) || f >= 9.2e18 || f <= -9.2e18 {
-		return 0, errf(CodeOverflow, "date overflow in $add")
+		return 0, errf(mongoerr.CodeOverflow, "date overflow in $add")
 	}
 	return int64(math.RoundToEven(f)), nil
 }
@@ -1046,7 +1048,7 @@ func toStringValue(v any, op string) (any, error) {
 	case bson.DateTime:
 		return formatDate(x), nil
 	}
-	return nil, errf(241, "Unsupported conversion from %s to string in $convert with no onError value", typeName(v))
+	return nil, errf(mongoerr.CodeConversionFailure, "Unsupported conversion from %s to string in $convert with no onError value", typeName(v))
 }
 
 func caseOp(f func(string) string) evalFunc {
@@ -1107,22 +1109,22 @@ func toIntOp(name string, is32 bool) evalFunc {
 		case float64, bson.Decimal128:
 			f, _ := toFloat(x)
 			if math.IsNaN(f) || math.IsInf(f, 0) {
-				return nil, errf(241, "Attempt to convert NaN or infinity value to integer in $convert with no onError value")
+				return nil, errf(mongoerr.CodeConversionFailure, "Attempt to convert NaN or infinity value to integer in $convert with no onError value")
 			}
 			t, ok := truncToInt64(x)
 			if !ok {
-				return nil, errf(241, "Conversion would overflow target type in $convert with no onError value")
+				return nil, errf(mongoerr.CodeConversionFailure, "Conversion would overflow target type in $convert with no onError value")
 			}
 			n = t
 		case string:
 			p, err := strconv.ParseInt(x, 10, 64)
 			if err != nil {
-				return nil, errf(241, "Failed to parse number '%s' in $convert with no onError value: Did not consume whole string.", x)
+				return nil, errf(mongoerr.CodeConversionFailure, "Failed to parse number '%s' in $convert with no onError value: Did not consume whole string.", x)
 			}
 			n = p
 		case bson.DateTime:
 			if is32 {
-				return nil, errf(241, "Unsupported conversion from date to int in $convert with no onError value")
+				return nil, errf(mongoerr.CodeConversionFailure, "Unsupported conversion from date to int in $convert with no onError value")
 			}
 			n = int64(x)
 		default:
@@ -1130,11 +1132,11 @@ func toIntOp(name string, is32 bool) evalFunc {
 			if is32 {
 				target = "int"
 			}
-			return nil, errf(241, "Unsupported conversion from %s to %s in $convert with no onError value", typeName(v), target)
+			return nil, errf(mongoerr.CodeConversionFailure, "Unsupported conversion from %s to %s in $convert with no onError value", typeName(v), target)
 		}
 		if is32 {
 			if n < math.MinInt32 || n > math.MaxInt32 {
-				return nil, errf(241, "Conversion would overflow target type in $convert with no onError value")
+				return nil, errf(mongoerr.CodeConversionFailure, "Conversion would overflow target type in $convert with no onError value")
 			}
 			return int32(n), nil
 		}
@@ -1159,13 +1161,13 @@ func opToDouble(a []any) (any, error) {
 	case string:
 		f, err := strconv.ParseFloat(x, 64)
 		if err != nil {
-			return nil, errf(241, "Failed to parse number '%s' in $convert with no onError value", x)
+			return nil, errf(mongoerr.CodeConversionFailure, "Failed to parse number '%s' in $convert with no onError value", x)
 		}
 		return f, nil
 	case bson.DateTime:
 		return float64(x), nil
 	}
-	return nil, errf(241, "Unsupported conversion from %s to double in $convert with no onError value", typeName(v))
+	return nil, errf(mongoerr.CodeConversionFailure, "Unsupported conversion from %s to double in $convert with no onError value", typeName(v))
 }
 
 // arrays and objects ----------------------------------------------------------

@@ -4,6 +4,8 @@ import (
 	"testing"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/ferry-io/ferry/mongoerr"
 )
 
 func mustCollation(t *testing.T, spec bson.D) *Collation {
@@ -52,11 +54,11 @@ func TestParseCollationRefusals(t *testing.T) {
 		{bson.D{{Key: "locale", Value: "en"}, {Key: "alternate", Value: "shifted"}}, CodeNotImplemented},
 		{bson.D{{Key: "locale", Value: "en"}, {Key: "strength", Value: int32(5)}}, CodeNotImplemented},
 		{bson.D{{Key: "locale", Value: "en"}, {Key: "caseLevel", Value: true}}, CodeNotImplemented},
-		{bson.D{{Key: "locale", Value: "en"}, {Key: "strength", Value: int32(9)}}, CodeBadValue},
-		{bson.D{{Key: "locale", Value: "zz_nowhere"}}, CodeBadValue},
+		{bson.D{{Key: "locale", Value: "en"}, {Key: "strength", Value: int32(9)}}, mongoerr.CodeBadValue},
+		{bson.D{{Key: "locale", Value: "zz_nowhere"}}, mongoerr.CodeBadValue},
 		{bson.D{{Key: "locale", Value: "en"}, {Key: "frob", Value: 1}}, 40415},
 		{bson.D{{Key: "strength", Value: int32(1)}}, 40414},
-		{bson.D{{Key: "locale", Value: "simple"}, {Key: "strength", Value: int32(1)}}, CodeBadValue},
+		{bson.D{{Key: "locale", Value: "simple"}, {Key: "strength", Value: int32(1)}}, mongoerr.CodeBadValue},
 	} {
 		_, err := ParseCollation(c.spec)
 		e, ok := err.(*Error)

@@ -5,6 +5,8 @@ import (
 	"strings"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/ferry-io/ferry/mongoerr"
 )
 
 // Pipeline is a compiled aggregation pipeline. It is immutable and safe for
@@ -114,7 +116,7 @@ func CompilePipeline(stages bson.A) (*Pipeline, error) {
 	for _, raw := range stages {
 		d, ok := normalize(raw).(bson.D)
 		if !ok {
-			return nil, errf(CodeTypeMismatch, "Each element of the 'pipeline' array must be an object")
+			return nil, errf(mongoerr.CodeTypeMismatch, "Each element of the 'pipeline' array must be an object")
 		}
 		if len(d) != 1 {
 			return nil, errf(40323, "A pipeline stage specification object must contain exactly one field.")
@@ -122,7 +124,7 @@ func CompilePipeline(stages bson.A) (*Pipeline, error) {
 		name := d[0].Key
 		c, ok := stageCompilers[name]
 		if !ok {
-			return nil, errf(CodeUnrecognizedStage, "Unrecognized pipeline stage name: '%s'", name)
+			return nil, errf(40324, "Unrecognized pipeline stage name: '%s'", name)
 		}
 		ss, err := c(name, d[0].Value)
 		if err != nil {
@@ -247,12 +249,12 @@ func compileReplaceRoot(name string, spec any) ([]stage, error) {
 		found := false
 		for _, e := range d {
 			if e.Key != "newRoot" {
-				return nil, errf(40415, "BSON field '$replaceRoot.%s' is an unknown field.", e.Key)
+				return nil, errf(mongoerr.CodeIDLUnknownField, "BSON field '$replaceRoot.%s' is an unknown field.", e.Key)
 			}
 			exprSpec, found = e.Value, true
 		}
 		if !found {
-			return nil, errf(40414, "BSON field '$replaceRoot.newRoot' is missing but a required field")
+			return nil, errf(mongoerr.CodeIDLFailedToParse, "BSON field '$replaceRoot.newRoot' is missing but a required field")
 		}
 	}
 	e, err := CompileExpr(exprSpec)
@@ -466,7 +468,7 @@ func compileSortByCount(name string, spec any) ([]stage, error) {
 }
 
 func compileMisplacedChangeStream(string, any) ([]stage, error) {
-	return nil, errf(40602, "$changeStream is only valid as the first stage in a pipeline")
+	return nil, errf(mongoerr.CodeChangeStreamNotFirstStage, "$changeStream is only valid as the first stage in a pipeline")
 }
 
 func compileUnwind(name string, spec any) ([]stage, error) {

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ferry-io/ferry/internal/unified"
+	"github.com/ferry-io/ferry/mongotest/internal/unified"
 )
 
 // sessionSelfTest exercises the session operations: it must pass where it

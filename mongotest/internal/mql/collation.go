@@ -7,6 +7,8 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"golang.org/x/text/collate"
 	"golang.org/x/text/language"
+
+	"github.com/ferry-io/ferry/mongoerr"
 )
 
 // Collation is a parsed collation document: locale-aware string comparison
@@ -42,7 +44,7 @@ func ParseCollation(v any) (*Collation, error) {
 	}
 	d, ok := normalize(v).(bson.D)
 	if !ok {
-		return nil, errf(CodeTypeMismatch, "BSON field 'collation' is the wrong type '%s', expected type 'object'", typeName(v))
+		return nil, errf(mongoerr.CodeTypeMismatch, "BSON field 'collation' is the wrong type '%s', expected type 'object'", typeName(v))
 	}
 	var locale string
 	hasLocale := false
@@ -54,19 +56,19 @@ func ParseCollation(v any) (*Collation, error) {
 		case "locale":
 			s, ok := val.(string)
 			if !ok {
-				return nil, errf(CodeTypeMismatch, "BSON field 'collation.locale' is the wrong type '%s', expected type 'string'", typeName(val))
+				return nil, errf(mongoerr.CodeTypeMismatch, "BSON field 'collation.locale' is the wrong type '%s', expected type 'string'", typeName(val))
 			}
 			locale, hasLocale = s, true
 		case "strength":
 			n, ok := exactInt64(val)
 			if !ok || n < 1 || n > 5 {
-				return nil, errf(CodeBadValue, "Field 'strength' must be an integer 1 through 5. Got: %s", describe(val))
+				return nil, errf(mongoerr.CodeBadValue, "Field 'strength' must be an integer 1 through 5. Got: %s", describe(val))
 			}
 			strength = n
 		case "numericOrdering":
 			b, ok := val.(bool)
 			if !ok {
-				return nil, errf(CodeTypeMismatch, "BSON field 'collation.numericOrdering' is the wrong type '%s', expected type 'bool'", typeName(val))
+				return nil, errf(mongoerr.CodeTypeMismatch, "BSON field 'collation.numericOrdering' is the wrong type '%s', expected type 'bool'", typeName(val))
 			}
 			if b {
 				opts = append(opts, collate.Numeric)
@@ -75,12 +77,12 @@ func ParseCollation(v any) (*Collation, error) {
 			// Inputs are always normalized by the implementation, which
 			// gives the results normalization: true would.
 			if _, ok := val.(bool); !ok {
-				return nil, errf(CodeTypeMismatch, "BSON field 'collation.normalization' is the wrong type '%s', expected type 'bool'", typeName(val))
+				return nil, errf(mongoerr.CodeTypeMismatch, "BSON field 'collation.normalization' is the wrong type '%s', expected type 'bool'", typeName(val))
 			}
 		case "caseLevel", "backwards":
 			b, ok := val.(bool)
 			if !ok {
-				return nil, errf(CodeTypeMismatch, "BSON field 'collation.%s' is the wrong type '%s', expected type 'bool'", e.Key, typeName(val))
+				return nil, errf(mongoerr.CodeTypeMismatch, "BSON field 'collation.%s' is the wrong type '%s', expected type 'bool'", e.Key, typeName(val))
 			}
 			if b {
 				return nil, errf(CodeNotImplemented, "collation %s: true is not supported by mongotest", e.Key)
@@ -92,7 +94,7 @@ func ParseCollation(v any) (*Collation, error) {
 			case "upper", "lower":
 				return nil, errf(CodeNotImplemented, "collation caseFirst: %q is not supported by mongotest", s)
 			default:
-				return nil, errf(CodeBadValue, "Field 'caseFirst' must be one of 'upper', 'lower' or 'off'. Got: %s", describe(val))
+				return nil, errf(mongoerr.CodeBadValue, "Field 'caseFirst' must be one of 'upper', 'lower' or 'off'. Got: %s", describe(val))
 			}
 		case "alternate":
 			s, _ := val.(string)
@@ -101,37 +103,37 @@ func ParseCollation(v any) (*Collation, error) {
 			case "shifted":
 				return nil, errf(CodeNotImplemented, "collation alternate: \"shifted\" is not supported by mongotest")
 			default:
-				return nil, errf(CodeBadValue, "Field 'alternate' must be one of 'non-ignorable' or 'shifted'. Got: %s", describe(val))
+				return nil, errf(mongoerr.CodeBadValue, "Field 'alternate' must be one of 'non-ignorable' or 'shifted'. Got: %s", describe(val))
 			}
 		case "maxVariable":
 			// Only alternate: "shifted" reads it.
 			s, _ := val.(string)
 			if s != "punct" && s != "space" {
-				return nil, errf(CodeBadValue, "Field 'maxVariable' must be one of 'punct' or 'space'. Got: %s", describe(val))
+				return nil, errf(mongoerr.CodeBadValue, "Field 'maxVariable' must be one of 'punct' or 'space'. Got: %s", describe(val))
 			}
 		case "version":
 		default:
-			return nil, errf(40415, "BSON field 'collation.%s' is an unknown field.", e.Key)
+			return nil, errf(mongoerr.CodeIDLUnknownField, "BSON field 'collation.%s' is an unknown field.", e.Key)
 		}
 	}
 	if !hasLocale {
 		if len(d) == 0 {
 			return nil, nil
 		}
-		return nil, errf(40414, "BSON field 'collation.locale' is missing but a required field")
+		return nil, errf(mongoerr.CodeIDLFailedToParse, "BSON field 'collation.locale' is missing but a required field")
 	}
 	if locale == "simple" {
 		if len(d) > 1 {
-			return nil, errf(CodeBadValue, "If 'locale' is set to 'simple', no other fields may be set")
+			return nil, errf(mongoerr.CodeBadValue, "If 'locale' is set to 'simple', no other fields may be set")
 		}
 		return nil, nil
 	}
 	tag, err := language.Parse(strings.ReplaceAll(locale, "_", "-"))
 	if err != nil || locale == "" {
-		return nil, errf(CodeBadValue, "Field 'locale' is invalid in: %s", describe(d))
+		return nil, errf(mongoerr.CodeBadValue, "Field 'locale' is invalid in: %s", describe(d))
 	}
 	if _, _, conf := localeMatcher.Match(tag); conf == language.No {
-		return nil, errf(CodeBadValue, "Field 'locale' is invalid in: %s", describe(d))
+		return nil, errf(mongoerr.CodeBadValue, "Field 'locale' is invalid in: %s", describe(d))
 	}
 	switch strength {
 	case 1:

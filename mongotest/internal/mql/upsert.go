@@ -4,6 +4,8 @@ import (
 	"strings"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/ferry-io/ferry/mongoerr"
 )
 
 // UpsertSeed builds the document an upsert starts from: the equality
@@ -32,9 +34,9 @@ func UpsertSeed(filter bson.D) (bson.D, error) {
 				continue
 			}
 			if len(p) == len(q) {
-				return nil, errf(CodeNotSingleValueField, "cannot infer query fields to set, path '%s' is matched twice", eqs[i].path)
+				return nil, errf(mongoerr.CodeNotSingleValueField, "cannot infer query fields to set, path '%s' is matched twice", eqs[i].path)
 			}
-			return nil, errf(CodeNotSingleValueField, "cannot infer query fields to set, both paths '%s' and '%s' are matched", eqs[i].path, eqs[j].path)
+			return nil, errf(mongoerr.CodeNotSingleValueField, "cannot infer query fields to set, both paths '%s' and '%s' are matched", eqs[i].path, eqs[j].path)
 		}
 	}
 	a := &applier{root: bson.D{}}

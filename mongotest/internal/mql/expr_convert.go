@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/ferry-io/ferry/mongoerr"
 )
 
 // Conversion ($convert and the $toX shorthands) and date operators.
@@ -50,20 +52,20 @@ var convertTypes = map[string]string{
 }
 
 func compileConvert(c *compiler, name string, arg any) (exprFn, error) {
-	m, err := namedArgs(arg, []string{"input", "to", "onError", "onNull", "format", "base", "byteOrder"}, CodeFailedToParse, "$convert found an unknown argument: ")
+	m, err := namedArgs(arg, []string{"input", "to", "onError", "onNull", "format", "base", "byteOrder"}, mongoerr.CodeFailedToParse, "$convert found an unknown argument: ")
 	if err != nil {
 		return nil, err
 	}
 	if m == nil {
-		return nil, errf(CodeFailedToParse, "$convert expects an object of named arguments but found: %s", typeName(arg))
+		return nil, errf(mongoerr.CodeFailedToParse, "$convert expects an object of named arguments but found: %s", typeName(arg))
 	}
 	inSpec, ok := m["input"]
 	if !ok {
-		return nil, errf(CodeFailedToParse, "Missing 'input' parameter to $convert")
+		return nil, errf(mongoerr.CodeFailedToParse, "Missing 'input' parameter to $convert")
 	}
 	toSpec, ok := m["to"]
 	if !ok {
-		return nil, errf(CodeFailedToParse, "Missing 'to' parameter to $convert")
+		return nil, errf(mongoerr.CodeFailedToParse, "Missing 'to' parameter to $convert")
 	}
 	fns := map[string]exprFn{}
 	for k, spec := range map[string]any{"input": inSpec, "to": toSpec} {
@@ -99,17 +101,17 @@ func compileConvert(c *compiler, name string, arg any) (exprFn, error) {
 		case string:
 			tt, ok := convertTypes[t]
 			if !ok {
-				return nil, errf(CodeBadValue, "Unknown type name: %s", t)
+				return nil, errf(mongoerr.CodeBadValue, "Unknown type name: %s", t)
 			}
 			target = tt
 		default:
 			n, ok := exactInt(t)
 			if !ok {
-				return nil, errf(CodeFailedToParse, "$convert's 'to' argument must be a string or number, but is %s", typeName(t))
+				return nil, errf(mongoerr.CodeFailedToParse, "$convert's 'to' argument must be a string or number, but is %s", typeName(t))
 			}
 			tn, ok := typeNames[int(n)]
 			if _, conv := convertTypes[tn]; !ok || !conv {
-				return nil, errf(CodeBadValue, "In $convert, numeric value for 'to' does not correspond to a BSON type: %d", n)
+				return nil, errf(mongoerr.CodeBadValue, "In $convert, numeric value for 'to' does not correspond to a BSON type: %d", n)
 			}
 			target = tn
 		}
@@ -131,7 +133,7 @@ func compileConvert(c *compiler, name string, arg any) (exprFn, error) {
 }
 
 func convFail(from any, to string) error {
-	return errf(241, "Unsupported conversion from %s to %s in $convert with no onError value", typeName(from), to)
+	return errf(mongoerr.CodeConversionFailure, "Unsupported conversion from %s to %s in $convert with no onError value", typeName(from), to)
 }
 
 // convertTo converts a non-null value to the named type like $convert.
@@ -149,7 +151,7 @@ func convertTo(v any, to string) (any, error) {
 	case "double":
 		return opToDouble([]any{v})
 	case "bool":
-		return truthy(v), nil
+		return Truthy(v), nil
 	case "decimal":
 		switch x := v.(type) {
 		case bool:
@@ -168,7 +170,7 @@ func convertTo(v any, to string) (any, error) {
 		case string:
 			d, err := bson.ParseDecimal128(x)
 			if err != nil {
-				return nil, errf(241, "Failed to parse number '%s' in $convert with no onError value", x)
+				return nil, errf(mongoerr.CodeConversionFailure, "Failed to parse number '%s' in $convert with no onError value", x)
 			}
 			return d, nil
 		case bson.DateTime:
@@ -182,7 +184,7 @@ func convertTo(v any, to string) (any, error) {
 		case string:
 			id, err := bson.ObjectIDFromHex(x)
 			if err != nil {
-				return nil, errf(241, "Failed to parse objectId '%s' in $convert with no onError value: Invalid string length for parsing to OID, expected 24 but found %d", x, len(x))
+				return nil, errf(mongoerr.CodeConversionFailure, "Failed to parse objectId '%s' in $convert with no onError value: Invalid string length for parsing to OID, expected 24 but found %d", x, len(x))
 			}
 			return id, nil
 		}
@@ -199,7 +201,7 @@ func convertTo(v any, to string) (any, error) {
 			return bson.DateTime(x), nil
 		case float64:
 			if math.IsNaN(x) || math.IsInf(x, 0) {
-				return nil, errf(241, "Attempt to convert NaN or infinity value to date in $convert with no onError value")
+				return nil, errf(mongoerr.CodeConversionFailure, "Attempt to convert NaN or infinity value to date in $convert with no onError value")
 			}
 			return bson.DateTime(int64(x)), nil
 		case bson.Decimal128:
@@ -208,7 +210,7 @@ func convertTo(v any, to string) (any, error) {
 		case string:
 			t, err := parseISODate(x)
 			if err != nil {
-				return nil, errf(241, "Error parsing date string '%s'; in $convert with no onError value", x)
+				return nil, errf(mongoerr.CodeConversionFailure, "Error parsing date string '%s'; in $convert with no onError value", x)
 			}
 			return bson.NewDateTimeFromTime(t), nil
 		}

@@ -5,6 +5,8 @@ import (
 	"strings"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/ferry-io/ferry/mongoerr"
 )
 
 // UpdateKind says which of MongoDB's three update forms an Update is.
@@ -60,7 +62,7 @@ func CompileUpdateWithOptions(u any, opts UpdateOptions) (*Update, error) {
 	switch t := normalize(u).(type) {
 	case bson.A:
 		if len(opts.ArrayFilters) > 0 {
-			return nil, errf(CodeFailedToParse, "arrayFilters may not be specified for pipeline-style updates")
+			return nil, errf(mongoerr.CodeFailedToParse, "arrayFilters may not be specified for pipeline-style updates")
 		}
 		p, err := compileUpdatePipeline(t)
 		if err != nil {
@@ -79,11 +81,11 @@ func CompileUpdateWithOptions(u any, opts UpdateOptions) (*Update, error) {
 			return up, nil
 		}
 		if len(opts.ArrayFilters) > 0 {
-			return nil, errf(CodeFailedToParse, "arrayFilters may not be specified for replacement-style updates")
+			return nil, errf(mongoerr.CodeFailedToParse, "arrayFilters may not be specified for replacement-style updates")
 		}
 		for _, e := range t {
 			if strings.HasPrefix(e.Key, "$") {
-				return nil, errf(CodeDollarPrefixedFieldName,
+				return nil, errf(mongoerr.CodeDollarPrefixedFieldName,
 					"The dollar ($) prefixed field '%s' in '%s' is not allowed in the context of an update's replacement document. Consider using an aggregation pipeline with $replaceWith.", e.Key, e.Key)
 			}
 		}
@@ -91,7 +93,7 @@ func CompileUpdateWithOptions(u any, opts UpdateOptions) (*Update, error) {
 	case nil:
 		return &Update{kind: UpdateReplacement, replacement: bson.D{}}, nil
 	}
-	return nil, errf(CodeFailedToParse, "Update argument must be either an object or an array")
+	return nil, errf(mongoerr.CodeFailedToParse, "Update argument must be either an object or an array")
 }
 
 // Kind reports the update form.
@@ -138,7 +140,7 @@ func replaceDoc(old, repl bson.D) (bson.D, error) {
 	switch {
 	case hasNew:
 		if hasOld && !identicalID(oldID, newID) {
-			return nil, errf(CodeImmutableField,
+			return nil, errf(mongoerr.CodeImmutableField,
 				"After applying the update, the (immutable) field '_id' was found to have been altered to _id: %s", describe(newID))
 		}
 		out = append(out, bson.E{Key: "_id", Value: normalize(newID)})
@@ -172,7 +174,7 @@ func (u *Update) applyPipeline(doc bson.D, vars *Vars) (bson.D, *UpdateDescripti
 		if !hasNew {
 			out = append(bson.D{{Key: "_id", Value: oldID}}, out...)
 		} else if Compare(oldID, newID) != 0 {
-			return nil, nil, errf(CodeImmutableField,
+			return nil, nil, errf(mongoerr.CodeImmutableField,
 				"After applying the update, the (immutable) field '_id' was found to have been altered to _id: %s", describe(newID))
 		} else if out[0].Key != "_id" {
 			out = moveIDFirst(out)
@@ -204,7 +206,7 @@ func compileUpdatePipeline(stages bson.A) (*Pipeline, error) {
 		case "$addFields", "$set", "$project", "$unset", "$replaceRoot", "$replaceWith":
 		default:
 			if _, known := stageCompilers[d[0].Key]; known {
-				return nil, errf(CodeInvalidOptions, "%s is not allowed to be used within an update", d[0].Key)
+				return nil, errf(mongoerr.CodeInvalidOptions, "%s is not allowed to be used within an update", d[0].Key)
 			}
 		}
 	}

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/ferry-io/ferry/mongoerr"
 )
 
 // Vars are evaluation-scoped variables: $$NOW, $$CLUSTER_TIME and the
@@ -175,7 +177,7 @@ func (c *compiler) compile(v any) (exprFn, error) {
 	case bson.D:
 		if len(x) > 0 && strings.HasPrefix(x[0].Key, "$") {
 			if len(x) != 1 {
-				return nil, errf(CodeLocation15983, "an expression specification must contain exactly one field, the name of the expression. Found %d fields in %s", len(x), describe(x))
+				return nil, errf(15983, "an expression specification must contain exactly one field, the name of the expression. Found %d fields in %s", len(x), describe(x))
 			}
 			return c.compileOperator(x[0].Key, normalize(x[0].Value))
 		}
@@ -443,7 +445,7 @@ func (c *compiler) compileOperator(name string, arg any) (exprFn, error) {
 	f, ok := operators[name]
 	opsMu.RUnlock()
 	if !ok {
-		return nil, errf(CodeInvalidPipelineOperator, "Unrecognized expression '%s'", name)
+		return nil, errf(mongoerr.CodeInvalidPipelineOperator, "Unrecognized expression '%s'", name)
 	}
 	fn, err := f(c, name, arg)
 	if err != nil || !collationSensitive[name] {

@@ -4,6 +4,8 @@ import (
 	"strings"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/ferry-io/ferry/mongoerr"
 )
 
 // Projection is a compiled projection: a find projection, or the body of a
@@ -65,7 +67,7 @@ func (pp *projParser) wrap(err error) error {
 		return err
 	}
 	if e, ok := err.(*Error); ok {
-		return &Error{Code: e.Code, Name: e.Name, Msg: "Invalid " + pp.stage + " :: caused by :: " + e.Msg}
+		return &Error{Code: e.Code, Msg: "Invalid " + pp.stage + " :: caused by :: " + e.Msg}
 	}
 	return err
 }
@@ -235,7 +237,7 @@ func (pp *projParser) leaf(name, path string, v any, nested bool) (*projField, e
 	}
 	switch t := v.(type) {
 	case bool, int32, int64, float64, bson.Decimal128:
-		if truthy(t) {
+		if Truthy(t) {
 			f.kind = pInclude
 			if isID {
 				pp.idSeen = true
@@ -276,11 +278,11 @@ func (pp *projParser) leaf(name, path string, v any, nested bool) (*projField, e
 				return pp.slice(f, path, t[0].Value)
 			case "$elemMatch":
 				if nested {
-					return nil, errf(CodeBadValue, "Cannot use $elemMatch projection on a nested field.")
+					return nil, errf(mongoerr.CodeBadValue, "Cannot use $elemMatch projection on a nested field.")
 				}
 				d, ok := t[0].Value.(bson.D)
 				if !ok {
-					return nil, errf(CodeBadValue, "elemMatch: Invalid argument, object required.")
+					return nil, errf(mongoerr.CodeBadValue, "elemMatch: Invalid argument, object required.")
 				}
 				m, err := CompileFilter(d)
 				if err != nil {
@@ -322,16 +324,16 @@ func (pp *projParser) slice(f *projField, path string, v any) (*projField, error
 		skip, ok1 := exactInt64(t[0])
 		n, ok2 := exactInt64(t[1])
 		if !ok1 || !ok2 {
-			return nil, errf(CodeBadValue, "$slice only supports numbers and [skip, limit] arrays")
+			return nil, errf(mongoerr.CodeBadValue, "$slice only supports numbers and [skip, limit] arrays")
 		}
 		if n <= 0 {
-			return nil, errf(CodeBadValue, "$slice limit must be positive")
+			return nil, errf(mongoerr.CodeBadValue, "$slice limit must be positive")
 		}
 		f.sliceSkip, f.sliceN = &skip, n
 	default:
 		n, ok := exactInt64(v)
 		if !ok {
-			return nil, errf(CodeBadValue, "$slice only supports numbers and [skip, limit] arrays")
+			return nil, errf(mongoerr.CodeBadValue, "$slice only supports numbers and [skip, limit] arrays")
 		}
 		f.sliceN = n
 	}

@@ -8,6 +8,8 @@ import (
 	"unicode/utf8"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/ferry-io/ferry/mongoerr"
 )
 
 // Less common expression operators: math, strings, sets, conversions.
@@ -116,7 +118,7 @@ func init() {
 		}
 		b, err := bson.Marshal(d)
 		if err != nil {
-			return nil, errf(CodeBadValue, "$bsonSize: %v", err)
+			return nil, errf(mongoerr.CodeBadValue, "$bsonSize: %v", err)
 		}
 		return int32(len(b)), nil
 	})
@@ -867,7 +869,7 @@ func elementsTrue(name string, anyTrue bool) evalFunc {
 			return nil, errf(17041, "%s's argument must be an array, but is %s", name, typeName(a[0]))
 		}
 		for _, e := range arr {
-			if truthy(e) == anyTrue {
+			if Truthy(e) == anyTrue {
 				return anyTrue, nil
 			}
 		}

@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/ferry-io/ferry/mongoerr"
 )
 
 // accumulator is the running state of one $group accumulator for one group.
@@ -72,7 +74,7 @@ func compileGroupStage(name string, spec any) ([]stage, error) {
 		argSpec := ad[0].Value
 		if op == "$count" {
 			if sub, ok := argSpec.(bson.D); !ok || len(sub) != 0 {
-				return nil, errf(CodeTypeMismatch, "$count takes no arguments, i.e. $count:{}")
+				return nil, errf(mongoerr.CodeTypeMismatch, "$count takes no arguments, i.e. $count:{}")
 			}
 			argSpec = int32(1)
 		} else if _, isArr := argSpec.(bson.A); isArr {

@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/ferry-io/ferry/mongoerr"
 )
 
 func eqPred(x any) valuePred {
@@ -103,10 +105,10 @@ func inPred(arr bson.A) (valuePred, error) {
 			continue
 		}
 		if _, ok := isOperatorDoc(x); ok {
-			return nil, errf(CodeBadValue, "cannot nest $ under $in")
+			return nil, errf(mongoerr.CodeBadValue, "cannot nest $ under $in")
 		}
 		if _, undef := x.(bson.Undefined); undef {
-			return nil, errf(CodeBadValue, "InMatchExpression equality cannot be undefined")
+			return nil, errf(mongoerr.CodeBadValue, "InMatchExpression equality cannot be undefined")
 		}
 		if x == nil {
 			hasNull = true
@@ -159,20 +161,20 @@ func parseTypeSpec(x any) (int, error) {
 		}
 		n, ok := typeNumByAlias[y]
 		if !ok {
-			return 0, errf(CodeBadValue, "Unknown type name alias: %s", y)
+			return 0, errf(mongoerr.CodeBadValue, "Unknown type name alias: %s", y)
 		}
 		return n, nil
 	case int32, int64, float64, bson.Decimal128:
 		n, ok := exactInt(y)
 		if !ok {
-			return 0, errf(CodeBadValue, "Invalid numerical type code: %s", describe(y))
+			return 0, errf(mongoerr.CodeBadValue, "Invalid numerical type code: %s", describe(y))
 		}
 		if n == typeMinKey || n == typeMaxKey || (n >= 1 && n <= 19) {
 			return int(n), nil
 		}
-		return 0, errf(CodeBadValue, "Invalid numerical type code: %d", n)
+		return 0, errf(mongoerr.CodeBadValue, "Invalid numerical type code: %d", n)
 	}
-	return 0, errf(CodeTypeMismatch, "type must be represented as a number or a string")
+	return 0, errf(mongoerr.CodeTypeMismatch, "type must be represented as a number or a string")
 }
 
 func typePred(arg any) (valuePred, error) {
@@ -275,17 +277,17 @@ func bitsPred(op string, arg any) (valuePred, error) {
 	case int32, int64, float64, bson.Decimal128:
 		n, ok := exactInt(x)
 		if !ok {
-			return nil, errf(CodeBadValue, "%s has to be an integer", op)
+			return nil, errf(mongoerr.CodeBadValue, "%s has to be an integer", op)
 		}
 		if n < 0 {
-			return nil, errf(CodeBadValue, "%s has to be a non-negative integer", op)
+			return nil, errf(mongoerr.CodeBadValue, "%s has to be a non-negative integer", op)
 		}
 		mask, useMask = uint64(n), true
 	case bson.A:
 		for _, p := range x {
 			n, ok := exactInt(normalize(p))
 			if !ok || n < 0 {
-				return nil, errf(CodeBadValue, "bit positions must be non-negative integers")
+				return nil, errf(mongoerr.CodeBadValue, "bit positions must be non-negative integers")
 			}
 			positions = append(positions, int(n))
 		}
@@ -298,7 +300,7 @@ func bitsPred(op string, arg any) (valuePred, error) {
 			}
 		}
 	default:
-		return nil, errf(CodeBadValue, "%s takes an Array, a number, or a BinData but received: %v", op, arg)
+		return nil, errf(mongoerr.CodeBadValue, "%s takes an Array, a number, or a BinData but received: %v", op, arg)
 	}
 	if useMask {
 		for i := 0; i < 64; i++ {
@@ -417,9 +419,12 @@ func truncToInt64(v any) (int64, bool) {
 	return 0, false
 }
 
-// truthy is aggregation truthiness: false, null, missing, undefined and
-// numeric zero are false.
-func truthy(v any) bool {
+// Truthy is MongoDB's truthiness (BSONElement::trueValue, the aggregation
+// $cond/$and/$or/$not reading): false, null, missing, undefined and a zero
+// of any numeric type (Decimal128 included) are false; every other value
+// is true. The emulator reads boolean command options (upsert, multi,
+// unique, ...) with it too.
+func Truthy(v any) bool {
 	switch x := v.(type) {
 	case nil, missingT, bson.Null, bson.Undefined:
 		return false
@@ -434,7 +439,7 @@ func truthy(v any) bool {
 	case float64:
 		return x != 0
 	case bson.Decimal128:
-		return !x.IsZero()
+		return !decIsZero(x) // bson.Decimal128.IsZero is the all-zero bit pattern only, not 0 or -0
 	}
 	return true
 }

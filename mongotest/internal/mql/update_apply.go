@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/ferry-io/ferry/mongoerr"
 )
 
 // pathComp is one component of a concrete path in a document.
@@ -139,7 +141,7 @@ func (a *applier) expand(parts []string) ([][]string, error) {
 		}
 		if p == "$" {
 			if a.pos < 0 || a.insert {
-				return errf(CodeBadValue, "The positional operator did not find the match needed from the query.")
+				return errf(mongoerr.CodeBadValue, "The positional operator did not find the match needed from the query.")
 			}
 			var next any = missing
 			if t, ok := v.(bson.A); ok && a.pos < len(t) {
@@ -150,9 +152,9 @@ func (a *applier) expand(parts []string) ([][]string, error) {
 		arr, ok := v.(bson.A)
 		if !ok {
 			if IsMissing(v) {
-				return errf(CodeBadValue, "The path '%s' must exist in the document in order to apply array updates.", strings.Join(prefix, "."))
+				return errf(mongoerr.CodeBadValue, "The path '%s' must exist in the document in order to apply array updates.", strings.Join(prefix, "."))
 			}
-			return errf(CodeBadValue, "Cannot apply array updates to non-array element %s: %s", prefix[len(prefix)-1], describe(v))
+			return errf(mongoerr.CodeBadValue, "Cannot apply array updates to non-array element %s: %s", prefix[len(prefix)-1], describe(v))
 		}
 		var filter *Filter
 		id := ""
@@ -221,9 +223,9 @@ func (a *applier) nav(parts []string) navResult {
 // below a value that cannot hold it.
 func notViable(parts []string, n navResult) error {
 	if n.depth == 0 {
-		return errf(CodePathNotViable, "Cannot create field '%s' in element {}", parts[0])
+		return errf(mongoerr.CodePathNotViable, "Cannot create field '%s' in element {}", parts[0])
 	}
-	return errf(CodePathNotViable, "Cannot create field '%s' in element {%s: %s}", parts[n.depth], parts[n.depth-1], describe(*n.parent))
+	return errf(mongoerr.CodePathNotViable, "Cannot create field '%s' in element {%s: %s}", parts[n.depth], parts[n.depth-1], describe(*n.parent))
 }
 
 // create inserts value at parts (which does not exist), creating
@@ -244,7 +246,7 @@ func (a *applier) create(parts []string, n navResult, value any) error {
 	case bson.A:
 		idx, _ := arrayIndex(name)
 		if idx-len(t) > maxArrayBackfill {
-			return errf(CodeBadValue, "can't backfill array to larger than 1500000 elements")
+			return errf(mongoerr.CodeBadValue, "can't backfill array to larger than 1500000 elements")
 		}
 		for len(t) < idx {
 			t = append(t, nil)
@@ -278,10 +280,10 @@ func (a *applier) checkID(op *updateOp, parts []string, setsValue bool) error {
 		return nil
 	}
 	if setsValue && has {
-		return errf(CodeImmutableField, "Updating the path '%s' to %s: %s would modify the immutable field '_id'",
+		return errf(mongoerr.CodeImmutableField, "Updating the path '%s' to %s: %s would modify the immutable field '_id'",
 			strings.Join(parts, "."), parts[len(parts)-1], describe(lookupParts(a.root, parts)))
 	}
-	return errf(CodeImmutableField, "Performing an update on the path '%s' would modify the immutable field '_id'", strings.Join(parts, "."))
+	return errf(mongoerr.CodeImmutableField, "Performing an update on the path '%s' would modify the immutable field '_id'", strings.Join(parts, "."))
 }
 
 func lookupParts(v any, parts []string) any {
@@ -343,7 +345,7 @@ func (a *applier) applyOp(op *updateOp, parts []string) error {
 		if n.found {
 			cur = *n.ref
 			if !isNumber(cur) {
-				return errf(CodeTypeMismatch, "Cannot apply %s to a value of non-numeric type. {%s} has the field '%s' of non-numeric type %s",
+				return errf(mongoerr.CodeTypeMismatch, "Cannot apply %s to a value of non-numeric type. {%s} has the field '%s' of non-numeric type %s",
 					op.name, a.idDoc(), parts[len(parts)-1], typeNames[bsonType(cur)])
 			}
 		}
@@ -354,7 +356,7 @@ func (a *applier) applyOp(op *updateOp, parts []string) error {
 			} else {
 				r, ok := addNums(mustNum(cur), op.num)
 				if !ok {
-					return errf(CodeBadValue, "Failed to apply $inc operations to current value (%s) for document {%s}", describeNumTyped(cur), a.idDoc())
+					return errf(mongoerr.CodeBadValue, "Failed to apply $inc operations to current value (%s) for document {%s}", describeNumTyped(cur), a.idDoc())
 				}
 				res = r
 			}
@@ -364,7 +366,7 @@ func (a *applier) applyOp(op *updateOp, parts []string) error {
 			} else {
 				r, ok := mulNums(mustNum(cur), op.num)
 				if !ok {
-					return errf(CodeBadValue, "Failed to apply $mul operations to current value (%s) for document {%s}", describeNumTyped(cur), a.idDoc())
+					return errf(mongoerr.CodeBadValue, "Failed to apply $mul operations to current value (%s) for document {%s}", describeNumTyped(cur), a.idDoc())
 				}
 				res = r
 			}
@@ -397,7 +399,7 @@ func (a *applier) applyOp(op *updateOp, parts []string) error {
 	case "$bit":
 		return a.bit(op, parts, n)
 	}
-	return errf(CodeFailedToParse, "Unknown modifier: %s", op.name)
+	return errf(mongoerr.CodeFailedToParse, "Unknown modifier: %s", op.name)
 }
 
 func (a *applier) currentTimestamp() bson.Timestamp {
@@ -432,7 +434,7 @@ func (a *applier) setComputed(op *updateOp, parts []string, n navResult, v any, 
 	}
 	if parts[0] == "_id" {
 		if _, had := getField(a.orig, "_id"); had && !a.insert {
-			return errf(CodeImmutableField, "Updating the path '%s' to %s: %s would modify the immutable field '_id'",
+			return errf(mongoerr.CodeImmutableField, "Updating the path '%s' to %s: %s would modify the immutable field '_id'",
 				strings.Join(parts, "."), parts[len(parts)-1], describe(v))
 		}
 	}
@@ -469,25 +471,25 @@ func (a *applier) rename(op *updateOp, parts []string, n navResult) error {
 	if !n.found {
 		if n.blocked && n.depth > 0 {
 			if _, isArr := (*n.parent).(bson.A); isArr {
-				return errf(CodeBadValue, "The source field cannot be an array element, '%s' in doc with %s: %s", op.path, parts[n.depth-1], describe(*n.parent))
+				return errf(mongoerr.CodeBadValue, "The source field cannot be an array element, '%s' in doc with %s: %s", op.path, parts[n.depth-1], describe(*n.parent))
 			}
 		}
 		return nil
 	}
 	for _, c := range n.comps {
 		if c.index {
-			return errf(CodeBadValue, "The source field cannot be an array element, '%s' in doc with %s", op.path, a.idDoc())
+			return errf(mongoerr.CodeBadValue, "The source field cannot be an array element, '%s' in doc with %s", op.path, a.idDoc())
 		}
 	}
 	dn := a.nav(op.to)
 	for _, c := range dn.comps {
 		if c.index {
-			return errf(CodeBadValue, "The destination field cannot be an array element, '%s' in doc with %s", op.toPath, a.idDoc())
+			return errf(mongoerr.CodeBadValue, "The destination field cannot be an array element, '%s' in doc with %s", op.toPath, a.idDoc())
 		}
 	}
 	if !dn.found && !dn.blocked {
 		if _, isArr := (*dn.parent).(bson.A); isArr {
-			return errf(CodeBadValue, "The destination field cannot be an array element, '%s' in doc with %s", op.toPath, a.idDoc())
+			return errf(mongoerr.CodeBadValue, "The destination field cannot be an array element, '%s' in doc with %s", op.toPath, a.idDoc())
 		}
 	}
 	if parts[0] == "_id" || op.to[0] == "_id" {
@@ -495,7 +497,7 @@ func (a *applier) rename(op *updateOp, parts []string, n navResult) error {
 		if op.to[0] == "_id" {
 			p = op.to
 		}
-		return errf(CodeImmutableField, "Performing an update on the path '%s' would modify the immutable field '_id'", strings.Join(p, "."))
+		return errf(mongoerr.CodeImmutableField, "Performing an update on the path '%s' would modify the immutable field '_id'", strings.Join(p, "."))
 	}
 	v := *n.ref
 	if err := a.unsetAt(n, parts); err != nil {
@@ -519,13 +521,13 @@ func (a *applier) arrayAt(op *updateOp, parts []string, n navResult) (bson.A, er
 	}
 	switch op.name {
 	case "$push":
-		return nil, errf(CodeBadValue, "The field '%s' must be an array but is of type %s in document {%s}", op.path, typeNames[bsonType(*n.ref)], a.idDoc())
+		return nil, errf(mongoerr.CodeBadValue, "The field '%s' must be an array but is of type %s in document {%s}", op.path, typeNames[bsonType(*n.ref)], a.idDoc())
 	case "$addToSet":
-		return nil, errf(CodeBadValue, "Cannot apply $addToSet to non-array field. Field named '%s' has non-array type %s", parts[len(parts)-1], typeNames[bsonType(*n.ref)])
+		return nil, errf(mongoerr.CodeBadValue, "Cannot apply $addToSet to non-array field. Field named '%s' has non-array type %s", parts[len(parts)-1], typeNames[bsonType(*n.ref)])
 	case "$pull", "$pullAll":
-		return nil, errf(CodeBadValue, "Cannot apply %s to a non-array value", op.name)
+		return nil, errf(mongoerr.CodeBadValue, "Cannot apply %s to a non-array value", op.name)
 	}
-	return nil, errf(CodeTypeMismatch, "Path '%s' contains an element of non-array type '%s'", op.path, typeNames[bsonType(*n.ref)])
+	return nil, errf(mongoerr.CodeTypeMismatch, "Path '%s' contains an element of non-array type '%s'", op.path, typeNames[bsonType(*n.ref)])
 }
 
 func (a *applier) push(op *updateOp, parts []string, n navResult) error {
@@ -721,7 +723,7 @@ func (a *applier) bit(op *updateOp, parts []string, n navResult) error {
 	if n.found {
 		c, ok := toNum(*n.ref)
 		if !ok || c.kind > kInt64 {
-			return errf(CodeBadValue, "Cannot apply $bit to a value of non-integral type.{%s} has the field %s of non-integer type %s",
+			return errf(mongoerr.CodeBadValue, "Cannot apply $bit to a value of non-integral type.{%s} has the field %s of non-integer type %s",
 				a.idDoc(), parts[len(parts)-1], typeNames[bsonType(*n.ref)])
 		}
 		cur = c

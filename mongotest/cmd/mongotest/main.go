@@ -1,7 +1,7 @@
 // Command mongotest runs the in-process MongoDB replica-set emulator as a
 // standalone server, so any MongoDB driver or tool can be pointed at it:
 //
-//	go run ./cmd/mongotest -addr 127.0.0.1:27017
+//	go run ./mongotest/cmd/mongotest -addr 127.0.0.1:27017
 //
 // It prints its connection string and serves until interrupted.
 package main

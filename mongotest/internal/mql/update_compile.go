@@ -4,6 +4,8 @@ import (
 	"strings"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/ferry-io/ferry/mongoerr"
 )
 
 // updateOp is one field of one update operator, e.g. $set: {"a.b": 1}.
@@ -60,10 +62,10 @@ func (u *Update) compileArrayFilters(filters bson.A) error {
 	for _, f := range filters {
 		d, ok := normalize(f).(bson.D)
 		if !ok {
-			return errf(CodeTypeMismatch, "ArrayFilters entry must be an object")
+			return errf(mongoerr.CodeTypeMismatch, "ArrayFilters entry must be an object")
 		}
 		if len(d) == 0 {
-			return errf(CodeFailedToParse, "Cannot use an expression without a top-level field name in arrayFilters")
+			return errf(mongoerr.CodeFailedToParse, "Cannot use an expression without a top-level field name in arrayFilters")
 		}
 		id := ""
 		for _, e := range d {
@@ -76,14 +78,14 @@ func (u *Update) compileArrayFilters(filters bson.A) error {
 			if id == "" {
 				id = first
 			} else if id != first {
-				return errf(CodeFailedToParse, "Error parsing array filter :: caused by :: Expected a single top-level field name, found '%s' and '%s'", id, first)
+				return errf(mongoerr.CodeFailedToParse, "Error parsing array filter :: caused by :: Expected a single top-level field name, found '%s' and '%s'", id, first)
 			}
 		}
 		if id == "" {
-			return errf(CodeFailedToParse, "Cannot use an expression without a top-level field name in arrayFilters")
+			return errf(mongoerr.CodeFailedToParse, "Cannot use an expression without a top-level field name in arrayFilters")
 		}
 		if _, dup := u.arrayFilters[id]; dup {
-			return errf(CodeFailedToParse, "Found multiple array filters with the same top-level field name %s", id)
+			return errf(mongoerr.CodeFailedToParse, "Found multiple array filters with the same top-level field name %s", id)
 		}
 		m, err := CompileFilter(d)
 		if err != nil {
@@ -123,11 +125,11 @@ func (u *Update) compileOperators(d bson.D) error {
 	var all [][]string
 	for _, e := range d {
 		if !updateOperatorNames[e.Key] {
-			return errf(CodeFailedToParse, "Unknown modifier: %s. Expected a valid update modifier or pipeline-style update specified as an array", e.Key)
+			return errf(mongoerr.CodeFailedToParse, "Unknown modifier: %s. Expected a valid update modifier or pipeline-style update specified as an array", e.Key)
 		}
 		fields, ok := e.Value.(bson.D)
 		if !ok {
-			return errf(CodeFailedToParse, "Modifiers operate on fields but we found type %s instead. For example: {$mod: {<field>: ...}} not {%s: %s}",
+			return errf(mongoerr.CodeFailedToParse, "Modifiers operate on fields but we found type %s instead. For example: {$mod: {<field>: ...}} not {%s: %s}",
 				typeNames[bsonType(e.Value)], e.Key, describe(e.Value))
 		}
 		// Since MongoDB 5.0 an empty operand ({$set: {}}) is a no-op.
@@ -150,7 +152,7 @@ func (u *Update) compileOperators(d bson.D) error {
 	}
 	for id := range u.arrayFilters {
 		if !usedFilters[id] {
-			return errf(CodeFailedToParse, "The array filter for identifier '%s' was not used in the update %s", id, describe(d))
+			return errf(mongoerr.CodeFailedToParse, "The array filter for identifier '%s' was not used in the update %s", id, describe(d))
 		}
 	}
 	sortOps(u.ops)
@@ -170,7 +172,7 @@ func checkConflict(used [][]string, p []string) error {
 			}
 		}
 		if same {
-			return errf(CodeConflictingUpdateOperators, "Updating the path '%s' would create a conflict at '%s'",
+			return errf(mongoerr.CodeConflictingUpdateOperators, "Updating the path '%s' would create a conflict at '%s'",
 				strings.Join(p, "."), strings.Join(p[:n], "."))
 		}
 	}
@@ -180,12 +182,12 @@ func checkConflict(used [][]string, p []string) error {
 // parseUpdatePath validates a dotted update path.
 func (u *Update) parseUpdatePath(path string, used map[string]bool) ([]string, error) {
 	if path == "" {
-		return nil, errf(CodeEmptyFieldName, "An empty update path is not valid.")
+		return nil, errf(mongoerr.CodeEmptyFieldName, "An empty update path is not valid.")
 	}
 	parts := strings.Split(path, ".")
 	for i, p := range parts {
 		if p == "" {
-			return nil, errf(CodeEmptyFieldName, "The update path '%s' contains an empty field name, which is not allowed.", path)
+			return nil, errf(mongoerr.CodeEmptyFieldName, "The update path '%s' contains an empty field name, which is not allowed.", path)
 		}
 		if !strings.HasPrefix(p, "$") {
 			continue
@@ -193,24 +195,24 @@ func (u *Update) parseUpdatePath(path string, used map[string]bool) ([]string, e
 		switch {
 		case p == "$":
 			if i == 0 {
-				return nil, errf(CodeBadValue, "Cannot have positional (i.e. '$') element in the first position in path '%s'", path)
+				return nil, errf(mongoerr.CodeBadValue, "Cannot have positional (i.e. '$') element in the first position in path '%s'", path)
 			}
 			u.positional = true
 		case p == "$[]":
 			if i == 0 {
-				return nil, errf(CodeBadValue, "Cannot have array filter identifier (i.e. '$[<id>]') element in the first position in path '%s'", path)
+				return nil, errf(mongoerr.CodeBadValue, "Cannot have array filter identifier (i.e. '$[<id>]') element in the first position in path '%s'", path)
 			}
 		case strings.HasPrefix(p, "$[") && strings.HasSuffix(p, "]"):
 			if i == 0 {
-				return nil, errf(CodeBadValue, "Cannot have array filter identifier (i.e. '$[<id>]') element in the first position in path '%s'", path)
+				return nil, errf(mongoerr.CodeBadValue, "Cannot have array filter identifier (i.e. '$[<id>]') element in the first position in path '%s'", path)
 			}
 			id := p[2 : len(p)-1]
 			if _, ok := u.arrayFilters[id]; !ok {
-				return nil, errf(CodeBadValue, "No array filter found for identifier '%s' in path '%s'", id, path)
+				return nil, errf(mongoerr.CodeBadValue, "No array filter found for identifier '%s' in path '%s'", id, path)
 			}
 			used[id] = true
 		default:
-			return nil, errf(CodeDollarPrefixedFieldName, "The dollar ($) prefixed field '%s' in '%s' is not allowed in the context of an update's replacement document. Consider using an aggregation pipeline with $replaceWith.", p, path)
+			return nil, errf(mongoerr.CodeDollarPrefixedFieldName, "The dollar ($) prefixed field '%s' in '%s' is not allowed in the context of an update's replacement document. Consider using an aggregation pipeline with $replaceWith.", p, path)
 		}
 	}
 	return parts, nil
@@ -230,19 +232,19 @@ func (u *Update) compileOp(name, path string, arg any, used map[string]bool) (*u
 			if name == "$mul" {
 				verb = "multiply"
 			}
-			return nil, errf(CodeTypeMismatch, "Cannot %s with non-numeric argument: {%s: %s}", verb, path, describe(arg))
+			return nil, errf(mongoerr.CodeTypeMismatch, "Cannot %s with non-numeric argument: {%s: %s}", verb, path, describe(arg))
 		}
 		op.num = n
 	case "$rename":
 		to, ok := arg.(string)
 		if !ok {
-			return nil, errf(CodeBadValue, "The 'to' field for $rename must be a string: %s: %s", path, describe(arg))
+			return nil, errf(mongoerr.CodeBadValue, "The 'to' field for $rename must be a string: %s: %s", path, describe(arg))
 		}
 		if to == path {
-			return nil, errf(CodeBadValue, "The source and target field for $rename must differ: %s: %q", path, to)
+			return nil, errf(mongoerr.CodeBadValue, "The source and target field for $rename must differ: %s: %q", path, to)
 		}
 		if strings.HasPrefix(to, path+".") || strings.HasPrefix(path, to+".") {
-			return nil, errf(CodeBadValue, "The source and target field for $rename must not be on the same path: %s: %q", path, to)
+			return nil, errf(mongoerr.CodeBadValue, "The source and target field for $rename must not be on the same path: %s: %q", path, to)
 		}
 		toParts, err := u.parseUpdatePath(to, used)
 		if err != nil {
@@ -250,7 +252,7 @@ func (u *Update) compileOp(name, path string, arg any, used map[string]bool) (*u
 		}
 		for _, p := range append(append([]string{}, parts...), toParts...) {
 			if strings.HasPrefix(p, "$") {
-				return nil, errf(CodeBadValue, "The source field for $rename may not be dynamic: %s", path)
+				return nil, errf(mongoerr.CodeBadValue, "The source field for $rename may not be dynamic: %s", path)
 			}
 		}
 		op.to, op.toPath = toParts, to
@@ -265,10 +267,10 @@ func (u *Update) compileOp(name, path string, arg any, used map[string]bool) (*u
 		if d, ok := arg.(bson.D); ok && len(d) > 0 && d[0].Key == "$each" {
 			each, ok := d[0].Value.(bson.A)
 			if !ok {
-				return nil, errf(CodeTypeMismatch, "The argument to $each in $addToSet must be an array but it was of type %s", typeNames[bsonType(d[0].Value)])
+				return nil, errf(mongoerr.CodeTypeMismatch, "The argument to $each in $addToSet must be an array but it was of type %s", typeNames[bsonType(d[0].Value)])
 			}
 			if len(d) > 1 {
-				return nil, errf(CodeBadValue, "Found unexpected fields after $each in $addToSet: %s", describe(d))
+				return nil, errf(mongoerr.CodeBadValue, "Found unexpected fields after $each in $addToSet: %s", describe(d))
 			}
 			elems = nil
 			for _, x := range each {
@@ -294,19 +296,19 @@ func (u *Update) compileOp(name, path string, arg any, used map[string]bool) (*u
 	case "$pullAll":
 		a, ok := arg.(bson.A)
 		if !ok {
-			return nil, errf(CodeBadValue, "$pullAll requires an array argument but was given a %s", typeNames[bsonType(arg)])
+			return nil, errf(mongoerr.CodeBadValue, "$pullAll requires an array argument but was given a %s", typeNames[bsonType(arg)])
 		}
 		op.pullAll = a
 	case "$pop":
 		n, ok := toNum(arg)
 		if !ok {
-			return nil, errf(CodeFailedToParse, "Expected a number in: %s: %s", path, describe(arg))
+			return nil, errf(mongoerr.CodeFailedToParse, "Expected a number in: %s: %s", path, describe(arg))
 		}
 		switch compareNum(n, num{kind: kInt32, i: 1}) {
 		case 0:
 		default:
 			if compareNum(n, num{kind: kInt32, i: -1}) != 0 {
-				return nil, errf(CodeFailedToParse, "$pop expects 1 or -1, found: %s", describe(arg))
+				return nil, errf(mongoerr.CodeFailedToParse, "$pop expects 1 or -1, found: %s", describe(arg))
 			}
 			op.popFirst = true
 		}
@@ -322,33 +324,33 @@ func (u *Update) compileOp(name, path string, arg any, used map[string]bool) (*u
 				case "timestamp":
 					op.timestamp = true
 				default:
-					return nil, errf(CodeBadValue, "The '$type' string field is required to be 'date' or 'timestamp': {$currentDate: {field : {$type: 'date'}}}")
+					return nil, errf(mongoerr.CodeBadValue, "The '$type' string field is required to be 'date' or 'timestamp': {$currentDate: {field : {$type: 'date'}}}")
 				}
 			} else {
-				return nil, errf(CodeBadValue, "The only valid field of the option is '$type': {$currentDate: {field : {$type: 'date/timestamp'}}}")
+				return nil, errf(mongoerr.CodeBadValue, "The only valid field of the option is '$type': {$currentDate: {field : {$type: 'date/timestamp'}}}")
 			}
 		default:
-			return nil, errf(CodeBadValue, "%s is not valid type for $currentDate. Please use a boolean ('true') or a $type expression ({$type: 'timestamp/date'}).", describe(arg))
+			return nil, errf(mongoerr.CodeBadValue, "%s is not valid type for $currentDate. Please use a boolean ('true') or a $type expression ({$type: 'timestamp/date'}).", describe(arg))
 		}
 	case "$bit":
 		d, ok := arg.(bson.D)
 		if !ok {
-			return nil, errf(CodeBadValue, "The $bit modifier is not compatible with a %s. You must pass in an embedded document: {$bit: {field: {and/or/xor: #}}", typeNames[bsonType(arg)])
+			return nil, errf(mongoerr.CodeBadValue, "The $bit modifier is not compatible with a %s. You must pass in an embedded document: {$bit: {field: {and/or/xor: #}}", typeNames[bsonType(arg)])
 		}
 		for _, e := range d {
 			switch e.Key {
 			case "and", "or", "xor":
 			default:
-				return nil, errf(CodeBadValue, "The $bit modifier only supports 'and', 'or', and 'xor', not '%s' which is an unknown operator: {%s: %s}", e.Key, e.Key, describe(e.Value))
+				return nil, errf(mongoerr.CodeBadValue, "The $bit modifier only supports 'and', 'or', and 'xor', not '%s' which is an unknown operator: {%s: %s}", e.Key, e.Key, describe(e.Value))
 			}
 			n, ok := toNum(e.Value)
 			if !ok || n.kind > kInt64 {
-				return nil, errf(CodeBadValue, "The $bit modifier field must be an Integer(32/64 bit); a '%s' is not supported here: {%s: %s}", typeNames[bsonType(e.Value)], e.Key, describe(e.Value))
+				return nil, errf(mongoerr.CodeBadValue, "The $bit modifier field must be an Integer(32/64 bit); a '%s' is not supported here: {%s: %s}", typeNames[bsonType(e.Value)], e.Key, describe(e.Value))
 			}
 			op.bits = append(op.bits, bitOp{op: e.Key, val: n})
 		}
 		if len(op.bits) == 0 {
-			return nil, errf(CodeBadValue, "You must pass in at least one bitwise operation. The format is: {$bit: {field: {and/or/xor: #}}")
+			return nil, errf(mongoerr.CodeBadValue, "You must pass in at least one bitwise operation. The format is: {$bit: {field: {and/or/xor: #}}")
 		}
 	}
 	return op, nil
@@ -365,19 +367,19 @@ func compilePush(arg any) (*pushSpec, error) {
 		case "$each":
 			a, ok := e.Value.(bson.A)
 			if !ok {
-				return nil, errf(CodeBadValue, "The argument to $each in $push must be an array but it was of type: %s", typeNames[bsonType(e.Value)])
+				return nil, errf(mongoerr.CodeBadValue, "The argument to $each in $push must be an array but it was of type: %s", typeNames[bsonType(e.Value)])
 			}
 			spec.each = a
 		case "$slice":
 			n, ok := exactInt64(e.Value)
 			if !ok {
-				return nil, errf(CodeBadValue, "The value for $slice must be an integer value but was given type: %s", typeNames[bsonType(e.Value)])
+				return nil, errf(mongoerr.CodeBadValue, "The value for $slice must be an integer value but was given type: %s", typeNames[bsonType(e.Value)])
 			}
 			spec.slice = &n
 		case "$position":
 			n, ok := exactInt64(e.Value)
 			if !ok {
-				return nil, errf(CodeBadValue, "The value for $position must be an integer value, not of type: %s", typeNames[bsonType(e.Value)])
+				return nil, errf(mongoerr.CodeBadValue, "The value for $position must be an integer value, not of type: %s", typeNames[bsonType(e.Value)])
 			}
 			spec.position = &n
 		case "$sort":
@@ -387,7 +389,7 @@ func compilePush(arg any) (*pushSpec, error) {
 			}
 			spec.sort = s
 		default:
-			return nil, errf(CodeBadValue, "Unrecognized clause in $push: %s", e.Key)
+			return nil, errf(mongoerr.CodeBadValue, "Unrecognized clause in $push: %s", e.Key)
 		}
 	}
 	return spec, nil
@@ -399,14 +401,14 @@ func compilePushSort(v any) (*pushSort, error) {
 	}
 	d, ok := v.(bson.D)
 	if !ok || len(d) == 0 {
-		return nil, errf(CodeBadValue, "The $sort is invalid: use 1/-1 to sort the whole element, or {field:1/-1} to sort embedded fields")
+		return nil, errf(mongoerr.CodeBadValue, "The $sort is invalid: use 1/-1 to sort the whole element, or {field:1/-1} to sort embedded fields")
 	}
 	for _, e := range d {
 		if n, ok := exactInt64(e.Value); !ok || (n != 1 && n != -1) {
-			return nil, errf(CodeBadValue, "The $sort element value must be either 1 or -1")
+			return nil, errf(mongoerr.CodeBadValue, "The $sort element value must be either 1 or -1")
 		}
 		if strings.HasPrefix(e.Key, "$") || e.Key == "" || strings.HasSuffix(e.Key, ".") || strings.HasPrefix(e.Key, ".") {
-			return nil, errf(CodeBadValue, "The $sort field is a dotted field but has an empty part: %s", e.Key)
+			return nil, errf(mongoerr.CodeBadValue, "The $sort field is a dotted field but has an empty part: %s", e.Key)
 		}
 	}
 	s, err := CompileSort(d)

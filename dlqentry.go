@@ -17,9 +17,14 @@ func deadLetterEntry(stream string, ev *Event, lastErr error, attempts int, firs
 	if ev.Backfill {
 		kind = deadletter.KindBackfill
 	}
-	return deadletter.Entry{Stream: stream, Partition: ev.Partition, EventID: ev.ID(), Kind: kind,
+	e := deadletter.Entry{Stream: stream, Partition: ev.Partition, EventID: ev.ID(), Kind: kind,
 		Operation: ev.OperationType, Namespace: ev.Namespace.String(), DocumentKey: ev.DocumentKey, Event: ev.Raw,
 		Error: lastErr.Error(), Attempts: attempts, FirstAt: first.UTC(), LastAt: last.UTC(), Epoch: ev.Epoch}
+	if len(ev.Raw) > deadletter.MaxEventBytes {
+		// Too large for an entry: its key, operation and size only.
+		e.Event, e.Size = nil, len(ev.Raw)
+	}
+	return e
 }
 
 // DeadLetterEvent rebuilds the event a dead-letter entry recorded, as the

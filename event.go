@@ -86,6 +86,11 @@ type Event struct {
 	// mongodb projection guards its backfill writes so.
 	ScanStarted time.Time
 	ScanMarker  bson.Timestamp
+	// ImagesDropped is set on an event the server could not return whole
+	// even split (a top-level field over 16 MB) and that OnOversize
+	// OversizeDropImages delivers without its fullDocument and
+	// fullDocumentBeforeChange.
+	ImagesDropped bool
 	// Attempt counts handler calls for this event, from 1.
 	Attempt int
 

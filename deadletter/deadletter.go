@@ -61,13 +61,21 @@ type Entry struct {
 	DocumentKey bson.Raw `bson:"documentKey,omitempty"`
 	// Event is the change event as received (KindChange) or the scanned
 	// document (KindBackfill).
-	Event    bson.Raw  `bson:"event"`
+	Event bson.Raw `bson:"event"`
+	// Size is the event's size in bytes when Event was left out because
+	// the event is too large to store (over MaxEventBytes); 0 otherwise.
+	Size     int       `bson:"size,omitempty"`
 	Error    string    `bson:"error"`
 	Attempts int       `bson:"attempts"`
 	FirstAt  time.Time `bson:"firstAttemptAt"`
 	LastAt   time.Time `bson:"lastAttemptAt"`
 	Epoch    int64     `bson:"epoch"`
 }
+
+// MaxEventBytes is the largest event an entry stores whole: an entry must
+// fit a 16 MB document. A larger event's entry keeps its documentKey,
+// operation and size, and no body (replaying it needs the source).
+const MaxEventBytes = 15 << 20
 
 // Store keeps dead-lettered events.
 type Store interface {

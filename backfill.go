@@ -28,6 +28,7 @@ import (
 // the stream is applied from the marker: see startBackfill.
 func (r *runner) backfill(ctx context.Context) (position, error) {
 	cfg := &r.c.cfg
+	r.backfillStarted = time.Now()
 	if cfg.sweeper != nil {
 		return r.startBackfill(ctx)
 	}

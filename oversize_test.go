@@ -1,14 +1,19 @@
 package ferry_test
 
 import (
+	"bytes"
 	"context"
+	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
 
 	"github.com/ferry-io/ferry"
+	"github.com/ferry-io/ferry/mongotest"
 )
 
 // oversizeRun makes an event the server cannot return: a ~27 MB update
@@ -99,4 +104,89 @@ func TestOversizeDropImages(t *testing.T) {
 	if len(evs) != 3 {
 		t.Fatalf("%d events, want 3", len(evs))
 	}
+}
+
+// TestRecoveryCannotLoop: a backfill slower than the oplog window (a slow
+// handler, a small oplog, writes going on) ends with its start marker
+// outside the oplog. Ferry tries once more, and after the second such
+// recovery the stream fails (a failure that does not clear by itself: the
+// oplog, the sink or the partitions must change), saying how long the scan
+// ran. Before, the backfill restarted for ever.
+func TestRecoveryCannotLoop(t *testing.T) {
+	e := newEnv(t, mongotest.OplogMaxEntries(60))
+	if e.srv == nil {
+		t.Skip("needs the emulator's small oplog")
+	}
+	ctx := context.Background()
+	c := e.db.Collection("c")
+	r := start(t, e.client, func(context.Context, *ferry.Event) error { return nil }, e.opts()...)
+	waitStarted(t, e.store)
+	if err := r.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	var docs []any
+	for i := range 200 {
+		docs = append(docs, bson.D{{Key: "_id", Value: i}})
+	}
+	if _, err := c.InsertMany(ctx, docs); err != nil { // the checkpoint falls off the oplog
+		t.Fatal(err)
+	}
+	noise := stopNoise(t, e.db.Collection("noise"))
+	defer noise()
+	slow := func(context.Context, *ferry.Event) error {
+		time.Sleep(2 * time.Millisecond) // a slow sink: the scenario, not synchronisation
+		return nil
+	}
+	backfills := 0
+	var logs lockedBuffer
+	r = start(t, e.client, slow, e.opts(ferry.OnHistoryLost(ferry.HistoryLostBackfill), ferry.Concurrency(1),
+		ferry.Logger(slog.New(slog.NewTextHandler(&logs, nil))))...)
+	err := r.wait(t)
+	backfills = strings.Count(logs.String(), "backfill started")
+	f, ok := ferry.AsFailure(err)
+	if !ok || f.Class != ferry.FailHistoryLost || f.Clears || !strings.Contains(f.Detail, "2 backfills in a row") || !strings.Contains(f.Detail, "scan ran for") {
+		t.Fatalf("Run = %v; AsFailure = %+v, %v: want a history-lost failure after two rounds, with the scan time", err, f, ok)
+	}
+	if backfills != 2 {
+		t.Fatalf("%d backfills, want exactly 2 before the failure", backfills)
+	}
+}
+
+// stopNoise writes to coll every millisecond until the returned function
+// is called: it keeps the small oplog rolling.
+func stopNoise(t *testing.T, coll *mongo.Collection) func() {
+	stop, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			_, _ = coll.InsertOne(context.Background(), bson.D{{Key: "n", Value: i}})
+			time.Sleep(time.Millisecond) // a steady write rate
+		}
+	}()
+	var once sync.Once
+	f := func() { once.Do(func() { close(stop); <-done }) }
+	t.Cleanup(f)
+	return f
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }

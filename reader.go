@@ -173,12 +173,22 @@ func (r *runner) read(ctx context.Context) error {
 				return r.historyLostError(err)
 			}
 			if scanWasRunning || pos.resumeAfter != nil && bytesEqual(pos.resumeAfter, r.lastMarker) {
-				detail := fmt.Sprintf("stream %q partition %d: the backfill's start point fell off the oplog before streaming could resume "+
-					"from it: the oplog window is shorter than a backfill takes", cfg.name, cfg.partition)
-				return &stopError{kind: ErrHistoryLost, err: err, clears: true, detail: detail,
-					msg: "ferry: " + detail + ". Enlarge the oplog (replSetResizeOplog) or make the backfill faster, then restart"}
+				// A recovery without progress: the backfill's start marker
+				// left the oplog before streaming got past it.
+				r.noProgress++
+				took := time.Since(r.backfillStarted).Round(time.Second)
+				if r.noProgress >= 2 {
+					detail := fmt.Sprintf("stream %q partition %d: %d backfills in a row ended with their start marker outside the oplog: "+
+						"the last scan ran for %v, and the oplog holds less than that", cfg.name, cfg.partition, r.noProgress, took)
+					return &stopError{kind: ErrHistoryLost, err: err, detail: detail, msg: "ferry: " + detail +
+						". Enlarge the oplog (replSetResizeOplog), make the sink faster, or use more partitions (each scans its share), then restart"}
+				}
+				r.c.log.Warn("the backfill's start marker left the oplog before streaming got past it; backfilling once more",
+					"scan", took, "err", RedactTokens(err.Error()))
+			} else {
+				r.noProgress = 0
 			}
-			r.c.log.Warn("resume token no longer in the oplog; backfilling", "err", err)
+			r.c.log.Warn("resume token no longer in the oplog; backfilling", "err", RedactTokens(err.Error()))
 			p, err := r.backfill(ctx)
 			if err != nil {
 				if ctx.Err() != nil {

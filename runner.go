@@ -47,6 +47,11 @@ type runner struct {
 	frags fragments
 	// mode shapes the stream while getting past an oversize event.
 	mode openMode
+	// backfillStarted is when the last backfill began; noProgress counts
+	// the backfills in a row whose start marker left the oplog before
+	// streaming got past it (two fail the stream).
+	backfillStarted time.Time
+	noProgress      int
 }
 
 // item is one event on its way through a lane.

@@ -20,6 +20,9 @@ func deadLetterEntry(stream string, ev *Event, lastErr error, attempts int, firs
 	e := deadletter.Entry{Stream: stream, Partition: ev.Partition, EventID: ev.ID(), Kind: kind,
 		Operation: ev.OperationType, Namespace: ev.Namespace.String(), DocumentKey: ev.DocumentKey, Event: ev.Raw,
 		Error: lastErr.Error(), Attempts: attempts, FirstAt: first.UTC(), LastAt: last.UTC(), Epoch: ev.Epoch}
+	if !ev.Backfill {
+		e.ResumeAfter = ev.Token
+	}
 	if len(ev.Raw) > deadletter.MaxEventBytes {
 		// Too large for an entry: its key, operation and size only.
 		e.Event, e.Size = nil, len(ev.Raw)

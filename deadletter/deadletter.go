@@ -62,6 +62,12 @@ type Entry struct {
 	// Event is the change event as received (KindChange) or the scanned
 	// document (KindBackfill).
 	Event bson.Raw `bson:"event"`
+	// ResumeAfter is the resume token after which a stream continues with
+	// the change that followed this one (ferry position set
+	// -token-from-dlq): the event's own token, or for a split event its
+	// last fragment's. Empty for backfill events and in entries written
+	// before it was recorded.
+	ResumeAfter bson.Raw `bson:"resumeAfter,omitempty"`
 	// Size is the event's size in bytes when Event was left out because
 	// the event is too large to store (over MaxEventBytes); 0 otherwise.
 	Size     int       `bson:"size,omitempty"`

@@ -77,17 +77,18 @@ func (b *bench) sweep(ctx context.Context, r *report) error {
 		s := sweepRow{Name: cfg.name, Title: cfg.title}
 		lo, hi := int64(0), int64(0)
 		for _, n := range b.o.sweep {
-			var rss, rates []float64
+			var rss, rates, start []float64
 			for run := range b.o.runs {
 				m, err := b.runConfiguration(ctx, cfg, n)
 				if err != nil {
 					return err
 				}
-				rss, rates = append(rss, float64(m.PeakRSS)), append(rates, m.rate())
+				rss, rates, start = append(rss, float64(m.PeakRSS)), append(rates, m.rate()), append(start, float64(m.StartRSS))
 				b.progress(run, "%s, %d events: peak RSS %.1f MiB, %s events/s", cfg.name, n, float64(m.PeakRSS)/(1<<20), rateText(m.rate()))
 			}
 			peak := int64(median(rss))
 			s.PeakRSSBytes, s.EventsPerS = append(s.PeakRSSBytes, peak), append(s.EventsPerS, median(rates))
+			s.StartRSS = append(s.StartRSS, int64(median(start)))
 			if lo == 0 || peak < lo {
 				lo = peak
 			}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -258,9 +259,24 @@ func TestRSSSweep(t *testing.T) {
 	if s.Name != "stdout" || len(s.PeakRSSBytes) != 2 || s.PeakRSSBytes[0] <= 0 || s.PeakRSSBytes[1] <= 0 || s.MaxOverMin < 1 {
 		t.Fatalf("sweep row %+v", s)
 	}
+	if runtime.GOOS == "linux" && (len(s.StartRSS) != 2 || s.StartRSS[0] <= 0 || s.StartRSS[0] > s.PeakRSSBytes[0]) {
+		t.Errorf("the RSS when each daemon started: %v (peaks %v)", s.StartRSS, s.PeakRSSBytes)
+	}
 	var table bytes.Buffer
 	r.writeTable(&table)
-	if !strings.Contains(table.String(), "100 events") || !strings.Contains(table.String(), "largest/smallest") {
+	if !strings.Contains(table.String(), "100 events") || !strings.Contains(table.String(), "largest/smallest") ||
+		!strings.Contains(table.String(), "backlogs of 100, 200 ×") {
 		t.Errorf("the sweep table:\n%s", table.String())
+	}
+}
+
+func TestRatioText(t *testing.T) {
+	for _, c := range []struct {
+		r    float64
+		want string
+	}{{0, "—"}, {1, "1"}, {0.9999, "1"}, {1.5, "1.50"}, {0.12, "0.12"}, {0.0794, "0.079"}, {0.00033, "0.00033"}} {
+		if got := ratioText(c.r); got != c.want {
+			t.Errorf("ratioText(%v) = %q, want %q", c.r, got, c.want)
+		}
 	}
 }

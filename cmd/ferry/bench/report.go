@@ -64,7 +64,8 @@ type row struct {
 type sweepRow struct {
 	Name         string    `json:"name"`
 	Title        string    `json:"title"`
-	PeakRSSBytes []int64   `json:"peak_rss_bytes"` // per size, medians over the runs
+	PeakRSSBytes []int64   `json:"peak_rss_bytes"`  // per size, medians over the runs
+	StartRSS     []int64   `json:"start_rss_bytes"` // per size: this process's RSS when the daemon started, medians
 	EventsPerS   []float64 `json:"events_per_s"`
 	MaxOverMin   float64   `json:"max_over_min"`
 }
@@ -183,8 +184,12 @@ var tableColumns = []string{"configuration", "events/s", "vs warm raw", "Ferry C
 
 // writeTable prints the report as aligned text.
 func (r *report) writeTable(w io.Writer) {
-	fmt.Fprintf(w, "ferry bench, %s: %d × %d-byte inserts per configuration, %s, %d CPUs (%s), %s, %s\n",
-		r.Date, r.Backlog, r.DocBytes, r.sourceText(), r.Machine.CPUs, r.Machine.Model, r.Machine.OS, r.Machine.Go)
+	backlog := fmt.Sprint(r.Backlog)
+	if len(r.SweepSizes) > 0 {
+		backlog = "backlogs of " + strings.ReplaceAll(joinInts(r.SweepSizes), ",", ", ")
+	}
+	fmt.Fprintf(w, "ferry bench, %s: %s × %d-byte inserts per configuration, %s, %d CPUs (%s), %s, %s\n",
+		r.Date, backlog, r.DocBytes, r.sourceText(), r.Machine.CPUs, r.Machine.Model, r.Machine.OS, r.Machine.Go)
 	if len(r.Machine.Load) == 2 {
 		fmt.Fprintf(w, "load average (1 min): %.2f at the start, %.2f at the end\n", r.Machine.Load[0], r.Machine.Load[1])
 	}
@@ -215,6 +220,19 @@ func (r *report) writeTable(w io.Writer) {
 			cells = append(cells, append(line, fmt.Sprintf("%.2f", s.MaxOverMin)))
 		}
 		writeAligned(w, cells)
+		var lo, hi int64
+		for _, s := range r.Sweep {
+			for _, b := range s.StartRSS {
+				if lo == 0 || b < lo {
+					lo = b
+				}
+				hi = max(hi, b)
+			}
+		}
+		if hi > 0 { // Linux only
+			fmt.Fprintf(w, "this process's RSS when each daemon started (what the bench itself holds): %.1f to %.1f MiB\n",
+				float64(lo)/(1<<20), float64(hi)/(1<<20))
+		}
 	}
 	for _, n := range r.MethodNotes {
 		fmt.Fprintln(w, wrap("- "+n, 100, "  "))
@@ -276,7 +294,7 @@ func ratioText(r float64) string {
 	case r >= 0.995 && r <= 1.005:
 		return "1"
 	case r < 0.1:
-		return fmt.Sprintf("%.3f", r)
+		return strconv.FormatFloat(r, 'g', 2, 64) // two significant digits: 0.079, 0.0044
 	}
 	return fmt.Sprintf("%.2f", r)
 }

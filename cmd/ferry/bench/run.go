@@ -29,6 +29,7 @@ type measurement struct {
 	EmulatorCPU *time.Duration `json:"emulator_cpu_ns"`    // the emulator child, in the window; nil with -uri
 	ReceiverCPU *time.Duration `json:"receiver_cpu_ns"`    // the receiver child, in the window
 	PeakRSS     int64          `json:"peak_rss_bytes"`     // this process
+	StartRSS    int64          `json:"start_rss_bytes"`    // this process's RSS when the daemon started (Linux), for what the bench itself holds
 	Duplicates  int64          `json:"duplicates"`         // Delivered - Distinct when both are known
 	DaemonExit  int            `json:"daemon_exit_status"` // cli.Run's status after SIGTERM's equivalent
 }
@@ -85,6 +86,7 @@ func (b *bench) runRaw(ctx context.Context, n int) (cold, warm *measurement, err
 	}
 	read := func() (*measurement, error) {
 		_ = resetPeakRSS()
+		startRSS := currentRSS()
 		emu0, err := cl.usage()
 		if err != nil {
 			return nil, err
@@ -101,7 +103,7 @@ func (b *bench) runRaw(ctx context.Context, n int) (cold, warm *measurement, err
 		}
 		return &measurement{Events: n, Delivered: int64(n), Distinct: int64(n), CountedHow: "events read by the loop",
 			Window: d, WindowFrom: "start", WindowCount: int64(n), FerryCPU: self1.cpu() - self0.cpu(),
-			EmulatorCPU: cpuDelta(emu0, emu1), PeakRSS: self1.PeakRSS}, nil
+			EmulatorCPU: cpuDelta(emu0, emu1), PeakRSS: self1.PeakRSS, StartRSS: startRSS}, nil
 	}
 	if cold, err = read(); err != nil {
 		return nil, nil, err
@@ -206,6 +208,7 @@ func (b *bench) runConfiguration(ctx context.Context, cfg configuration, n int) 
 		defer func() { err = errors.Join(err, stopProfiles()) }()
 	}
 	_ = resetPeakRSS()
+	startRSS := currentRSS()
 	logs := &lockedBuffer{}
 	dctx, stop := context.WithCancel(ctx)
 	defer stop()
@@ -272,7 +275,7 @@ func (b *bench) runConfiguration(ctx context.Context, cfg configuration, n int) 
 	m = &measurement{Events: n, Delivered: got.Counts.Delivered, Distinct: got.Counts.Distinct, CountedHow: got.Counts.How,
 		Window: done.at.Sub(first.at), WindowFrom: "first-event", WindowCount: done.count - first.count, Startup: &startup,
 		FerryCPU: done.self.cpu() - first.self.cpu(), EmulatorCPU: cpuDelta(emuFirst, emuDone),
-		ReceiverCPU: cpuDelta(&rcvFirst, &rcvDone), PeakRSS: done.self.PeakRSS, DaemonExit: code}
+		ReceiverCPU: cpuDelta(&rcvFirst, &rcvDone), PeakRSS: done.self.PeakRSS, StartRSS: startRSS, DaemonExit: code}
 	if m.WindowCount <= 0 || m.Window <= 0 {
 		// Every event arrived at once: measure from the daemon's start.
 		m.Window, m.WindowFrom, m.WindowCount = done.at.Sub(start), "start", done.count

@@ -48,6 +48,12 @@ func resetPeakRSS() error {
 	return os.WriteFile("/proc/self/clear_refs", []byte("5"), 0)
 }
 
+// currentRSS is this process's resident set size now (Linux), or 0.
+func currentRSS() int64 {
+	kb, _ := statusKB("VmRSS:")
+	return kb << 10
+}
+
 // statusKB reads one "Name: N kB" line of /proc/self/status.
 func statusKB(name string) (int64, bool) {
 	b, err := os.ReadFile("/proc/self/status")

@@ -10,9 +10,9 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/ferry-io/ferry"
+	"github.com/ferry-io/ferry/internal/extjson"
 	"github.com/ferry-io/ferry/internal/optcheck"
 	"github.com/ferry-io/ferry/sink"
 )
@@ -207,7 +207,7 @@ func (s *Sink) Write(ctx context.Context, batch []*ferry.Event) error {
 
 // record builds the record of an event.
 func (s *Sink) record(ev *ferry.Event) (*kgo.Record, error) {
-	value, err := bson.MarshalExtJSON(ev.Raw, s.cfg.canonical, false)
+	value, err := extjson.Marshal(ev.Raw, s.cfg.canonical)
 	if err != nil {
 		return nil, sink.Permanent(fmt.Errorf("kafka: event %s: rendering Extended JSON: %w", ev.ID(), err))
 	}
@@ -232,7 +232,7 @@ func recordKey(ev *ferry.Event) ([]byte, error) {
 	if len(ev.DocumentKey) == 0 {
 		return []byte(ev.Namespace.String()), nil
 	}
-	return bson.MarshalExtJSON(ev.DocumentKey, true, false)
+	return extjson.Marshal(ev.DocumentKey, true)
 }
 
 // permanentErrs are the broker (or client-side) rejections retrying cannot

@@ -13,9 +13,9 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/ferry-io/ferry"
+	"github.com/ferry-io/ferry/internal/extjson"
 	"github.com/ferry-io/ferry/internal/optcheck"
 	"github.com/ferry-io/ferry/sink"
 )
@@ -226,7 +226,7 @@ func (s *Sink) Write(ctx context.Context, batch []*ferry.Event) error {
 // publish publishes one event and waits for its ack.
 func (s *Sink) publish(ctx context.Context, js jetstream.JetStream, ev *ferry.Event) error {
 	subject := s.cfg.subject.render(ev)
-	data, err := bson.MarshalExtJSON(ev.Raw, s.cfg.canonical, false)
+	data, err := extjson.Marshal(ev.Raw, s.cfg.canonical)
 	if err != nil {
 		return sink.Permanent(fmt.Errorf("natsjs: event %s: rendering Extended JSON: %w", ev.ID(), err))
 	}

@@ -7,9 +7,9 @@ import (
 	"strconv"
 
 	gps "cloud.google.com/go/pubsub/v2"
-	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/ferry-io/ferry"
+	"github.com/ferry-io/ferry/internal/extjson"
 	"github.com/ferry-io/ferry/sink"
 )
 
@@ -35,7 +35,7 @@ const maxAttributeValueBytes = 1024
 
 // message builds the message of an event.
 func (s *Sink) message(ev *ferry.Event) (*gps.Message, error) {
-	data, err := bson.MarshalExtJSON(ev.Raw, s.cfg.canonical, false)
+	data, err := extjson.Marshal(ev.Raw, s.cfg.canonical)
 	if err != nil {
 		return nil, sink.Permanent(fmt.Errorf("pubsub: event %s: rendering Extended JSON: %w", ev.ID(), err))
 	}
@@ -64,7 +64,7 @@ func OrderingKey(ev *ferry.Event) (string, error) {
 	if len(ev.DocumentKey) == 0 {
 		key = ev.Namespace.String()
 	} else {
-		b, err := bson.MarshalExtJSON(ev.DocumentKey, true, false)
+		b, err := extjson.Marshal(ev.DocumentKey, true)
 		if err != nil {
 			return "", err
 		}

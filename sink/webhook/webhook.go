@@ -82,9 +82,9 @@ import (
 	"unicode/utf8"
 
 	"github.com/ferry-io/ferry"
+	"github.com/ferry-io/ferry/internal/extjson"
 	"github.com/ferry-io/ferry/internal/optcheck"
 	"github.com/ferry-io/ferry/sink"
-	"go.mongodb.org/mongo-driver/v2/bson"
 )
 
 // Defaults.
@@ -192,7 +192,7 @@ func stopsBatch(err error) bool {
 
 // post delivers one event.
 func (s *Sink) post(ctx context.Context, ev *ferry.Event) error {
-	body, err := bson.MarshalExtJSON(ev.Raw, s.cfg.canonical, false)
+	body, err := extjson.Marshal(ev.Raw, s.cfg.canonical)
 	if err != nil {
 		return sink.Permanent(fmt.Errorf("webhook: event %s: rendering Extended JSON: %w", ev.ID(), err))
 	}

@@ -60,7 +60,7 @@ func runDaemon(ctx context.Context, args []string, stdoutW, stderr io.Writer) er
 	if err != nil {
 		return err
 	}
-	d := &daemon{cfg: cfg, log: newLogger(cfg.Log, stderr), stdout: stdoutW, clients: map[string]*mongo.Client{}}
+	d := &daemon{cfg: cfg, cfgPath: *path, log: newLogger(cfg.Log, stderr), stdout: stdoutW, clients: map[string]*mongo.Client{}}
 	d.log.Info("starting", "config", *path, "streams", len(cfg.Streams))
 	defer d.close()
 	if err := d.openStreams(ctx); err != nil {
@@ -85,6 +85,12 @@ type daemon struct {
 	streams   []*stream
 	purgers   []*tombstonePurger
 	verifiers []*verifier
+	// cfgPath is the configuration file (the recovery commands of
+	// /status name it); state and cps are the state store (state is nil
+	// with bolt).
+	cfgPath string
+	state   *mongo.Database
+	cps     checkpoint.Store
 	// closers release sinks and stores, in reverse order, once every
 	// stream stopped.
 	closers []func()
@@ -146,6 +152,7 @@ func (d *daemon) openStreams(ctx context.Context) error {
 		d.closers = append(d.closers, func() { _ = store.Close() })
 		cps = store
 	}
+	d.state, d.cps = stateDB, cps
 	for i := range d.cfg.Streams {
 		st, err := d.openStream(ctx, fmt.Sprintf("streams[%d]", i), &d.cfg.Streams[i], stateDB, cps)
 		if err != nil {

@@ -8,6 +8,7 @@ replace github.com/ferry-io/ferry => ../..
 
 require (
 	cloud.google.com/go/pubsub/v2 v2.9.0
+	github.com/chromedp/chromedp v0.23.0
 	github.com/ferry-io/ferry/metrics v0.0.0
 	github.com/ferry-io/ferry/sink/kafka v0.0.0
 	github.com/ferry-io/ferry/sink/natsjs v0.0.0
@@ -32,7 +33,9 @@ require (
 	github.com/antithesishq/antithesis-sdk-go v0.9.0-default-no-op // indirect
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/chromedp/cdproto v0.159.0 // indirect
 	github.com/felixge/httpsnoop v1.1.0 // indirect
+	github.com/go-json-experiment/json v0.0.0-20260213210345-44df1a37e875 // indirect
 	github.com/go-logr/logr v1.4.4 // indirect
 	github.com/go-logr/stdr v1.2.2 // indirect
 	github.com/google/go-cmp v0.7.0 // indirect

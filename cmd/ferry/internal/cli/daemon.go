@@ -22,6 +22,7 @@ import (
 	"github.com/ferry-io/ferry/cmd/ferry/config"
 	"github.com/ferry-io/ferry/group"
 	"github.com/ferry-io/ferry/metrics"
+	ferryotel "github.com/ferry-io/ferry/otel"
 	"github.com/ferry-io/ferry/sink"
 	"github.com/ferry-io/ferry/sink/mongoproj"
 )
@@ -63,6 +64,9 @@ func runDaemon(ctx context.Context, args []string, stdoutW, stderr io.Writer) er
 	d := &daemon{cfg: cfg, cfgPath: *path, log: newLogger(cfg.Log, stderr), stdout: stdoutW, clients: map[string]*mongo.Client{}}
 	d.log.Info("starting", "config", *path, "streams", len(cfg.Streams))
 	defer d.close()
+	if err := d.setupTracing(ctx); err != nil {
+		return err
+	}
 	if err := d.openStreams(ctx); err != nil {
 		return err
 	}
@@ -91,6 +95,8 @@ type daemon struct {
 	cfgPath string
 	state   *mongo.Database
 	cps     checkpoint.Store
+	// tracer is the OpenTelemetry hook, nil when tracing is off.
+	tracer *ferryotel.Tracer
 	// closers release sinks and stores, in reverse order, once every
 	// stream stopped.
 	closers []func()
@@ -185,6 +191,9 @@ func (d *daemon) openStream(ctx context.Context, path string, sc *config.Stream,
 	st := &stream{name: sc.Name, cfg: sc, dlq: stateDB, cps: cps, notes: &failureNotes{}}
 	st.proj, _ = s.(*mongoproj.Sink)
 	copts = append(copts, ferry.WithHooks(d.m), ferry.Logger(d.log))
+	if d.tracer != nil {
+		copts = append(copts, ferry.WithHooks(d.tracer))
+	}
 	h := sink.Handler(s)
 	if stateDB == nil {
 		if st.proj != nil {

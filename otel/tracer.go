@@ -2,6 +2,7 @@ package ferryotel
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	"go.opentelemetry.io/otel"
@@ -133,7 +134,7 @@ func (t *Tracer) traceParent(ctx context.Context) string {
 func statusText(err error) string {
 	s := ferry.RedactTokens(err.Error())
 	if len(s) > maxStatusLen {
-		s = s[:maxStatusLen] + "…"
+		s = strings.ToValidUTF8(s[:maxStatusLen], "") + "…"
 	}
 	return s
 }

@@ -166,7 +166,8 @@ const pageRefresh = 3 * time.Second
 
 // TestStatusPageInBrowser: two member processes run orders (2 partitions)
 // and audit (1); the page served by m1 shows both running with one orders
-// partition per member. audit is then failed by the server
+// partition per member; a poison document makes the orders DLQ show as
+// growing. audit is then failed by the server
 // (ChangeStreamFatalError on getMore): the page shows it failed, with its
 // reason and recovery command, within one refresh of /status saying so.
 // m2 is then SIGKILLed: the page shows its partition owned by m1 after
@@ -201,6 +202,19 @@ func TestStatusPageInBrowser(t *testing.T) {
 		e.insert("orders", bson.D{{Key: "_id", Value: "o-" + string(rune('a'+i))}})
 	}
 	waitUntil(t, 20*time.Second, "3 deliveries", func() bool { return rcv.delivered() == 3 })
+
+	// A poison document: the DLQ grows, and the page says so.
+	rcv.setStatus(func(doc string) int {
+		if doc == "poison" {
+			return http.StatusBadRequest
+		}
+		return http.StatusOK
+	})
+	e.insert("orders", bson.D{{Key: "_id", Value: "poison"}})
+	waitPage(t, ctx, 20*time.Second, "the orders DLQ growing", func(v pageView) bool {
+		o := v.Streams["orders"]
+		return o.DLQ == "1" && o.DLQGrowth && o.State == "running"
+	})
 
 	// audit fails: first on one member, whose release hands the partition
 	// to the other, which fails too: then no live member runs it.

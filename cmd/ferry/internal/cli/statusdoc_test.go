@@ -298,3 +298,38 @@ func comparable(t *testing.T, body []byte) any {
 	strip(v)
 	return v
 }
+
+// TestStatusDocumentBolt: with the bolt state store (one process, no
+// group) /status shows the process as the one member owning the
+// partition, the checkpoint from the file, and null where bolt has no
+// collection (ledger, dead letters).
+func TestStatusDocumentBolt(t *testing.T) {
+	e := newProcEnv(t)
+	cfg := writeFile(t, fmt.Sprintf(`listen: 127.0.0.1:0
+state: {bolt: {path: %q}}
+streams:
+  - name: orders
+    source: {uri: %q, scope: {collection: shop.orders}}
+    delivery: {mode: at-least-once}
+    on_poison: stall
+    sink: {stdout: {}}
+`, filepath.Join(t.TempDir(), "state.db"), e.srv.URI()))
+	d := startRun(t, cfg)
+	addr := d.addr(t)
+	var doc *statusDoc
+	waitUntil(t, 20*time.Second, "/status shows the running partition", func() bool {
+		code, b := getBody(t, "http://"+addr+"/status")
+		if code != http.StatusOK {
+			return false
+		}
+		doc = decodeStatus(t, b)
+		o := findStream(doc, "orders")
+		return o != nil && len(o.Partitions) == 1 && o.Partitions[0].CheckpointAt != nil && o.Partitions[0].Owner != ""
+	})
+	o := findStream(doc, "orders")
+	if doc.StateStore != "bolt" || doc.LedgerEntries != nil || o.DLQ.Size != nil || o.State != "running" ||
+		len(o.Members) != 1 || o.Members[0].ID != o.Partitions[0].Owner || !o.Definition.Matches || o.Recovery != nil {
+		t.Errorf("bolt status: %+v\nstream %+v", doc, o)
+	}
+	d.stop(t)
+}

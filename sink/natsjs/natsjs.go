@@ -24,6 +24,9 @@ import (
 const (
 	// EpochHeader carries the lease epoch the event was published under.
 	EpochHeader = "Ferry-Epoch"
+	// TraceParentHeader carries the W3C traceparent of the delivery's span
+	// (ferry.TraceParent of the handler's context), when tracing is on.
+	TraceParentHeader = "traceparent"
 )
 
 // DefaultSubject is the subject template used without Subject.
@@ -233,6 +236,9 @@ func (s *Sink) publish(ctx context.Context, js jetstream.JetStream, ev *ferry.Ev
 	msg := &nats.Msg{Subject: subject, Data: data, Header: nats.Header{}}
 	msg.Header.Set(jetstream.MsgIDHeader, ev.ID())
 	msg.Header.Set(EpochHeader, strconv.FormatInt(ev.Epoch, 10))
+	if tp := ferry.TraceParent(ctx); tp != "" {
+		msg.Header.Set(TraceParentHeader, tp)
+	}
 	if s.cfg.fault != nil {
 		if err := s.cfg.fault(ev); err != nil {
 			return s.classify(ctx, js, ev, subject, err)

@@ -1,6 +1,7 @@
 package pubsub
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -24,6 +25,10 @@ const (
 	OperationAttribute = "ferry-operation"
 	// NamespaceAttribute carries the event's namespace, "db.coll".
 	NamespaceAttribute = "ferry-namespace"
+	// TraceParentAttribute carries the W3C traceparent of the delivery's
+	// span (ferry.TraceParent of the handler's context), when tracing is
+	// on.
+	TraceParentAttribute = "traceparent"
 )
 
 // MaxOrderingKeyBytes is Pub/Sub's limit on an ordering key; longer keys
@@ -34,7 +39,7 @@ const MaxOrderingKeyBytes = 1024
 const maxAttributeValueBytes = 1024
 
 // message builds the message of an event.
-func (s *Sink) message(ev *ferry.Event) (*gps.Message, error) {
+func (s *Sink) message(ctx context.Context, ev *ferry.Event) (*gps.Message, error) {
 	data, err := extjson.Marshal(ev.Raw, s.cfg.canonical)
 	if err != nil {
 		return nil, sink.Permanent(fmt.Errorf("pubsub: event %s: rendering Extended JSON: %w", ev.ID(), err))
@@ -52,6 +57,9 @@ func (s *Sink) message(ev *ferry.Event) (*gps.Message, error) {
 	}
 	if ns := ev.Namespace.String(); ns != "" && len(ns) <= maxAttributeValueBytes {
 		attrs[NamespaceAttribute] = ns
+	}
+	if tp := ferry.TraceParent(ctx); tp != "" {
+		attrs[TraceParentAttribute] = tp
 	}
 	return &gps.Message{Data: data, Attributes: attrs, OrderingKey: key}, nil
 }

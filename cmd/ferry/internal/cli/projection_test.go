@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -306,6 +307,17 @@ streams:
 // and the projection equals the source.
 func TestBackfillFinishesWhileItsWritesRollTheOplog(t *testing.T) {
 	env := newProjectionEnv(t, "on_history_lost: backfill", "", mongotest.OplogMaxEntries(400))
+	// No takeover happens here: a longer lease keeps a loaded machine's
+	// slow renewals (measured: i/o timeouts with lease_ttl 2s at a load
+	// average of 20) from handing the partitions off mid-backfill, which
+	// restarts the scan — that is not what this test is about.
+	cfg, err := os.ReadFile(env.cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(env.cfgPath, []byte(strings.Replace(string(cfg), "lease_ttl: 2s", "lease_ttl: 15s", 1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	ctx := context.Background()
 	run := startRun(t, env.cfgPath)
 	run.waitStarted(t, env.client, "ferry_state", 2)

@@ -2,6 +2,7 @@ package ferry
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/ferry-io/ferry/internal/hashkey"
 	"github.com/ferry-io/ferry/internal/resumetoken"
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 )
 
@@ -28,6 +30,7 @@ import (
 // the stream is applied from the marker: see startBackfill.
 func (r *runner) backfill(ctx context.Context) (position, error) {
 	cfg := &r.c.cfg
+	r.backfillStarted = time.Now()
 	if cfg.sweeper != nil {
 		return r.startBackfill(ctx)
 	}
@@ -239,6 +242,7 @@ func (r *runner) scanNamespace(ctx context.Context, ns Namespace, marker bson.Ra
 		return 0, fmt.Errorf("ferry: backfill: scan %s: %w", ns, err)
 	}
 	defer cur.Close(context.WithoutCancel(ctx))
+	shardKey := r.shardKeyOf(ctx, ns)
 	n := 0
 	for cur.Next(ctx) {
 		doc := make(bson.Raw, len(cur.Current))
@@ -253,7 +257,7 @@ func (r *runner) scanNamespace(ctx context.Context, ns Namespace, marker bson.Ra
 				continue
 			}
 		}
-		ev, err := newBackfillEvent(ns, doc, marker, cfg.partition, cfg.epoch)
+		ev, err := newBackfillEvent(ns, doc, marker, cfg.partition, cfg.epoch, shardKey)
 		if err != nil {
 			return n, fmt.Errorf("ferry: backfill: %s: %w", ns, err)
 		}
@@ -272,6 +276,26 @@ func (r *runner) scanNamespace(ctx context.Context, ns Namespace, marker bson.Ra
 		return n, fmt.Errorf("ferry: backfill: scan %s: %w", ns, err)
 	}
 	return n, nil
+}
+
+// shardKeyOf is the key pattern of collection ns when it is sharded
+// (config.collections, read through mongos), so that backfill events carry
+// the documentKey its changes carry; nil on a replica set, for an
+// unsharded collection, or when the config database cannot be read (then
+// a warning: the backfill's documentKeys are {_id} only).
+func (r *runner) shardKeyOf(ctx context.Context, ns Namespace) bson.Raw {
+	var coll struct {
+		Key bson.Raw `bson:"key"`
+	}
+	err := r.c.client.Database("config").Collection("collections").FindOne(ctx, bson.D{{Key: "_id", Value: ns.String()}}).Decode(&coll)
+	switch {
+	case err == nil:
+		return coll.Key
+	case !errors.Is(err, mongo.ErrNoDocuments) && ctx.Err() == nil:
+		r.c.log.Warn("backfill: cannot read the shard key of the collection from config.collections; "+
+			"backfill events carry documentKey {_id} only", "ns", ns.String(), "err", err)
+	}
+	return nil
 }
 
 // waitScanned waits until every event the scan handed to the lanes is

@@ -55,6 +55,7 @@ func (r *runner) process(it *item) {
 			}
 			info.Result = ResultApplied
 			if len(r.c.hooks) > 0 {
+				info.NoPreImage, info.NoPostImage = r.imagesMissing(ev)
 				r.c.hooks.event(info)
 			}
 			if r.c.debug {
@@ -134,8 +135,9 @@ func (r *runner) process(it *item) {
 		}
 		wait = min(wait*2, cfg.backoffMax)
 	}
+	noPre, noPost := r.imagesMissing(ev)
 	r.c.hooks.event(EventInfo{Stream: cfg.name, Partition: cfg.partition, Operation: ev.OperationType, Namespace: ev.Namespace,
-		EventID: ev.ID(), Attempt: ev.Attempt, Result: ResultDeadLettered, Err: lastErr})
+		EventID: ev.ID(), Attempt: ev.Attempt, Result: ResultDeadLettered, Err: lastErr, NoPreImage: noPre, NoPostImage: noPost})
 	r.c.log.Error("event dead-lettered", "event", shortID(ev.ID()), "op", ev.OperationType, "ns", ev.Namespace.String(),
 		"attempts", ev.Attempt, "err", lastErr)
 	finished = true
@@ -219,4 +221,23 @@ func (r *runner) sinkUp() {
 	r.c.setStatus(func(s *Status) { s.State = StateRunning })
 	r.c.hooks.state(StateInfo{Stream: cfg.name, Partition: cfg.partition, State: StateRunning})
 	r.c.log.Info("sink up again: delivering")
+}
+
+// imagesMissing says whether a change arrived without the pre- or
+// post-image the stream asks for when available ("whenAvailable"): the
+// server then sends null. A backfill event, and an event whose images
+// were dropped because it was too large (ImagesDropped), count as neither.
+func (r *runner) imagesMissing(ev *Event) (pre, post bool) {
+	if ev.Backfill || ev.ImagesDropped {
+		return false, false
+	}
+	cfg := &r.c.cfg
+	switch ev.OperationType {
+	case "update":
+		return cfg.fullDocBefore == "whenAvailable" && ev.FullDocumentBeforeChange == nil,
+			cfg.fullDocument == "whenAvailable" && ev.FullDocument == nil
+	case "replace", "delete":
+		return cfg.fullDocBefore == "whenAvailable" && ev.FullDocumentBeforeChange == nil, false
+	}
+	return false, false
 }

@@ -32,6 +32,7 @@ var layers = []string{
 	"health.go",    // the sink's health: outage or poison
 	"runner.go",    // one run's state
 	"stream.go",    // opening the change stream (with the partition filter)
+	"history.go",   // the start of the oplog window
 	"dlqentry.go",  // dead-letter entries ↔ events
 	"lanes.go",     // stage: per-key lanes applying events, retries, poison
 	"committer.go", // stage: the commit loop and compare-and-set saves

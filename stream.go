@@ -18,7 +18,7 @@ type position struct {
 
 // open opens the change stream at pos.
 func (r *runner) open(ctx context.Context, pos position) (*mongo.ChangeStream, error) {
-	return r.c.open(ctx, pos)
+	return r.c.open(ctx, pos, r.mode)
 }
 
 // Watch opens the consumer's change stream as Run does — its scope,
@@ -38,9 +38,16 @@ func (c *Consumer) Watch(ctx context.Context, from bson.Timestamp) (*mongo.Chang
 }
 
 // open opens the change stream at pos.
-func (c *Consumer) open(ctx context.Context, pos position) (*mongo.ChangeStream, error) {
+func (c *Consumer) open(ctx context.Context, pos position, mode ...openMode) (*mongo.ChangeStream, error) {
 	cfg := &c.cfg
+	var m openMode
+	if len(mode) > 0 {
+		m = mode[0]
+	}
 	opts := options.ChangeStream().SetMaxAwaitTime(cfg.maxAwait)
+	if m.batchOne {
+		opts.SetBatchSize(1)
+	}
 	switch cfg.fullDocument {
 	case "updateLookup":
 		opts.SetFullDocument(options.UpdateLookup)
@@ -66,7 +73,7 @@ func (c *Consumer) open(ctx context.Context, pos position) (*mongo.ChangeStream,
 	case pos.startAt != nil:
 		opts.SetStartAtOperationTime(pos.startAt)
 	}
-	pipeline := c.watchPipeline()
+	pipeline := c.watchPipeline(m.drop)
 	switch {
 	case cfg.scope.DB == "":
 		return c.client.Watch(ctx, pipeline, opts)
@@ -78,10 +85,17 @@ func (c *Consumer) open(ctx context.Context, pos position) (*mongo.ChangeStream,
 
 // watchPipeline is the user pipeline plus, for partition p of n > 1, the
 // partition filter (see partitionStage and doc.go).
-func (c *Consumer) watchPipeline() []bson.D {
+func (c *Consumer) watchPipeline(drop ...int) []bson.D {
 	out := append([]bson.D(nil), c.cfg.pipeline...)
 	if c.cfg.partitions > 1 {
 		out = append(out, partitionStage(c.cfg.partition, c.cfg.partitions))
+	}
+	switch d := append(drop, dropNone)[0]; d {
+	case dropImages:
+		out = append(out, bson.D{{Key: "$unset", Value: bson.A{"fullDocument", "fullDocumentBeforeChange"}}})
+	case dropAll:
+		out = append(out, bson.D{{Key: "$project", Value: bson.D{{Key: "_id", Value: 1}, {Key: "operationType", Value: 1},
+			{Key: "clusterTime", Value: 1}, {Key: "ns", Value: 1}, {Key: "documentKey", Value: 1}, {Key: "splitEvent", Value: 1}}}})
 	}
 	if c.split.Load() == 1 {
 		// It must be the last stage.

@@ -61,13 +61,27 @@ type Entry struct {
 	DocumentKey bson.Raw `bson:"documentKey,omitempty"`
 	// Event is the change event as received (KindChange) or the scanned
 	// document (KindBackfill).
-	Event    bson.Raw  `bson:"event"`
+	Event bson.Raw `bson:"event"`
+	// ResumeAfter is the resume token after which a stream continues with
+	// the change that followed this one (ferry position set
+	// -token-from-dlq): the event's own token, or for a split event its
+	// last fragment's. Empty for backfill events and in entries written
+	// before it was recorded.
+	ResumeAfter bson.Raw `bson:"resumeAfter,omitempty"`
+	// Size is the event's size in bytes when Event was left out because
+	// the event is too large to store (over MaxEventBytes); 0 otherwise.
+	Size     int       `bson:"size,omitempty"`
 	Error    string    `bson:"error"`
 	Attempts int       `bson:"attempts"`
 	FirstAt  time.Time `bson:"firstAttemptAt"`
 	LastAt   time.Time `bson:"lastAttemptAt"`
 	Epoch    int64     `bson:"epoch"`
 }
+
+// MaxEventBytes is the largest event an entry stores whole: an entry must
+// fit a 16 MB document. A larger event's entry keeps its documentKey,
+// operation and size, and no body (replaying it needs the source).
+const MaxEventBytes = 15 << 20
 
 // Store keeps dead-lettered events.
 type Store interface {

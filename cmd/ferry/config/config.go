@@ -53,9 +53,12 @@ type Stream struct {
 	OnPoison      ferry.PoisonPolicy      `yaml:"on_poison"`
 	OnHistoryLost ferry.HistoryLostPolicy `yaml:"on_history_lost"`
 	OnInvalidate  ferry.InvalidatePolicy  `yaml:"on_invalidate"`
-	Queue         Queue                   `yaml:"queue"`
-	Verify        Verify                  `yaml:"verify"`
-	Sink          Sink                    `yaml:"sink"`
+	// Oversize: what happens to an event the server cannot return even
+	// split (fail, dead-letter, drop-images; default fail).
+	Oversize ferry.OversizePolicy `yaml:"oversize"`
+	Queue    Queue                `yaml:"queue"`
+	Verify   Verify               `yaml:"verify"`
+	Sink     Sink                 `yaml:"sink"`
 }
 
 // Source is what a stream watches and how.
@@ -66,7 +69,10 @@ type Source struct {
 	FullDocument             string   `yaml:"full_document,omitempty"`
 	FullDocumentBeforeChange string   `yaml:"full_document_before_change,omitempty"`
 	ShowExpandedEvents       bool     `yaml:"show_expanded_events"`
-	StartAt                  StartAt  `yaml:"start_at"`
+	// SplitLargeEvents: events over 16 MB are split by the server and
+	// reassembled by ferry (default true; on servers that have it).
+	SplitLargeEvents bool    `yaml:"split_large_events"`
+	StartAt          StartAt `yaml:"start_at"`
 }
 
 // Scope is a collection (Database and Collection set), a database

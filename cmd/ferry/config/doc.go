@@ -92,6 +92,11 @@
 //	      full_document_before_change: off   off | whenAvailable | required
 //	                         (default off)
 //	      show_expanded_events: false   DDL events (default false)
+//	      split_large_events: true   events over 16 MB arrive split
+//	                         ($changeStreamSplitLargeEvent, MongoDB 7.0 and
+//	                         6.0.9+) and are reassembled: the sink gets one
+//	                         whole event (default true; false is part of the
+//	                         stream identity)
 //	      start_at: now      where a stream without a checkpoint starts: now |
 //	                         backfill (scan, then stream) | an RFC 3339 time
 //	                         (startAtOperationTime, whole seconds: events of
@@ -139,6 +144,12 @@
 //	    on_poison: dead-letter   dead-letter | stall (default dead-letter)
 //	    on_history_lost: fail    fail | backfill (default fail)
 //	    on_invalidate: stop      stop | restart (default stop)
+//	    oversize: fail      fail | dead-letter | drop-images (default fail):
+//	                         an event the server cannot return even split
+//	                         (servers before 7.0, split_large_events: false):
+//	                         the stream fails; or the event is dead-lettered
+//	                         (its documentKey, no body); or delivered without
+//	                         its fullDocument and fullDocumentBeforeChange
 //	    queue:
 //	      events: 10000      >= 1 (default 10000)
 //	      bytes: 64MiB       >= 1 (default 64MiB)

@@ -120,13 +120,14 @@ func (d *decoder) streams(path string, n *yaml.Node) []Stream {
 
 func (d *decoder) stream(path string, n *yaml.Node) Stream {
 	s := Stream{
-		Source:        Source{StartAt: StartAt{Kind: defaultStartAt}},
+		Source:        Source{StartAt: StartAt{Kind: defaultStartAt}, SplitLargeEvents: true},
 		Group:         Group{Partitions: DefaultPartitions, LeaseTTL: DefaultLeaseTTL},
 		Delivery:      Delivery{Mode: defaultDeliveryMode},
 		Retry:         Retry{MaxAttempts: DefaultMaxAttempts, InitialBackoff: DefaultInitialBackoff, MaxBackoff: DefaultMaxBackoff, HandlerTimeout: DefaultHandlerTimeout},
 		OnPoison:      defaultOnPoison,
 		OnHistoryLost: defaultOnHistoryLost,
 		OnInvalidate:  defaultOnInvalidate,
+		Oversize:      ferry.OversizeFail,
 		Queue:         Queue{Events: DefaultQueueEvents, Bytes: DefaultQueueBytes},
 		Verify:        Verify{Window: DefaultVerifyWindow},
 	}
@@ -190,6 +191,11 @@ func (d *decoder) stream(path string, n *yaml.Node) Stream {
 			x := string(s.OnInvalidate)
 			d.enum(p, v, &x, string(ferry.InvalidateStop), string(ferry.InvalidateRestart))
 			s.OnInvalidate = ferry.InvalidatePolicy(x)
+		},
+		"oversize": func(p string, v *yaml.Node) {
+			x := string(s.Oversize)
+			d.enum(p, v, &x, string(ferry.OversizeFail), string(ferry.OversizeDeadLetter), string(ferry.OversizeDropImages))
+			s.Oversize = ferry.OversizePolicy(x)
 		},
 		"queue": func(p string, v *yaml.Node) {
 			d.mapping(p, v, map[string]field{
@@ -278,6 +284,7 @@ func (d *decoder) source(path string, n *yaml.Node, s *Source) {
 			d.enum(p, v, &s.FullDocumentBeforeChange, fullDocumentBeforeOff, "whenAvailable", "required")
 		},
 		"show_expanded_events": func(p string, v *yaml.Node) { d.boolean(p, v, &s.ShowExpandedEvents) },
+		"split_large_events":   func(p string, v *yaml.Node) { d.boolean(p, v, &s.SplitLargeEvents) },
 		"start_at":             func(p string, v *yaml.Node) { d.startAt(p, v, &s.StartAt) },
 	})
 	if !uriSet {

@@ -76,6 +76,7 @@ state store. It can run from any machine that reaches the state store.`,
 			doc:     verifyDoc,
 			run:     runVerify,
 		},
+		positionCommand(),
 		{
 			name: "dlq", args: "list|replay -c ferry.yaml [flags]",
 			summary: "dead-lettered events",

@@ -85,6 +85,8 @@ type daemon struct {
 	streams   []*stream
 	purgers   []*tombstonePurger
 	verifiers []*verifier
+	// oplogWatchers report each stream's oplog window to the metrics.
+	oplogWatchers []*oplogWatcher
 	// closers release sinks and stores, in reverse order, once every
 	// stream stopped.
 	closers []func()
@@ -176,6 +178,11 @@ func (d *daemon) openStream(ctx context.Context, path string, sc *config.Stream,
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	st := &stream{name: sc.Name, cfg: sc, dlq: stateDB, cps: cps, notes: &failureNotes{}}
+	probe, err := toolConsumer(sc, client, cps)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	d.oplogWatchers = append(d.oplogWatchers, &oplogWatcher{stream: sc.Name, cons: probe, src: client, m: d.m, log: d.log.With("stream", sc.Name)})
 	st.proj, _ = s.(*mongoproj.Sink)
 	copts = append(copts, ferry.WithHooks(d.m), ferry.Logger(d.log))
 	h := sink.Handler(s)
@@ -253,6 +260,13 @@ func (d *daemon) runAll(ctx context.Context, ops *opsServer) error {
 		go func() {
 			defer pw.Done()
 			p.run(runCtx)
+		}()
+	}
+	for _, w := range d.oplogWatchers {
+		pw.Add(1)
+		go func() {
+			defer pw.Done()
+			w.run(runCtx)
 		}()
 	}
 	for _, v := range d.verifiers {

@@ -133,7 +133,7 @@ func printStatus(ctx context.Context, cfg *config.Config, db *mongo.Database, ls
 				f.Class, f.Partition, f.Message)
 			fmt.Fprintf(w, "  \t\twhat to do: %s\n", advice(&st, ferry.Failure{Class: ferry.FailureClass(f.Class), Clears: f.Clears, Detail: f.Message}))
 			if f.RetryAt.IsZero() {
-				fmt.Fprintf(w, "  \t\tre-check: never by itself: only a change of configuration (and a restart) ends it\n")
+				fmt.Fprintf(w, "  \t\tre-check: never by itself: a change of configuration (and a restart), ferry position set or ferry reset ends it\n")
 			} else {
 				fmt.Fprintf(w, "  \t\tre-check: at %s\n", f.RetryAt.UTC().Format(time.RFC3339))
 			}

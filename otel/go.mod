@@ -4,7 +4,6 @@ go 1.26.8
 
 require (
 	github.com/ferry-io/ferry v0.0.0
-	github.com/ferry-io/ferry/mongotest v0.0.0
 	go.mongodb.org/mongo-driver/v2 v2.10.0
 	go.opentelemetry.io/otel v1.47.0
 	go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp v1.47.0
@@ -40,7 +39,4 @@ require (
 	google.golang.org/protobuf v1.36.12 // indirect
 )
 
-replace (
-	github.com/ferry-io/ferry => ..
-	github.com/ferry-io/ferry/mongotest => ../mongotest
-)
+replace github.com/ferry-io/ferry => ..

@@ -22,7 +22,7 @@ import (
 	"github.com/ferry-io/ferry"
 	"github.com/ferry-io/ferry/checkpoint/boltstore"
 	"github.com/ferry-io/ferry/deadletter"
-	"github.com/ferry-io/ferry/mongotest"
+	"github.com/ferry-io/ferry/internal/emutest"
 	ferryotel "github.com/ferry-io/ferry/otel"
 )
 
@@ -42,7 +42,7 @@ const docSecret = "hunter2-in-the-document"
 // partition, operation, namespace, short event id, attempt and result,
 // and neither a resume token nor anything of the documents is in a span.
 func TestSpansOfAConsumer(t *testing.T) {
-	uri, _ := mongotest.URI(t)
+	uri, _ := emutest.URI(t)
 	client, err := mongo.Connect(options.Client().ApplyURI(uri))
 	if err != nil {
 		t.Fatal(err)

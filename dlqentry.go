@@ -1,7 +1,6 @@
 package ferry
 
 import (
-	"bytes"
 	"fmt"
 	"strings"
 	"time"
@@ -108,12 +107,18 @@ func backfillFromEntry(e deadletter.Entry) (*Event, error) {
 	if err := doc.Validate(); err != nil {
 		return nil, lost("its document is malformed: %v", err)
 	}
-	key, err := backfillKey(doc)
+	key, err := backfillKey(doc, nil)
 	if err != nil {
 		return nil, lost("%v", err)
 	}
-	if len(e.DocumentKey) > 0 && !bytes.Equal(e.DocumentKey, key) {
-		return nil, lost("its documentKey %s does not match the document's _id (%s)", e.DocumentKey, key)
+	if len(e.DocumentKey) > 0 {
+		// On a sharded collection the recorded key also has the shard
+		// key's fields: it must name the document's _id.
+		recorded, err := e.DocumentKey.LookupErr("_id")
+		if err != nil || !recorded.Equal(doc.Lookup("_id")) {
+			return nil, lost("its documentKey %s does not match the document's _id (%s)", e.DocumentKey, key)
+		}
+		key = e.DocumentKey
 	}
 	// A database name never contains a dot; a collection name may.
 	db, coll, ok := strings.Cut(e.Namespace, ".")

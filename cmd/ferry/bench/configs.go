@@ -9,6 +9,8 @@ import (
 // A configuration is one way of running `ferry run` the bench measures:
 // a sink, a delivery mode, a partition count and a state store. Every
 // other setting is the daemon's default: nothing is tuned for the bench.
+// The library configuration is the Go library without the daemon, for
+// the ceiling the daemon's rows stand under.
 type configuration struct {
 	name       string // what -only takes
 	title      string // the table's first column
@@ -16,6 +18,7 @@ type configuration struct {
 	mode       string // delivery.mode
 	partitions int    // group.partitions, all in this one process
 	bolt       bool   // the state in a bolt file (the single-consumer path) instead of MongoDB
+	library    bool   // not the daemon: a ferry.Consumer with a no-op handler (runLibrary)
 }
 
 // configurations are every configuration, in the table's order.
@@ -28,6 +31,7 @@ var configurations = []configuration{
 	{name: "nats", title: "NATS JetStream (embedded), at-least-once", sink: "nats", mode: "at-least-once", partitions: 1},
 	{name: "pubsub", title: "Pub/Sub (pstest), at-least-once", sink: "pubsub", mode: "at-least-once", partitions: 1},
 	{name: "mongodb", title: "MongoDB projection, transactional", sink: "mongodb", mode: "transactional", partitions: 1},
+	{name: "library", title: "library, no-op handler, bolt checkpoints", mode: "at-least-once", partitions: 1, bolt: true, library: true},
 }
 
 func configurationNames() []string {

@@ -133,6 +133,9 @@ func cpuDelta(a, b *usage) *time.Duration {
 // encodings are built as for the warm raw figure), a receiver started,
 // then `ferry run` in this process until the receiver has every event.
 func (b *bench) runConfiguration(ctx context.Context, cfg configuration, n int) (m *measurement, err error) {
+	if cfg.library {
+		return b.runLibrary(ctx, cfg, n)
+	}
 	ctx, cancel := context.WithTimeout(ctx, b.o.timeout)
 	defer cancel()
 	cl, err := newCluster(b.o.uri, n)

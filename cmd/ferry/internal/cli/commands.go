@@ -132,9 +132,10 @@ From a checkout of the source:
 It loads a backlog of 1 KiB inserts, runs ` + "`ferry run`" + ` with start_at before it
 for each configuration (stdout, webhook at-least-once with 1 and 4
 partitions, webhook idempotent, Kafka, NATS JetStream, Pub/Sub, the MongoDB
-projection transactional) until the receiver has every event, and prints
-events/s, the ratio to a raw driver loop, the CPU per event of Ferry, the
-emulator and the receiver (each in its own process), and peak RSS.`,
+projection transactional) until the receiver has every event, and the Go
+library alone with a no-op handler; it prints events/s, the ratio to a raw
+driver loop, the CPU per event of Ferry, the emulator and the receiver
+(each in its own process), and peak RSS.`,
 			run: func(_ context.Context, _ []string, _, stderr io.Writer) int {
 				fmt.Fprintln(stderr, "ferry bench: the bench embeds the MongoDB emulator and fake brokers, which this binary does not link; from a source checkout run: go run ./cmd/ferry/bench")
 				return 2

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -31,10 +32,11 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	r.noteLoad()
 	r.MethodNotes = methodNotes(r, o)
 	if o.json {
-		return r.writeJSON(stdout)
+		err = r.writeJSON(stdout)
+	} else {
+		r.writeTable(stdout)
 	}
-	r.writeTable(stdout)
-	return nil
+	return errors.Join(err, r.failures())
 }
 
 // table measures the raw loop and every selected configuration, o.runs
@@ -43,6 +45,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 func (b *bench) table(ctx context.Context, r *report) error {
 	var colds, warms []*measurement
 	per := make([][]*measurement, len(b.o.only))
+	failed := make([]error, len(b.o.only))
 	for run := range b.o.runs {
 		cold, warm, err := b.runRaw(ctx, b.o.n)
 		if err != nil {
@@ -51,9 +54,20 @@ func (b *bench) table(ctx context.Context, r *report) error {
 		colds, warms = append(colds, cold), append(warms, warm)
 		b.progress(run, "raw loop: cold %s events/s, warm %s events/s", rateText(cold.rate()), rateText(warm.rate()))
 		for i, cfg := range b.o.only {
+			if failed[i] != nil {
+				continue // it failed in an earlier run: a hang would cost -timeout again
+			}
 			m, err := b.runConfiguration(ctx, cfg, b.o.n)
 			if err != nil {
-				return err
+				if ctx.Err() != nil {
+					return err // interrupted
+				}
+				// One configuration failing (or hanging until -timeout)
+				// does not cost the others their figures: the table marks
+				// it and the bench exits non-zero.
+				failed[i] = fmt.Errorf("run %d: %w", run+1, err)
+				b.progress(run, "%s FAILED: %v", cfg.name, err)
+				continue
 			}
 			per[i] = append(per[i], m)
 			b.progress(run, "%s: %s events/s, %.1f µs Ferry CPU per event", cfg.name, rateText(m.rate()), m.perEvent(m.FerryCPU))
@@ -64,6 +78,9 @@ func (b *bench) table(ctx context.Context, r *report) error {
 	for i, cfg := range b.o.only {
 		x := summarize(cfg.name, cfg.title, per[i], warms)
 		x.Sink, x.Mode, x.Partitions = cfg.sink, cfg.mode, cfg.partitions
+		if failed[i] != nil {
+			x.Error = failed[i].Error()
+		}
 		r.Rows = append(r.Rows, x)
 	}
 	return nil

@@ -286,3 +286,43 @@ func TestRatioText(t *testing.T) {
 		}
 	}
 }
+
+// TestFailedConfiguration: a configuration that fails (here its receiver
+// cannot start) is marked in the report with its error, the others are
+// still measured, and the bench returns an error naming it.
+func TestFailedConfiguration(t *testing.T) {
+	saved := configurations
+	t.Cleanup(func() { configurations = saved })
+	configurations = append(append([]configuration{}, saved...),
+		configuration{name: "broken", title: "a sink nothing receives", sink: "nowhere", mode: "at-least-once", partitions: 1})
+
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	var out, progress bytes.Buffer
+	err := runBench(ctx, []string{"-n", "100", "-only", "broken,stdout", "-raw-reads", "1", "-json"}, &out, &progress)
+	if err == nil || !strings.Contains(err.Error(), "1 of 2 configurations failed (broken)") {
+		t.Fatalf("bench: %v, want the failure of broken\nprogress:\n%s", err, progress.String())
+	}
+	var r report
+	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
+		t.Fatalf("the -json output does not parse: %v\n%s", err, out.String())
+	}
+	if len(r.Rows) != 4 || r.Rows[2].Name != "stdout" || r.Rows[3].Name != "broken" {
+		t.Fatalf("rows %+v", r.Rows)
+	}
+	if x := r.Rows[3]; !strings.Contains(x.Error, `"nowhere" names no destination`) || len(x.Measurements) != 0 {
+		t.Errorf("the broken row: error %q, %d measurements", x.Error, len(x.Measurements))
+	}
+	r.Rows = r.Rows[:3]
+	checkDelivered(t, &r, 100)
+	if !strings.Contains(progress.String(), "broken FAILED") {
+		t.Errorf("progress:\n%s", progress.String())
+	}
+
+	r = report{Backlog: 100, Rows: []row{{Name: "broken", Title: "a sink nothing receives", Error: "run 1: no receiver\n--- log"}}}
+	var table bytes.Buffer
+	r.writeTable(&table)
+	if !strings.Contains(table.String(), "FAILED broken: run 1: no receiver\n") || strings.Contains(table.String(), "--- log") {
+		t.Errorf("the table:\n%s", table.String())
+	}
+}

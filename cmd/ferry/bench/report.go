@@ -57,7 +57,10 @@ type row struct {
 	MinDistinct   int64          `json:"min_distinct"`   // the fewest distinct events a run delivered (-1 unknown)
 	MaxDuplicates int64          `json:"max_duplicates"` // the most duplicates a run delivered
 	CountedHow    string         `json:"counted_how"`
-	Measurements  []*measurement `json:"measurements"`
+	Measurements  []*measurement `json:"measurements"` // the runs that succeeded
+	// Error is why the configuration failed, in the run it failed; its
+	// later runs were skipped. The figures are its earlier runs', if any.
+	Error string `json:"error,omitempty"`
 }
 
 // sweepRow is one configuration's peak RSS per backlog size.
@@ -199,11 +202,24 @@ func (r *report) writeTable(w io.Writer) {
 	if len(r.Rows) > 0 {
 		cells := [][]string{tableColumns}
 		for _, x := range r.Rows {
+			if len(x.Measurements) == 0 {
+				cells = append(cells, []string{x.Title, "—", "—", "—", "—", "—", "—", "FAILED"})
+				continue
+			}
+			delivered := deliveredText(x, r.Backlog)
+			if x.Error != "" {
+				delivered += " FAILED later"
+			}
 			cells = append(cells, []string{x.Title, rateText(x.EventsPerS), ratioText(x.VsWarmRaw), fmt.Sprintf("%.1f", x.FerryCPUUS),
 				optText(x.EmulatorCPUUS), optText(x.ReceiverCPUUS), fmt.Sprintf("%.1f", float64(x.PeakRSSBytes)/(1<<20)),
-				deliveredText(x, r.Backlog)})
+				delivered})
 		}
 		writeAligned(w, cells)
+		for _, x := range r.Rows {
+			if x.Error != "" {
+				fmt.Fprintln(w, wrap(fmt.Sprintf("FAILED %s: %s", x.Name, firstLine(x.Error, 300)), 100, "  "))
+			}
+		}
 	}
 	if len(r.Sweep) > 0 {
 		head := []string{"peak RSS MiB (events/s)"}
@@ -237,6 +253,30 @@ func (r *report) writeTable(w io.Writer) {
 	for _, n := range r.MethodNotes {
 		fmt.Fprintln(w, wrap("- "+n, 100, "  "))
 	}
+}
+
+// failures is an error naming every configuration that failed, or nil.
+func (r *report) failures() error {
+	var names []string
+	for _, x := range r.Rows {
+		if x.Error != "" {
+			names = append(names, x.Name)
+		}
+	}
+	if len(names) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%d of %d configurations failed (%s); the progress lines on stderr have each one's error and the daemon's log",
+		len(names), len(r.Rows)-2, strings.Join(names, ", "))
+}
+
+// firstLine is s up to its first newline, at most n runes.
+func firstLine(s string, n int) string {
+	s, _, _ = strings.Cut(s, "\n")
+	if utf8.RuneCountInString(s) > n {
+		s = string([]rune(s)[:n]) + "…"
+	}
+	return s
 }
 
 func (r *report) sourceText() string {

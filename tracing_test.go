@@ -14,6 +14,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/ferry-io/ferry"
+	"github.com/ferry-io/ferry/internal/poll"
 )
 
 func TestTraceParentInContext(t *testing.T) {
@@ -129,11 +130,17 @@ func TestTraceContext(t *testing.T) {
 	insert(t, e.db.Collection("c"), bson.D{{Key: "_id", Value: 1}}, bson.D{{Key: "_id", Value: 2}}, bson.D{{Key: "_id", Value: 3}},
 		bson.D{{Key: "_id", Value: 4}}, bson.D{{Key: "_id", Value: 5}})
 	rec.waitFor(t, 4)
-	eventually(t, 10*time.Second, func() string { return "the dead letter and every call's end" }, func() bool {
-		entries, _ := e.dlq.List(context.Background(), "s", 0)
+	poll.Until(t, 10*time.Second, func() error {
+		entries, err := e.dlq.List(context.Background(), "s", 0)
+		if err != nil {
+			return err
+		}
 		tr.mu.Lock()
 		defer tr.mu.Unlock()
-		return len(entries) == 1 && len(tr.calls) == 6 && tr.openReads == 0
+		if len(entries) != 1 || len(tr.calls) != 6 || tr.openReads != 0 {
+			return fmt.Errorf("%d dead letters, %d calls ended, %d reads open; want 1, 6 and 0", len(entries), len(tr.calls), tr.openReads)
+		}
+		return nil
 	})
 	tr.mu.Lock()
 	defer tr.mu.Unlock()

@@ -19,6 +19,7 @@ import (
 	"github.com/ferry-io/ferry/group"
 	"github.com/ferry-io/ferry/internal/childproc"
 	"github.com/ferry-io/ferry/internal/leakcheck"
+	"github.com/ferry-io/ferry/internal/poll"
 	"github.com/ferry-io/ferry/lease"
 )
 
@@ -119,22 +120,16 @@ func (c *cluster) opTime(t *testing.T) bson.Timestamp {
 func (c *cluster) waitOwned(t *testing.T, partitions int, within time.Duration, ok func(lease.Lease) bool) time.Duration {
 	t.Helper()
 	start := time.Now()
-	for {
+	poll.Until(t, within, func() error {
 		own := c.ownersNow(t)
-		good := 0
 		for p := range partitions {
-			if l, has := own[p]; has && ok(l) {
-				good++
+			if l, has := own[p]; !has || !ok(l) {
+				return fmt.Errorf("partitions not all owned as wanted: %v", own)
 			}
 		}
-		if good == partitions {
-			return time.Since(start)
-		}
-		if time.Since(start) > within {
-			t.Fatalf("partitions not all owned as wanted after %v: %v", within, own)
-		}
-		time.Sleep(10 * time.Millisecond) // polling the lease table
-	}
+		return nil
+	})
+	return time.Since(start)
 }
 
 // writeLoad inserts n documents at a steady pace and returns their count.
@@ -159,32 +154,38 @@ func (c *cluster) writeLoad(t *testing.T, n int, every time.Duration) <-chan int
 // the number of effects of each.
 func (c *cluster) effectsPerEvent(t *testing.T, n int) map[string]int {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	waited := false
+	defer func() {
+		if waited {
+			return
+		}
+		// The wait failed: what the state database says, for the log.
+		dl, _ := c.state.Collection("dlq").Find(context.Background(), bson.D{})
+		for dl.Next(context.Background()) {
+			t.Logf("dead letter: partition %v: %v", dl.Current.Lookup("partition"), dl.Current.Lookup("error"))
+		}
+		cps, _ := c.state.Collection("checkpoints").Find(context.Background(), bson.D{})
+		for cps.Next(context.Background()) {
+			t.Logf("checkpoint: partition %v epoch %v state %v note %v", cps.Current.Lookup("partition"), cps.Current.Lookup("epoch"), cps.Current.Lookup("state"), cps.Current.Lookup("note"))
+		}
+	}()
+	var per map[string]int
+	poll.Until(t, 60*time.Second, func() error {
 		cur, err := c.state.Collection("effects").Find(context.Background(), bson.D{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		per := map[string]int{}
+		per = map[string]int{}
 		for cur.Next(context.Background()) {
 			per[cur.Current.Lookup("event").StringValue()]++
 		}
-		if len(per) >= n {
-			return per
+		if len(per) < n {
+			return fmt.Errorf("effects for %d of %d events", len(per), n)
 		}
-		if time.Now().After(deadline) {
-			dl, _ := c.state.Collection("dlq").Find(context.Background(), bson.D{})
-			for dl.Next(context.Background()) {
-				t.Logf("dead letter: partition %v: %v", dl.Current.Lookup("partition"), dl.Current.Lookup("error"))
-			}
-			cps, _ := c.state.Collection("checkpoints").Find(context.Background(), bson.D{})
-			for cps.Next(context.Background()) {
-				t.Logf("checkpoint: partition %v epoch %v state %v note %v", cps.Current.Lookup("partition"), cps.Current.Lookup("epoch"), cps.Current.Lookup("state"), cps.Current.Lookup("note"))
-			}
-			t.Fatalf("effects for %d of %d events", len(per), n)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
+	waited = true
+	return per
 }
 
 func killTest(t *testing.T, mode group.Mode) {

@@ -25,12 +25,7 @@ func kibDoc(i int) bson.D {
 
 func benchClient(b *testing.B) *mongo.Collection {
 	b.Helper()
-	uri, _ := mongotest.URI(b)
-	client, err := mongo.Connect(options.Client().ApplyURI(uri))
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = client.Disconnect(context.Background()) })
+	client, _ := mongotest.Client(b)
 	c := client.Database("bench").Collection(sanitize(b.Name()))
 	_ = c.Drop(context.Background())
 	return c

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -21,6 +22,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
+	"github.com/ferry-io/ferry/internal/poll"
 	"github.com/ferry-io/ferry/mongotest"
 )
 
@@ -105,7 +107,7 @@ streams:
 // /metrics, /readyz and /healthz answer, and cancellation (SIGTERM) stops it
 // within Cloud Run's budget.
 func TestRunDeliversAndStops(t *testing.T) {
-	srv := mongotest.New(t)
+	srv, client := emulator(t)
 	cfgPath := writeFile(t, `
 listen: 127.0.0.1:0
 log: {level: info, format: json}
@@ -120,17 +122,12 @@ streams:
 	d := startRun(t, cfgPath)
 	addr := d.addr(t)
 	// Wait until both partitions run, then write.
-	waitFor(t, func() string {
-		if strings.Count(d.errOut.String(), `"msg":"partition assigned"`) >= 2 {
-			return "ok"
+	poll.Until(t, 30*time.Second, func() error {
+		if n := strings.Count(d.errOut.String(), `"msg":"partition assigned"`); n < 2 {
+			return fmt.Errorf("%d partitions assigned, want 2", n)
 		}
-		return ""
+		return nil
 	})
-	client, err := mongo.Connect(options.Client().ApplyURI(srv.URI()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer client.Disconnect(context.Background())
 	// The consumers record their start position before reading: wait for
 	// both partitions' checkpoints.
 	d.waitStarted(t, client, "ferry_state", 2)
@@ -139,11 +136,11 @@ streams:
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, func() string {
-		if strings.Count(d.out.String(), `"operationType":"insert"`) == 10 {
-			return "ok"
+	poll.Until(t, 30*time.Second, func() error {
+		if n := strings.Count(d.out.String(), `"operationType":"insert"`); n != 10 {
+			return fmt.Errorf("%d inserts printed, want 10", n)
 		}
-		return ""
+		return nil
 	})
 	for _, p := range []string{"/metrics", "/readyz", "/healthz"} {
 		resp, err := http.Get("http://" + addr + p)
@@ -203,18 +200,19 @@ streams:
 	}
 }
 
-func waitFor(t *testing.T, f func() string) string {
+// emulator starts an emulator for the test and connects a client to it;
+// the client disconnects, then the emulator stops, when the test ends.
+// The daemon's tests always run on the emulator, whatever
+// $FERRY_TEST_MONGODB_URI says: they drive its clock and fail points.
+func emulator(t *testing.T, opts ...mongotest.Option) (*mongotest.Server, *mongo.Client) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if s := f(); s != "" {
-			return s
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("timed out")
-		}
-		time.Sleep(10 * time.Millisecond)
+	srv := mongotest.New(t, opts...)
+	client, err := mongo.Connect(options.Client().ApplyURI(srv.URI()))
+	if err != nil {
+		t.Fatal(err)
 	}
+	t.Cleanup(func() { _ = client.Disconnect(context.Background()) })
+	return srv, client
 }
 
 // TestSecretsNeverShown: a password in the MongoDB URI and a webhook secret
@@ -259,12 +257,7 @@ streams:
 // TestDLQReplay re-delivers a dead-lettered event through the stream's sink
 // and removes it from the dead-letter store.
 func TestDLQReplay(t *testing.T) {
-	srv := mongotest.New(t)
-	client, err := mongo.Connect(options.Client().ApplyURI(srv.URI()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer client.Disconnect(context.Background())
+	srv, client := emulator(t)
 	ctx := context.Background()
 	cs, err := client.Database("shop").Collection("orders").Watch(ctx, mongo.Pipeline{})
 	if err != nil {
@@ -315,12 +308,7 @@ type webhookRequest struct {
 // the same webhook-id and Idempotency-Key as the rejected attempt — and
 // clears the entries. One document has an ObjectId _id, one a document _id.
 func TestDLQReplayBackfill(t *testing.T) {
-	srv := mongotest.New(t)
-	client, err := mongo.Connect(options.Client().ApplyURI(srv.URI()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer client.Disconnect(context.Background())
+	srv, client := emulator(t)
 	ctx := context.Background()
 	oid := bson.NewObjectID()
 	if _, err := client.Database("shop").Collection("orders").InsertMany(ctx, []any{
@@ -484,14 +472,14 @@ func TestRunMongoProjectionTransactional(t *testing.T) {
 		t.Fatal(err)
 	}
 	proj := client.Database("readmodel").Collection("orders")
-	waitFor(t, func() string {
+	poll.Until(t, 30*time.Second, func() error {
 		live := bson.D{{Key: "_ferry.del", Value: bson.D{{Key: "$ne", Value: true}}}, {Key: "v", Value: bson.D{{Key: "$gte", Value: 100}}}}
 		n, _ := proj.CountDocuments(ctx, live)
 		dead, _ := proj.CountDocuments(ctx, bson.D{{Key: "_id", Value: 0}, {Key: "_ferry.del", Value: true}})
-		if n == 19 && dead == 1 {
-			return "ok"
+		if n != 19 || dead != 1 {
+			return fmt.Errorf("projection: %d updated documents and %d tombstones, want 19 and 1", n, dead)
 		}
-		return ""
+		return nil
 	})
 	ledger, _ := client.Database("ferry_state").Collection("ledger").CountDocuments(ctx, bson.D{})
 	if ledger != 41 { // 20 inserts, 20 updates, 1 delete

@@ -25,7 +25,32 @@ func kibDoc(i int) bson.D {
 
 func benchClient(b *testing.B) *mongo.Collection {
 	b.Helper()
-	uri, _ := mongotest.URI(b)
+	c, _ := benchClientURI(b)
+	return c
+}
+
+// benchClientURI is benchClient that also returns the server's URI, for
+// benchmarks that connect more clients.
+func benchClientURI(b *testing.B) (*mongo.Collection, string) {
+	b.Helper()
+	c, uri, _ := benchClientAll(b)
+	return c, uri
+}
+
+// benchClientServer is benchClient that also returns the emulator, for
+// benchmarks that use its controls; they skip against a real server.
+func benchClientServer(b *testing.B) (*mongo.Collection, *mongotest.Server) {
+	b.Helper()
+	c, _, srv := benchClientAll(b)
+	if srv == nil {
+		b.Skip("needs the emulator")
+	}
+	return c, srv
+}
+
+func benchClientAll(b *testing.B) (*mongo.Collection, string, *mongotest.Server) {
+	b.Helper()
+	uri, srv := mongotest.URI(b)
 	client, err := mongo.Connect(options.Client().ApplyURI(uri))
 	if err != nil {
 		b.Fatal(err)
@@ -33,7 +58,7 @@ func benchClient(b *testing.B) *mongo.Collection {
 	b.Cleanup(func() { _ = client.Disconnect(context.Background()) })
 	c := client.Database("bench").Collection(sanitize(b.Name()))
 	_ = c.Drop(context.Background())
-	return c
+	return c, uri, srv
 }
 
 // BenchmarkChangeStreamEvents measures change events per second delivered to

@@ -36,10 +36,13 @@ type engine struct {
 	// transactions).
 	curTxn *txn
 	// snapHist keeps record versions for snapshot reads.
-	snapHist  snapshotHistory
-	closed    bool
-	processID bson.ObjectID
-	startedAt time.Time
+	snapHist snapshotHistory
+	closed   bool
+	// idScanOnly turns the _id index path off (benchmarks compare it
+	// with the scan it replaces).
+	idScanOnly bool
+	processID  bson.ObjectID
+	startedAt  time.Time
 
 	// newEntry is closed and replaced whenever the oplog grows, waking
 	// change-stream getMores that wait for events.

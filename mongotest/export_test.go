@@ -8,3 +8,11 @@ func Waiting(s *Server) (onSession, onTxn int) {
 	defer s.eng.mu.Unlock()
 	return s.eng.sessionWaits, s.eng.txnWaits
 }
+
+// ScanOnly turns the _id index path off (true) or back on, so that tests and
+// benchmarks can compare it with the collection scan it replaces.
+func ScanOnly(s *Server, on bool) {
+	s.eng.mu.Lock()
+	defer s.eng.mu.Unlock()
+	s.eng.idScanOnly = on
+}

@@ -39,6 +39,7 @@ func BenchmarkLedgerLoad(b *testing.B) {
 	const batch = 100
 	b.ReportAllocs()
 	b.ResetTimer()
+	cpu := startCPU()
 	for i := 0; i < b.N; i += batch {
 		n := min(batch, b.N-i)
 		docs := make([]any, n)
@@ -76,6 +77,7 @@ func BenchmarkLedgerLoad(b *testing.B) {
 		}
 	}
 	b.StopTimer()
+	cpu.report(b, b.N, "event")
 	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N), "µs/event")
 }
 
@@ -102,6 +104,7 @@ func BenchmarkConcurrentStreams(b *testing.B) {
 	}
 	b.ReportAllocs()
 	b.ResetTimer()
+	cpu := startCPU()
 	var wg sync.WaitGroup
 	errs := make(chan error, streams+1)
 	wg.Add(1)
@@ -133,6 +136,7 @@ func BenchmarkConcurrentStreams(b *testing.B) {
 	}
 	wg.Wait()
 	b.StopTimer()
+	cpu.report(b, streams*b.N, "event")
 	close(errs)
 	for err := range errs {
 		b.Fatal(err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
@@ -84,12 +85,14 @@ func BenchmarkChangeStreamEvents(b *testing.B) {
 	}
 	b.ReportAllocs()
 	b.ResetTimer()
+	cpu := startCPU()
 	for i := 0; i < b.N; i++ {
 		if !cs.Next(ctx) {
 			b.Fatal(cs.Err())
 		}
 	}
 	b.StopTimer()
+	cpu.report(b, b.N, "event")
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
 }
 
@@ -125,4 +128,17 @@ func BenchmarkInsertMany(b *testing.B) {
 	}
 	b.StopTimer()
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "inserts/s")
+}
+
+// cpuMeter reports the process CPU time per unit of work a benchmark did,
+// a figure steadier than wall time on a busy machine.
+type cpuMeter struct{ start time.Duration }
+
+func startCPU() cpuMeter { return cpuMeter{start: processCPU()} }
+
+// report adds the metric "cpu-µs/<unit>" for n units.
+func (m cpuMeter) report(b *testing.B, n int, unit string) {
+	if d := processCPU() - m.start; d > 0 && n > 0 {
+		b.ReportMetric(float64(d.Microseconds())/float64(n), "cpu-µs/"+unit)
+	}
 }

@@ -16,3 +16,12 @@ func ScanOnly(s *Server, on bool) {
 	defer s.eng.mu.Unlock()
 	s.eng.idScanOnly = on
 }
+
+// StreamWindow sets how many oplog entries a change-stream getMore copies
+// under the engine lock at a time (default 4096), so that tests can make
+// batches span many windows.
+func StreamWindow(s *Server, n int) {
+	s.eng.mu.Lock()
+	defer s.eng.mu.Unlock()
+	s.eng.streamWindow = n
+}

@@ -3,8 +3,10 @@ package mongotest_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
@@ -142,4 +144,89 @@ func BenchmarkConcurrentStreams(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.ReportMetric(float64(streams*b.N)/b.Elapsed().Seconds(), "events/s")
+}
+
+// BenchmarkWriteLatencyWhileStreamsCatchUp measures single inserts (into
+// another collection) while four change streams, each with its own client,
+// read a 20,000-event backlog of 1 KiB documents over and over, as four
+// partitions catching up do. It reports the inserts' median, 99th
+// percentile and worst latency: a write waits for the engine lock, which a
+// change-stream getMore used to hold while it built a whole batch (up to
+// 16 MiB of events).
+func BenchmarkWriteLatencyWhileStreamsCatchUp(b *testing.B) {
+	c, uri := benchClientURI(b)
+	ctx := context.Background()
+	var ping bson.Raw
+	if err := c.Database().RunCommand(ctx, bson.D{{Key: "ping", Value: 1}}).Decode(&ping); err != nil {
+		b.Fatal(err)
+	}
+	t, i := ping.Lookup("operationTime").Timestamp()
+	start := bson.Timestamp{T: t, I: i + 1}
+	const backlog = 20_000
+	for i := 0; i < backlog; i += 1000 {
+		docs := make([]any, 0, 1000)
+		for j := i; j < i+1000; j++ {
+			docs = append(docs, kibDoc(j))
+		}
+		if _, err := c.InsertMany(ctx, docs); err != nil {
+			b.Fatal(err)
+		}
+	}
+	done := make(chan struct{})
+	errs := make(chan error, 4)
+	var wg sync.WaitGroup
+	for s := 0; s < 4; s++ {
+		cl, err := mongo.Connect(options.Client().ApplyURI(uri))
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { _ = cl.Disconnect(context.Background()) })
+		coll := cl.Database(c.Database().Name()).Collection(c.Name())
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				cs, err := coll.Watch(ctx, mongo.Pipeline{}, options.ChangeStream().SetStartAtOperationTime(&start))
+				if err != nil {
+					errs <- err
+					return
+				}
+				for n := 0; n < backlog; n++ {
+					if !cs.Next(ctx) {
+						errs <- fmt.Errorf("stream ended after %d events: %v", n, cs.Err())
+						_ = cs.Close(ctx)
+						return
+					}
+					select {
+					case <-done:
+						_ = cs.Close(ctx)
+						return
+					default:
+					}
+				}
+				_ = cs.Close(ctx)
+			}
+		}()
+	}
+	other := c.Database().Collection(c.Name() + "_w")
+	lat := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		t0 := time.Now()
+		if _, err := other.InsertOne(ctx, bson.D{{Key: "_id", Value: i}}); err != nil {
+			b.Fatal(err)
+		}
+		lat = append(lat, time.Since(t0))
+	}
+	b.StopTimer()
+	close(done)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		b.Fatal(err)
+	}
+	slices.Sort(lat)
+	b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
+	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
+	b.ReportMetric(float64(lat[len(lat)-1].Microseconds()), "max-µs")
 }

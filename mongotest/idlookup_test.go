@@ -353,4 +353,24 @@ func TestIDLookupInTransaction(t *testing.T) {
 	if fmt.Sprint(vs) != "[1 30 5 40 6]" {
 		t.Errorf("after the abort v %v, want [1 30 5 40 6]", vs)
 	}
+
+	// A snapshot session reads, by _id, what was there at its first read.
+	snap, err := client.StartSession(options.Session().SetSnapshot(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer snap.EndSession(ctx)
+	snapCtx := mongo.NewSessionContext(ctx, snap)
+	if _, err := findRaw(snapCtx, c, bson.D{{Key: "_id", Value: int32(1)}}); err != nil { // fixes atClusterTime
+		t.Fatal(err)
+	}
+	mustDo(t, func() error { _, err := c.DeleteOne(ctx, bson.D{{Key: "_id", Value: int32(1)}}); return err })
+	got = both(t, srv, "find in a snapshot session", func() ([]bson.Raw, error) { return findRaw(snapCtx, c, filter) })
+	vs = vs[:0]
+	for _, d := range got {
+		vs = append(vs, d.Lookup("v").Int32())
+	}
+	if fmt.Sprint(vs) != "[1 30 5 40 6]" {
+		t.Errorf("the snapshot session reads v %v, want [1 30 5 40 6] (1 deleted after its snapshot)", vs)
+	}
 }

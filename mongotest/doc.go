@@ -133,7 +133,8 @@
 //	secondaries          Secondaries(n) adds n members on ports of their  writes and transactions on a secondary (10107
 //	                     own, listed in hello; they serve reads whose     NotWritablePrimary); reads without secondaryOk
 //	                     read preference allows a secondary, from the     (13435 NotPrimaryNoSecondaryOk); fail points
-//	                     same data (no lag)                               on a secondary (238 NotImplemented)
+//	                     same data (no lag), aggregates with $out or      on a secondary (238 NotImplemented)
+//	                     $merge among them (4.4+)
 //	DDL                  create, drop, dropDatabase, renameCollection,    capped collections (accepted, not capped),
 //	                     collMod, listCollections, listDatabases,         $jsonSchema validators (238
 //	                     createIndexes/listIndexes/dropIndexes with       NotImplemented), unique indexes with a

@@ -16,8 +16,11 @@ import (
 // binary data as bson.Binary (its own copy of the bytes), ObjectIds, bools,
 // dates as bson.DateTime, null as nil, regexes, JavaScript, symbols,
 // int32, timestamps, int64, Decimal128, MinKey, MaxKey and undefined as
-// their bson types. TestDecodeDocMatchesUnmarshal and FuzzDecodeDoc hold
-// it to that.
+// their bson types. TestDecodeDocMatchesUnmarshal (every type and its edge
+// cases), TestDecodeGeneratedDocs (3,000 random documents),
+// TestDecodeSpecDocs (MongoDB's unified test files), TestDecodeCorruptedDocs
+// (every one-byte corruption the validator still accepts) and
+// FuzzDecodeDoc hold it to that, bit for bit.
 //
 // It expects a document validateDoc accepted, and still checks every
 // bound. What it does not decode itself — code with scope, DBPointer, a

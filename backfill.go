@@ -2,6 +2,7 @@ package ferry
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/ferry-io/ferry/internal/hashkey"
 	"github.com/ferry-io/ferry/internal/resumetoken"
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 )
 
@@ -240,8 +242,23 @@ func (r *runner) scanNamespace(ctx context.Context, ns Namespace, marker bson.Ra
 		return 0, fmt.Errorf("ferry: backfill: scan %s: %w", ns, err)
 	}
 	defer cur.Close(context.WithoutCancel(ctx))
+	shardKey := r.shardKeyOf(ctx, ns)
 	n := 0
-	for cur.Next(ctx) {
+	// batch follows the scan's batches for HookRead (tracing).
+	batch := newReadBatch(r.c.hooks, cfg.name, cfg.partition, true)
+	defer batch.end()
+	for {
+		if batch.open && cur.RemainingBatchLength() == 0 {
+			batch.end() // every document of the server's batch was handed on
+		}
+		var readStart time.Time
+		if batch.enabled && !batch.open {
+			readStart = time.Now()
+		}
+		if !cur.Next(ctx) {
+			break
+		}
+		batch.begin(readStart)
 		doc := make(bson.Raw, len(cur.Current))
 		copy(doc, cur.Current)
 		id := doc.Lookup("_id")
@@ -254,7 +271,7 @@ func (r *runner) scanNamespace(ctx context.Context, ns Namespace, marker bson.Ra
 				continue
 			}
 		}
-		ev, err := newBackfillEvent(ns, doc, marker, cfg.partition, cfg.epoch)
+		ev, err := newBackfillEvent(ns, doc, marker, cfg.partition, cfg.epoch, shardKey)
 		if err != nil {
 			return n, fmt.Errorf("ferry: backfill: %s: %w", ns, err)
 		}
@@ -266,6 +283,7 @@ func (r *runner) scanNamespace(ctx context.Context, ns Namespace, marker bson.Ra
 			return n, err
 		}
 		wg.Add(1)
+		batch.add(ev, size)
 		r.dispatch(&item{ev: ev, size: size, wg: wg})
 		n++
 	}
@@ -273,6 +291,26 @@ func (r *runner) scanNamespace(ctx context.Context, ns Namespace, marker bson.Ra
 		return n, fmt.Errorf("ferry: backfill: scan %s: %w", ns, err)
 	}
 	return n, nil
+}
+
+// shardKeyOf is the key pattern of collection ns when it is sharded
+// (config.collections, read through mongos), so that backfill events carry
+// the documentKey its changes carry; nil on a replica set, for an
+// unsharded collection, or when the config database cannot be read (then
+// a warning: the backfill's documentKeys are {_id} only).
+func (r *runner) shardKeyOf(ctx context.Context, ns Namespace) bson.Raw {
+	var coll struct {
+		Key bson.Raw `bson:"key"`
+	}
+	err := r.c.client.Database("config").Collection("collections").FindOne(ctx, bson.D{{Key: "_id", Value: ns.String()}}).Decode(&coll)
+	switch {
+	case err == nil:
+		return coll.Key
+	case !errors.Is(err, mongo.ErrNoDocuments) && ctx.Err() == nil:
+		r.c.log.Warn("backfill: cannot read the shard key of the collection from config.collections; "+
+			"backfill events carry documentKey {_id} only", "ns", ns.String(), "err", err)
+	}
+	return nil
 }
 
 // waitScanned waits until every event the scan handed to the lanes is

@@ -105,6 +105,12 @@ func NewConsumer(client *mongo.Client, handler Handler, opts ...Option) (*Consum
 // Identity returns the stream's identity digest.
 func (c *Consumer) Identity() string { return c.identity }
 
+// Definition returns the canonical encoding of the stream's definition
+// the identity digest is computed from, as checkpoints record it (for
+// tools that write a checkpoint for the stream, such as ferry position
+// set). The caller must not modify it.
+func (c *Consumer) Definition() bson.Raw { return c.def }
+
 // Status returns the consumer's current state.
 func (c *Consumer) Status() Status {
 	c.mu.Lock()

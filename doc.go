@@ -82,6 +82,19 @@
 // and applies the invalidate policy itself, and only partition 0 hands them
 // to the handler, so they take effect once.
 //
+// The filter hashes _id only, not the whole documentKey: on a sharded
+// collection, where the documentKey is the shard key's fields then _id and
+// _id is unique only per shard, documents that share an _id share a
+// partition, which is harmless (one document's events still land in one
+// partition, because its _id does not change). Everything else that
+// identifies a document uses the whole documentKey: the lanes that order
+// a partition's events (one lane per namespace and documentKey), the sinks'
+// ordering keys (sink.KeyOf, Kafka's record key, Pub/Sub's ordering key),
+// the mongodb projection's key, and the documentKey of backfill events,
+// which on a sharded collection is built from its shard key
+// (config.collections) as the server builds a change's. The ledger keys by
+// event id, which does not depend on the document.
+//
 // # Errors and failures
 //
 // MongoDB errors are classified by package mongoerr: resumable ones reopen
@@ -123,6 +136,18 @@
 // minus the clusterTime of the oldest event read and not yet applied or
 // dead-lettered. Checkpoints record that clusterTime (Pending) for readers
 // of the state store.
+//
+// # Tracing
+//
+// The library depends on no tracing library. HookRead is told of every
+// batch the reader takes from the server (or a backfill scan) and returns
+// the W3C traceparent the batch's events carry; HookDelivery wraps every
+// handler call and returns the context the handler gets. The handler's
+// context carries the delivery's traceparent (TraceParent; set with
+// WithTraceParent), which the sinks send on (the webhook's traceparent
+// header, Kafka and NATS headers, a Pub/Sub attribute), and every log line
+// of a delivery carries its short event id and trace id. The module
+// github.com/ferry-io/ferry/otel implements both hooks for OpenTelemetry.
 //
 // # Options
 //

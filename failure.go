@@ -33,8 +33,12 @@ const (
 	FailIDModified FailureClass = "id-modified"
 	// FailImageMissing: the stream requires a pre- or post-image
 	// (full_document_before_change or full_document "required") that does
-	// not exist, usually because changeStreamPreAndPostImages is not
-	// enabled on the collection (NoMatchingDocument, 47). It can clear.
+	// not exist, usually because changeStreamPreAndPostImages was not
+	// enabled on the collection when the change was made
+	// (NoMatchingDocument, 47; 51770 when no image was ever recorded). It
+	// does not clear by itself: enabling images later gives only later
+	// changes an image, so the stream must move past this change (a
+	// position set after it) or stop requiring images.
 	FailImageMissing FailureClass = "image-missing"
 	// FailUnauthorized: the user lacks a privilege the stream needs
 	// (Unauthorized, 13; AuthenticationFailed, 18). It can clear.
@@ -125,7 +129,7 @@ func serverFailure(err error) (FailureClass, bool) {
 	case se.HasErrorCode(mongoerr.CodeChangeStreamFatalError) && strings.Contains(err.Error(), "_id"):
 		return FailIDModified, false
 	case se.HasErrorCode(mongoerr.CodeNoMatchingDocument), se.HasErrorCode(mongoerr.CodeNoPreImageID):
-		return FailImageMissing, true
+		return FailImageMissing, false
 	case se.HasErrorCode(mongoerr.CodeUnauthorized), se.HasErrorCode(mongoerr.CodeAuthenticationFailed):
 		return FailUnauthorized, true
 	case se.HasErrorCode(mongoerr.CodeBSONObjectTooLarge):

@@ -62,6 +62,12 @@ type Entry struct {
 	// Event is the change event as received (KindChange) or the scanned
 	// document (KindBackfill).
 	Event bson.Raw `bson:"event"`
+	// ResumeAfter is the resume token after which a stream continues with
+	// the change that followed this one (ferry position set
+	// -token-from-dlq): the event's own token, or for a split event its
+	// last fragment's. Empty for backfill events and in entries written
+	// before it was recorded.
+	ResumeAfter bson.Raw `bson:"resumeAfter,omitempty"`
 	// Size is the event's size in bytes when Event was left out because
 	// the event is too large to store (over MaxEventBytes); 0 otherwise.
 	Size     int       `bson:"size,omitempty"`
@@ -70,6 +76,10 @@ type Entry struct {
 	FirstAt  time.Time `bson:"firstAttemptAt"`
 	LastAt   time.Time `bson:"lastAttemptAt"`
 	Epoch    int64     `bson:"epoch"`
+	// TraceID is the trace id (32 hex digits) of the delivery that gave
+	// up, when tracing was on: it joins the entry to the delivery's spans
+	// and log lines. Empty otherwise.
+	TraceID string `bson:"traceId,omitempty"`
 }
 
 // MaxEventBytes is the largest event an entry stores whole: an entry must
@@ -124,6 +134,11 @@ func (m *Mongo) Put(ctx context.Context, e Entry) error {
 		set = append(set, bson.E{Key: "documentKey", Value: e.DocumentKey})
 	} else {
 		unset = append(unset, bson.E{Key: "documentKey", Value: ""})
+	}
+	if e.TraceID != "" {
+		set = append(set, bson.E{Key: "traceId", Value: e.TraceID})
+	} else {
+		unset = append(unset, bson.E{Key: "traceId", Value: ""})
 	}
 	update := bson.D{
 		{Key: "$set", Value: set},

@@ -168,7 +168,9 @@ func (g *Group) Status() Status { return g.st.get() }
 // OnStateChange, and the member takes none of the stream's leases until it
 // re-checks. A failure that can clear (Failure.Clears) is re-checked by
 // joining again, after a backoff from 1 s doubling to 5 min; one that
-// cannot stays until ctx ends (a restart with a new configuration).
+// cannot stays until ctx ends (a restart with a new configuration) or
+// until a tool that changed the stream's checkpoints asks the failed
+// members to re-check (RequestRecheck: ferry position set, ferry reset).
 // Transient problems (the state store unreachable, a partition stopping on
 // a network error) are retried with backoff, partition by partition.
 func (g *Group) Run(ctx context.Context) error {
@@ -306,7 +308,7 @@ func (g *Group) failed(ctx context.Context, sf *streamFailure, recheck *backoff.
 		retryAt = now.Add(wait)
 	}
 	if prev.Failure == nil || prev.Failure.Class != f.Class || prev.Failure.Detail != f.Detail {
-		recheckIn := "never: only a change of configuration ends it"
+		recheckIn := "never by itself: a new configuration, or a position set or reset (RequestRecheck), ends it"
 		if f.Clears {
 			recheckIn = wait.Round(time.Millisecond).String()
 		}
@@ -319,7 +321,10 @@ func (g *Group) failed(ctx context.Context, sf *streamFailure, recheck *backoff.
 		s.State, s.Failure, s.FailedPartition, s.FailedSince, s.RetryAt = Failed, &f, sf.partition, since, retryAt
 		s.Partitions = nil
 	})
-	g.putFailureRecord(ctx)
+	if g.putFailureRecord(ctx) {
+		g.log.Info("re-checking the failed stream: its checkpoints were changed (ferry position set or reset)", "class", f.Class)
+		return true
+	}
 	refresh := time.NewTicker(g.records.refresh)
 	defer refresh.Stop()
 	var timer <-chan time.Time
@@ -336,21 +341,25 @@ func (g *Group) failed(ctx context.Context, sf *streamFailure, recheck *backoff.
 			g.log.Debug("re-checking the failed stream", "class", f.Class)
 			return true
 		case <-refresh.C:
-			g.putFailureRecord(ctx)
+			if g.putFailureRecord(ctx) {
+				g.log.Info("re-checking the failed stream: its checkpoints were changed (ferry position set or reset)", "class", f.Class)
+				return true
+			}
 		}
 	}
 }
 
 // recovered ends a failure once a re-check has run for the probation
-// period without failing again.
+// period without failing again. The failure record is deleted first, so
+// that once Status reports the recovery, Failures no longer lists it.
 func (g *Group) recovered(recheck *backoff.Backoff) {
 	prev := g.st.get()
 	if prev.Failure == nil {
 		return
 	}
+	g.clearFailureRecord()
 	g.st.update(func(s *Status) { s.Failure, s.FailedSince, s.RetryAt = nil, time.Time{}, time.Time{} })
 	recheck.Reset()
-	g.clearFailureRecord()
 	g.log.Info("stream recovered", "class", prev.Failure.Class, "failed_for", time.Since(prev.FailedSince).Round(time.Second))
 }
 
@@ -358,12 +367,16 @@ func (g *Group) recovered(recheck *backoff.Backoff) {
 // (its partition hand-offs are then logged at debug level only).
 func (g *Group) rechecking() bool { return g.st.get().Failure != nil }
 
-func (g *Group) putFailureRecord(ctx context.Context) {
+// putFailureRecord writes or refreshes the member's failure record. It
+// reports whether a re-check was requested (RequestRecheck).
+func (g *Group) putFailureRecord(ctx context.Context) bool {
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	if err := g.records.put(wctx, g.st.get()); err != nil {
+	recheck, err := g.records.put(wctx, g.st.get())
+	if err != nil {
 		g.transient("record the failure in the state store", err)
 	}
+	return recheck
 }
 
 func (g *Group) clearFailureRecord() {

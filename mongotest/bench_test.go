@@ -142,3 +142,21 @@ func (m cpuMeter) report(b *testing.B, n int, unit string) {
 		b.ReportMetric(float64(d.Microseconds())/float64(n), "cpu-µs/"+unit)
 	}
 }
+
+// BenchmarkStartup is what a test pays for an in-process emulator: start
+// it, connect, one command, disconnect, close it (compare
+// internal/emutest's BenchmarkStartup, the same out of process).
+func BenchmarkStartup(b *testing.B) {
+	for b.Loop() {
+		srv := mongotest.NewServer()
+		c, err := mongo.Connect(options.Client().ApplyURI(srv.URI()))
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := c.Ping(context.Background(), nil); err != nil {
+			b.Fatal(err)
+		}
+		_ = c.Disconnect(context.Background())
+		srv.Close()
+	}
+}

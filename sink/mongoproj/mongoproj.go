@@ -143,6 +143,11 @@ func (s *Sink) SweepPartition(p, n int) ferry.Sweeper {
 	return func(ctx context.Context, since time.Time) error { return s.sweep(ctx, since, p, n) }
 }
 
+// sourceID is the source document's _id of a target document: its _id, or
+// _id._id when the target _id is the whole documentKey (stamp key: true).
+var sourceID = bson.D{{Key: "$cond", Value: bson.A{
+	bson.D{{Key: "$eq", Value: bson.A{"$" + Field + ".key", true}}}, "$_id._id", "$_id"}}}
+
 func (s *Sink) sweep(ctx context.Context, since time.Time, p, n int) error {
 	if !s.connected.Load() {
 		return sink.ErrNotConnected
@@ -153,7 +158,7 @@ func (s *Sink) sweep(ctx context.Context, since time.Time, p, n int) error {
 			return fmt.Errorf("mongoproj: sweep %s: partition %d is out of range [0, %d)", s.ns(), p, n)
 		}
 		filter = append(filter, bson.E{Key: "$expr", Value: bson.D{{Key: "$eq", Value: bson.A{
-			bson.D{{Key: "$abs", Value: bson.D{{Key: "$mod", Value: bson.A{bson.D{{Key: "$toHashedIndexKey", Value: "$_id"}}, int64(n)}}}}},
+			bson.D{{Key: "$abs", Value: bson.D{{Key: "$mod", Value: bson.A{bson.D{{Key: "$toHashedIndexKey", Value: sourceID}}, int64(n)}}}}},
 			int64(p),
 		}}}})
 	}

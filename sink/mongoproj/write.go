@@ -50,29 +50,32 @@ func (s *Sink) update(ev *ferry.Event) (*mongo.UpdateOneModel, error) {
 		if err != nil {
 			return nil, err
 		}
-		replacement = guarded(ev, mergeStamp(ev.FullDocument, st))
+		replacement = guarded(ev, mergeStamp(ev, ev.FullDocument, st))
 	case "delete":
 		st, err := stamp(ev, true)
 		if err != nil {
 			return nil, err
 		}
-		id, err := docID(ev)
+		id, whole, err := targetID(ev)
 		if err != nil {
 			return nil, err
+		}
+		if whole {
+			st = append(st, bson.E{Key: "key", Value: true})
 		}
 		replacement = guarded(ev, bson.D{{Key: "_id", Value: bson.D{{Key: "$literal", Value: id}}}, {Key: Field, Value: st}})
 	case "backfill":
 		if ev.FullDocument == nil {
 			return nil, sink.Permanent(errors.New("mongoproj: backfill event without a document"))
 		}
-		replacement = mergeStamp(ev.FullDocument, backfillStamp(ev))
+		replacement = mergeStamp(ev, ev.FullDocument, backfillStamp(ev))
 		if !ev.ScanStarted.IsZero() {
 			replacement = scanGuarded(ev, replacement)
 		}
 	default:
 		return nil, nil // drop, rename, invalidate, DDL: no document to project
 	}
-	id, err := docID(ev)
+	id, _, err := targetID(ev)
 	if err != nil {
 		return nil, err
 	}
@@ -172,12 +175,15 @@ func scanGuarded(ev *ferry.Event, next any) bson.D {
 }
 
 // mergeStamp is the expression for doc (taken literally) with the stamp as
-// its Field.
-func mergeStamp(doc bson.Raw, st bson.D) bson.D {
-	return bson.D{{Key: "$mergeObjects", Value: bson.A{
-		bson.D{{Key: "$literal", Value: doc}},
-		bson.D{{Key: Field, Value: st}},
-	}}}
+// its Field, and, when ev's target _id is its whole documentKey (a sharded
+// collection), that documentKey as _id and key: true in the stamp.
+func mergeStamp(ev *ferry.Event, doc bson.Raw, st bson.D) bson.D {
+	parts := bson.A{bson.D{{Key: "$literal", Value: doc}}}
+	if id, whole, err := targetID(ev); err == nil && whole {
+		parts = append(parts, bson.D{{Key: "_id", Value: bson.D{{Key: "$literal", Value: id}}}})
+		st = append(st, bson.E{Key: "key", Value: true})
+	}
+	return bson.D{{Key: "$mergeObjects", Value: append(parts, bson.D{{Key: Field, Value: st}})}}
 }
 
 // stamp is the expression of the hidden field for a streamed event.
@@ -215,15 +221,25 @@ func backfillStamp(ev *ferry.Event) bson.D {
 	}
 }
 
-func docID(ev *ferry.Event) (bson.RawValue, error) {
+// targetID is the _id of ev's document in the target: the whole
+// documentKey, as a document, when it has more than _id (the shard key's
+// fields on a sharded collection, where _id is unique only per shard; whole
+// is then true), else its _id.
+func targetID(ev *ferry.Event) (id bson.RawValue, whole bool, err error) {
 	if ev.DocumentKey == nil {
-		return bson.RawValue{}, sink.Permanent(fmt.Errorf("mongoproj: %s event %s has no documentKey", ev.OperationType, shortID(ev)))
+		return bson.RawValue{}, false, sink.Permanent(fmt.Errorf("mongoproj: %s event %s has no documentKey", ev.OperationType, shortID(ev)))
 	}
-	id, err := ev.DocumentKey.LookupErr("_id")
+	elems, err := ev.DocumentKey.Elements()
 	if err != nil {
-		return bson.RawValue{}, sink.Permanent(fmt.Errorf("mongoproj: %s event %s: documentKey has no _id", ev.OperationType, shortID(ev)))
+		return bson.RawValue{}, false, sink.Permanent(fmt.Errorf("mongoproj: %s event %s: documentKey: %w", ev.OperationType, shortID(ev), err))
 	}
-	return id, nil
+	if _, err := ev.DocumentKey.LookupErr("_id"); err != nil {
+		return bson.RawValue{}, false, sink.Permanent(fmt.Errorf("mongoproj: %s event %s: documentKey has no _id", ev.OperationType, shortID(ev)))
+	}
+	if len(elems) == 1 {
+		return elems[0].Value(), false, nil
+	}
+	return bson.RawValue{Type: bson.TypeEmbeddedDocument, Value: ev.DocumentKey}, true, nil
 }
 
 func tokenData(ev *ferry.Event) string {

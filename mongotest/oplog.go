@@ -2,9 +2,11 @@ package mongotest
 
 import (
 	"sort"
+	"sync"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
+	"github.com/ferry-io/ferry/internal/resumetoken"
 	"github.com/ferry-io/ferry/mongotest/internal/mql"
 )
 
@@ -54,6 +56,9 @@ type oplogEntry struct {
 
 	size int64
 
+	// cache guards the fields below, which change streams fill in
+	// without the engine lock.
+	cache sync.Mutex
 	// Encoded documents, cached on first use: every change stream that
 	// returns this entry shares one encoding instead of re-encoding it.
 	docRaw, preRaw bson.Raw
@@ -72,6 +77,8 @@ type cachedEvent struct {
 
 // cachedEvent returns the encoded event for a stream shape, if cached.
 func (ent *oplogEntry) cachedEvent(shape uint8) bson.Raw {
+	ent.cache.Lock()
+	defer ent.cache.Unlock()
 	for _, c := range ent.events {
 		if c.shape == shape {
 			return c.raw
@@ -80,16 +87,45 @@ func (ent *oplogEntry) cachedEvent(shape uint8) bson.Raw {
 	return nil
 }
 
-// rawDoc returns the entry's document encoded. Callers hold e.mu.
+// cacheEvent caches the encoded event for a stream shape and returns the
+// cached one (another stream's, when it cached one first).
+func (ent *oplogEntry) cacheEvent(shape uint8, raw bson.Raw) bson.Raw {
+	ent.cache.Lock()
+	defer ent.cache.Unlock()
+	for _, c := range ent.events {
+		if c.shape == shape {
+			return c.raw
+		}
+	}
+	ent.events = append(ent.events, cachedEvent{shape: shape, raw: raw})
+	return raw
+}
+
+// token returns the encoding of the entry's resume token tok, encoding it
+// on first use.
+func (ent *oplogEntry) token(tok resumetoken.Token) (string, []byte) {
+	ent.cache.Lock()
+	defer ent.cache.Unlock()
+	if ent.tokData == "" {
+		ent.tokData, ent.tokBits = tok.Encode()
+	}
+	return ent.tokData, ent.tokBits
+}
+
+// rawDoc returns the entry's document encoded.
 func (ent *oplogEntry) rawDoc() bson.Raw {
+	ent.cache.Lock()
+	defer ent.cache.Unlock()
 	if ent.docRaw == nil && ent.doc != nil {
 		ent.docRaw, _ = bson.Marshal(ent.doc)
 	}
 	return ent.docRaw
 }
 
-// rawPre returns the entry's pre-image encoded. Callers hold e.mu.
+// rawPre returns the entry's pre-image encoded.
 func (ent *oplogEntry) rawPre() bson.Raw {
+	ent.cache.Lock()
+	defer ent.cache.Unlock()
 	if ent.preRaw == nil && ent.preImage != nil {
 		ent.preRaw, _ = bson.Marshal(ent.preImage)
 	}

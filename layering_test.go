@@ -23,7 +23,8 @@ var layers = []string{
 	"fragments.go", // reassembling split events
 	"failure.go",   // which stops are failures
 	"hooks.go",     // observers and run states
-	"handler.go",   // Handler and Sweeper
+	"handler.go",   // Handler, BatchHandler and Sweeper
+	"batcherr.go",  // BatchError: per-event failures of a batch
 	"options.go",   // options and their validation
 	"identity.go",  // the stream's identity digest
 	"consumer.go",  // the Consumer and its Status

@@ -91,10 +91,21 @@ var (
 	// ErrPermanent marks a failure retrying cannot fix (see Permanent). It
 	// is ferry.ErrPermanent, so errors.Is works on either side.
 	ErrPermanent = ferry.ErrPermanent
+	// ErrNotAttempted marks the failure of an event the sink did not
+	// attempt because of another event of the batch (see ErrSkipped). It is
+	// ferry.ErrNotAttempted: ferry retries such an event without counting
+	// the attempt.
+	ErrNotAttempted = ferry.ErrNotAttempted
 	// ErrSkipped is the failure of an event that was not attempted because
 	// an earlier event of the same documentKey failed in the same batch.
-	ErrSkipped = errors.New("sink: not attempted: an earlier event of the same document failed")
+	// It matches ErrNotAttempted too.
+	ErrSkipped error = &notAttempted{"sink: not attempted: an earlier event of the same document failed"}
 )
+
+type notAttempted struct{ msg string }
+
+func (e *notAttempted) Error() string        { return e.msg }
+func (e *notAttempted) Is(target error) bool { return target == ErrNotAttempted }
 
 // Retryable marks err as retryable.
 func Retryable(err error) error {
@@ -151,71 +162,19 @@ func (e *retryableError) Error() string {
 }
 func (e *retryableError) Unwrap() []error { return []error{e.err, ErrRetryable} }
 
-// BatchError reports which events of a batch failed.
-type BatchError struct {
-	// Errs has one entry per event of the batch, in order; nil means
-	// delivered.
-	Errs []error
-}
+// BatchError reports which events of a batch failed. It is
+// ferry.BatchError: a sink's Write and a ferry.BatchHandler report
+// per-event failures the same way.
+type BatchError = ferry.BatchError
 
 // NewBatchError returns a BatchError for a batch of n events, all delivered
 // until Set says otherwise.
-func NewBatchError(n int) *BatchError { return &BatchError{Errs: make([]error, n)} }
-
-// Set records the failure of event i.
-func (e *BatchError) Set(i int, err error) { e.Errs[i] = err }
-
-// Failed returns how many events failed.
-func (e *BatchError) Failed() int {
-	n := 0
-	for _, err := range e.Errs {
-		if err != nil {
-			n++
-		}
-	}
-	return n
-}
-
-// Err returns e, or nil if no event failed, so Write can end with
-// `return be.Err()`.
-func (e *BatchError) Err() error {
-	if e == nil || e.Failed() == 0 {
-		return nil
-	}
-	return e
-}
-
-func (e *BatchError) Error() string {
-	var first string
-	for i, err := range e.Errs {
-		if err != nil {
-			first = fmt.Sprintf("event %d: %v", i, err)
-			break
-		}
-	}
-	if n := e.Failed(); n > 1 {
-		return fmt.Sprintf("sink: %d of %d events failed; first %s", n, len(e.Errs), first)
-	}
-	return "sink: " + first
-}
+func NewBatchError(n int) *BatchError { return ferry.NewBatchError(n) }
 
 // Errors returns one error per event of a batch of n from the error Write
-// returned: the BatchError's entries, or err for every event.
-func Errors(err error, n int) []error {
-	out := make([]error, n)
-	if err == nil {
-		return out
-	}
-	var be *BatchError
-	if errors.As(err, &be) && len(be.Errs) == n {
-		copy(out, be.Errs)
-		return out
-	}
-	for i := range out {
-		out[i] = err
-	}
-	return out
-}
+// returned: the BatchError's entries, or err for every event. It is
+// ferry.EventErrors.
+func Errors(err error, n int) []error { return ferry.EventErrors(err, n) }
 
 // KeyOf returns the ordering key of an event: its namespace and documentKey
 // bytes. Events without a documentKey (drop, rename, ...) share the key of

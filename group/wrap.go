@@ -5,11 +5,21 @@ import (
 	"fmt"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
 
 	"github.com/ferry-io/ferry"
 	"github.com/ferry-io/ferry/lease"
 	"github.com/ferry-io/ferry/ledger"
 )
+
+// newConsumer returns partition p's consumer, its handler wrapped in the
+// delivery mode (held nil: only to check the options).
+func (g *Group) newConsumer(held *lease.Held, p int, opts []ferry.Option) (*ferry.Consumer, error) {
+	if g.batch != nil {
+		return ferry.NewBatchConsumer(g.client, g.wrapBatch(held, p), opts...)
+	}
+	return ferry.NewConsumer(g.client, g.wrap(held, p), opts...)
+}
 
 // wrap applies the delivery mode around the user's handler.
 func (g *Group) wrap(held *lease.Held, p int) ferry.Handler {
@@ -60,18 +70,8 @@ func (g *Group) wrap(held *lease.Held, p int) ferry.Handler {
 						return nil // recorded under this stream too now
 					}
 				}
-				// Fencing inside the transaction: the lease must still
-				// carry our epoch, or another member took over.
-				var l struct {
-					Owner string `bson:"owner"`
-					Epoch int64  `bson:"epoch"`
-				}
-				err = leases.FindOne(sctx, bson.D{{Key: "group", Value: cfg.name}, {Key: "partition", Value: p}}).Decode(&l)
-				if err != nil {
+				if err := g.fence(sctx, leases, p, ev.Epoch); err != nil {
 					return err
-				}
-				if l.Owner != cfg.memberID || l.Epoch != ev.Epoch {
-					return ferry.StopPartition(fmt.Errorf("%w: partition %d is now epoch %d of %q, not %d", ErrEpochChanged, p, l.Epoch, l.Owner, ev.Epoch))
 				}
 				return h(sctx, ev)
 			})
@@ -83,6 +83,25 @@ func (g *Group) wrap(held *lease.Held, p int) ferry.Handler {
 		}
 		return h(ctx, ev)
 	}
+}
+
+// fence checks, inside the transaction, that partition p's lease still
+// carries our epoch; otherwise another member took over and the
+// partition stops.
+func (g *Group) fence(sctx context.Context, leases *mongo.Collection, p int, epoch int64) error {
+	cfg := &g.cfg
+	var l struct {
+		Owner string `bson:"owner"`
+		Epoch int64  `bson:"epoch"`
+	}
+	err := leases.FindOne(sctx, bson.D{{Key: "group", Value: cfg.name}, {Key: "partition", Value: p}}).Decode(&l)
+	if err != nil {
+		return err
+	}
+	if l.Owner != cfg.memberID || l.Epoch != epoch {
+		return ferry.StopPartition(fmt.Errorf("%w: partition %d is now epoch %d of %q, not %d", ErrEpochChanged, p, l.Epoch, l.Owner, epoch))
+	}
+	return nil
 }
 
 // seen reports whether the ledger holds the event under this stream, or

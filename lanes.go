@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"runtime/debug"
 	"time"
 
@@ -98,6 +99,12 @@ type tries struct {
 	// batch, or with an error of the whole batch (see attempt).
 	victim  bool
 	lastErr error
+	// cl is its current handler call as the delivery hooks see it, and
+	// info what its end is to report: an attempt that made the event
+	// poison reports its end after the dead-letter write (or the stall),
+	// an attempt left unfinished reports ResultAbandoned.
+	cl   call
+	info EventInfo
 }
 
 // scratch is a lane's buffers, reused from batch to batch (a lane
@@ -109,6 +116,14 @@ type scratch struct {
 	one   [1]*tries
 	evs   []*Event
 	out   []int
+}
+
+// abandon leaves t's event unfinished (replayed by the next owner); its
+// call, if not reported yet, ends as ResultAbandoned.
+func (r *runner) abandonTry(t *tries) {
+	t.info.Result = ResultAbandoned
+	t.cl.finish(t.info)
+	r.abandon(t.it)
 }
 
 func (t *tries) lastFail() *uint64 {
@@ -171,7 +186,7 @@ func (r *runner) retryAlone(ctx context.Context, sc *scratch, t *tries) bool {
 	for {
 		if !t.victim {
 			if d := t.wait - time.Since(t.lastTry); d > 0 && !r.waitRetry(ctx, d) {
-				r.abandon(t.it)
+				r.abandonTry(t)
 				return false
 			}
 			t.wait = min(t.wait*2, r.c.cfg.backoffMax)
@@ -210,11 +225,16 @@ const (
 // transaction), is a victim: the failure says nothing about which event is
 // at fault, so it neither counts towards MaxAttempts nor makes the event
 // poison, even if Permanent; the event is tried alone next, at once.
+//
+// Every event of the call is a delivery to the HookDelivery hooks (each
+// in its own read batch's trace). A call of one event gets the context
+// its hooks returned; a call of several gets ctx, and each event's own
+// delivery traceparent is DeliveryTraceParent's.
 func (r *runner) attempt(ctx context.Context, sc *scratch, ts []*tries) (retry []*tries, ok bool) {
 	cfg := &r.c.cfg
 	if ctx.Err() != nil {
 		for _, t := range ts {
-			r.abandon(t.it)
+			r.abandonTry(t)
 		}
 		return nil, false
 	}
@@ -225,13 +245,20 @@ func (r *runner) attempt(ctx context.Context, sc *scratch, ts []*tries) (retry [
 			t.first = now
 		}
 		t.lastTry = now
-		t.it.ev.Attempt++
-		evs = append(evs, t.it.ev)
+		ev := t.it.ev
+		ev.Attempt++
+		t.cl = r.startCall(ctx, ev, ev.Attempt)
+		ev.deliveryTP = t.cl.tp
+		evs = append(evs, ev)
 	}
 	sc.evs = evs
 	defer clear(evs)
+	hctx := ctx
+	if len(ts) == 1 {
+		hctx = ts[0].cl.ctx
+	}
 	view := r.health.before()
-	err := r.invoke(ctx, evs)
+	err := r.invoke(hctx, evs)
 	took := time.Since(now)
 	var errs []error // nil: every event applied
 	var whole bool
@@ -255,11 +282,15 @@ func (r *runner) attempt(ctx context.Context, sc *scratch, ts []*tries) (retry [
 	applied := 0
 	var lastFails []*uint64
 	var sinkErr error // the first transient failure: the call failed as a delivery
+	sinkErrAt, firstApplied := -1, -1
 	for i := range ts {
 		err := errAt(i)
 		switch {
 		case err == nil:
 			out[i] = outApplied
+			if applied == 0 {
+				firstApplied = i
+			}
 			applied++
 			continue
 		case ctx.Err() != nil:
@@ -278,24 +309,25 @@ func (r *runner) attempt(ctx context.Context, sc *scratch, ts []*tries) (retry [
 			lastFails = append(lastFails, ts[i].lastFail())
 		}
 		if sinkErr == nil && !errors.Is(err, ErrPermanent) && !errors.Is(err, ErrNotAttempted) {
-			sinkErr = err
+			sinkErr, sinkErrAt = err, i
 		}
 	}
 	counts, wentDown, up, successes := r.health.called(view, applied, sinkErr != nil, lastFails)
-	if up {
-		r.sinkUp()
+	if up && firstApplied >= 0 {
+		r.sinkUp(ts[firstApplied].it.ev, ts[firstApplied].cl.log)
 	}
-	if wentDown {
-		r.sinkDown(sinkErr)
+	if wentDown && sinkErrAt >= 0 {
+		r.sinkDown(ts[sinkErrAt].it.ev, ts[sinkErrAt].cl.log, sinkErr)
 	}
 
 	stopped := false // the partition stopped or stalled: nothing more is settled
 	judged := 0
 	for i, t := range ts {
 		ev, err := t.it.ev, errAt(i)
-		var info EventInfo
+		info := &t.info
+		*info = EventInfo{}
 		if len(r.c.hooks) > 0 {
-			info = EventInfo{Stream: cfg.name, Partition: cfg.partition, Operation: ev.OperationType, Namespace: ev.Namespace,
+			*info = EventInfo{Stream: cfg.name, Partition: cfg.partition, Operation: ev.OperationType, Namespace: ev.Namespace,
 				EventID: ev.ID(), Attempt: ev.Attempt, Duration: took, Err: err,
 				ClusterTime: time.Unix(int64(ev.ClusterTime.T), 0)}
 		}
@@ -306,10 +338,11 @@ func (r *runner) attempt(ctx context.Context, sc *scratch, ts []*tries) (retry [
 			info.Result = ResultApplied
 			if len(r.c.hooks) > 0 {
 				info.NoPreImage, info.NoPostImage = r.imagesMissing(ev)
-				r.c.hooks.event(info)
+				r.c.hooks.event(*info)
+				t.cl.finish(*info)
 			}
 			if r.c.debug {
-				r.c.log.Debug("event applied", "event", shortID(ev.ID()), "operation", ev.OperationType, "namespace", ev.Namespace.String(),
+				t.cl.log.Debug("event applied", "event", shortID(ev.ID()), "operation", ev.OperationType, "namespace", ev.Namespace.String(),
 					"attempt", ev.Attempt, "duration", took, "result", ResultApplied)
 			}
 			r.done(t.it)
@@ -322,14 +355,14 @@ func (r *runner) attempt(ctx context.Context, sc *scratch, ts []*tries) (retry [
 			t.victim = true
 		}
 		if stopped || out[i] == outCanceled {
-			r.abandon(t.it) // not finished: replayed
+			r.abandonTry(t) // not finished: replayed
 			continue
 		}
 		if out[i] == outStop {
 			r.fail(&stopError{kind: ErrStopPartition, err: err, msg: fmt.Sprintf(
 				"ferry: stream %q partition %d stopped at event %s: %v", cfg.name, cfg.partition, shortID(ev.ID()), err)})
 			stopped = true
-			r.abandon(t.it) // not finished: the checkpoint stays before it
+			r.abandonTry(t) // not finished: the checkpoint stays before it
 			continue
 		}
 		t.lastErr = err
@@ -358,26 +391,27 @@ func (r *runner) attempt(ctx context.Context, sc *scratch, ts []*tries) (retry [
 		}
 		info.Result = ResultRetried
 		if len(r.c.hooks) > 0 {
-			r.c.hooks.event(info)
+			r.c.hooks.event(*info)
+			t.cl.finish(*info)
 		}
 		switch {
 		case t.victim:
 			if r.c.debug {
-				r.c.log.Debug("event failed with its batch; retrying it alone", "event", shortID(ev.ID()),
+				t.cl.log.Debug("event failed with its batch; retrying it alone", "event", shortID(ev.ID()),
 					"attempt", ev.Attempt, "err", err)
 			}
 		case counted || !r.health.isDown():
-			r.c.log.Warn("handler failed; retrying", "event", shortID(ev.ID()), "op", ev.OperationType, "ns", ev.Namespace.String(),
+			t.cl.log.Warn("handler failed; retrying", "event", shortID(ev.ID()), "op", ev.OperationType, "ns", ev.Namespace.String(),
 				"attempt", ev.Attempt, "counted", t.counted, "err", err)
 		case r.c.debug:
-			r.c.log.Debug("handler failed while the sink is down; waiting", "event", shortID(ev.ID()), "attempt", ev.Attempt, "err", err)
+			t.cl.log.Debug("handler failed while the sink is down; waiting", "event", shortID(ev.ID()), "attempt", ev.Attempt, "err", err)
 		}
 		retry = append(retry, t)
 	}
 	r.kickCommit()
 	if stopped {
 		for _, t := range retry {
-			r.abandon(t.it)
+			r.abandonTry(t)
 		}
 		return nil, false
 	}
@@ -394,6 +428,8 @@ func (r *runner) poison(ctx context.Context, t *tries) bool {
 	if cfg.onPoison == PoisonStall {
 		r.c.hooks.event(EventInfo{Stream: cfg.name, Partition: cfg.partition, Operation: ev.OperationType, Namespace: ev.Namespace,
 			EventID: ev.ID(), Attempt: ev.Attempt, Result: ResultStalled, Err: lastErr})
+		t.info.Result, t.info.Err = ResultStalled, lastErr
+		t.cl.finish(t.info)
 		detail := fmt.Sprintf("stream %q partition %d stalled on event %s (%s on %s) after %d attempts: %v",
 			cfg.name, cfg.partition, shortID(ev.ID()), ev.OperationType, ev.Namespace, ev.Attempt, lastErr)
 		r.fail(&stopError{kind: ErrStalled, err: lastErr, detail: detail, msg: "ferry: " + detail})
@@ -401,15 +437,16 @@ func (r *runner) poison(ctx context.Context, t *tries) bool {
 		return false
 	}
 	entry := deadLetterEntry(cfg.name, ev, lastErr, ev.Attempt, t.first, time.Now())
+	entry.TraceID = TraceID(t.cl.tp)
 	wait := cfg.backoffMin
 	for {
 		err := cfg.dlq.Put(ctx, entry)
 		if err == nil {
 			break
 		}
-		r.c.log.Error("dead-letter write failed; retrying", "event", shortID(ev.ID()), "err", err)
+		t.cl.log.Error("dead-letter write failed; retrying", "event", shortID(ev.ID()), "err", err)
 		if !backoff.Sleep(ctx, backoff.Jitter(wait)) {
-			r.abandon(t.it)
+			r.abandonTry(t)
 			return false
 		}
 		wait = min(wait*2, cfg.backoffMax)
@@ -417,7 +454,9 @@ func (r *runner) poison(ctx context.Context, t *tries) bool {
 	noPre, noPost := r.imagesMissing(ev)
 	r.c.hooks.event(EventInfo{Stream: cfg.name, Partition: cfg.partition, Operation: ev.OperationType, Namespace: ev.Namespace,
 		EventID: ev.ID(), Attempt: ev.Attempt, Result: ResultDeadLettered, Err: lastErr, NoPreImage: noPre, NoPostImage: noPost})
-	r.c.log.Error("event dead-lettered", "event", shortID(ev.ID()), "op", ev.OperationType, "ns", ev.Namespace.String(),
+	t.info.Result, t.info.Err = ResultDeadLettered, lastErr
+	t.cl.finish(t.info)
+	t.cl.log.Error("event dead-lettered", "event", shortID(ev.ID()), "op", ev.OperationType, "ns", ev.Namespace.String(),
 		"attempts", ev.Attempt, "err", lastErr)
 	r.done(t.it)
 	return true
@@ -486,19 +525,20 @@ func (r *runner) dispatch(it *item) {
 
 // sinkDown records that every delivery is failing: the partition waits
 // for its sink, and dead-letters nothing meanwhile.
-func (r *runner) sinkDown(err error) {
+func (r *runner) sinkDown(ev *Event, log *slog.Logger, err error) {
 	cfg := &r.c.cfg
 	r.c.setStatus(func(s *Status) { s.State = StateWaitingForSink })
 	r.c.hooks.state(StateInfo{Stream: cfg.name, Partition: cfg.partition, State: StateWaitingForSink, Err: err})
-	r.c.log.Warn("sink down: every delivery is failing; waiting with backoff, in order, dead-lettering nothing", "err", err)
+	log.Warn("sink down: every delivery is failing; waiting with backoff, in order, dead-lettering nothing",
+		"event", shortID(ev.ID()), "err", err)
 }
 
 // sinkUp records that the sink accepts events again.
-func (r *runner) sinkUp() {
+func (r *runner) sinkUp(ev *Event, log *slog.Logger) {
 	cfg := &r.c.cfg
 	r.c.setStatus(func(s *Status) { s.State = StateRunning })
 	r.c.hooks.state(StateInfo{Stream: cfg.name, Partition: cfg.partition, State: StateRunning})
-	r.c.log.Info("sink up again: delivering")
+	log.Info("sink up again: delivering", "event", shortID(ev.ID()))
 }
 
 // imagesMissing says whether a change arrived without the pre- or

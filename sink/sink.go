@@ -6,7 +6,12 @@
 //	s, err := webhook.New("https://example.com/hook", webhook.Secret(secret))
 //	if err := s.Connect(ctx); err != nil { ... }
 //	defer s.Close(ctx)
-//	c, err := ferry.NewConsumer(client, sink.Handler(s), ...)
+//	c, err := ferry.NewBatchConsumer(client, sink.BatchHandler(s), ...)
+//
+// BatchHandler gives each Write the events a ferry lane has ready (up to
+// ferry.BatchSize), so a sink that can put a batch in flight at once pays
+// its round trip, syscall or transaction once per batch; Handler writes
+// one event at a time, for ferry.NewConsumer.
 //
 // # Guarantees a sink gives
 //
@@ -34,13 +39,14 @@
 //
 // Each failure is either retryable (the default: timeouts, connection errors,
 // 408, 429, 5xx for HTTP) or permanent (marked with Permanent: the receiver
-// rejected the event and retrying cannot help, e.g. HTTP 400). Handler hands
-// retryable failures back to ferry plainly, so ferry retries them with
-// backoff up to its MaxAttempts, and permanent ones wrapped with
-// ferry.Permanent, so they go straight to the dead-letter policy. A failure
-// may also carry a minimum delay (RetryAfter, from an HTTP Retry-After
-// header); Handler waits that long, within its context, before returning the
-// error, so ferry's next attempt comes no sooner.
+// rejected the event and retrying cannot help, e.g. HTTP 400). Handler and
+// BatchHandler hand retryable failures back to ferry plainly, so ferry
+// retries them with backoff up to its MaxAttempts, and permanent ones
+// wrapped with ferry.Permanent, so they go straight to the dead-letter
+// policy. A failure may also carry a minimum delay (RetryAfter, from an
+// HTTP Retry-After header); Handler waits that long (BatchHandler the
+// longest delay of the batch), within its context, before returning, so
+// ferry's next attempt comes no sooner.
 //
 // # Options
 //
@@ -106,6 +112,18 @@ type notAttempted struct{ msg string }
 
 func (e *notAttempted) Error() string        { return e.msg }
 func (e *notAttempted) Is(target error) bool { return target == ErrNotAttempted }
+
+// stoppedBy is the failure of an event EachInOrder did not attempt because
+// an earlier event's failure stopped the batch: it wraps that failure (its
+// class and RetryDelay hold) and matches ErrNotAttempted, so ferry neither
+// counts it against the event nor judges the sink by it twice.
+type stoppedBy struct{ err error }
+
+func (e *stoppedBy) Error() string {
+	return "sink: not attempted: an earlier event of the batch failed: " + e.err.Error()
+}
+func (e *stoppedBy) Unwrap() error        { return e.err }
+func (e *stoppedBy) Is(target error) bool { return target == ErrNotAttempted }
 
 // Retryable marks err as retryable.
 func Retryable(err error) error {
@@ -191,8 +209,10 @@ func KeyOf(ev *ferry.Event) string {
 // each event in order and builds the BatchError. Once an event fails, later
 // events of the same key (KeyOf) are not attempted and fail with ErrSkipped
 // (retryable). If deliver returns an error for which stop reports true (nil
-// stop: never), the remaining events are not attempted and fail with that
-// error; a cancelled ctx stops the loop the same way.
+// stop: never), the remaining events are not attempted and fail with an
+// error that wraps it (its class and RetryDelay) and matches
+// ErrNotAttempted; a cancelled ctx (or one past its deadline) fails the
+// remaining events the same way, with its error, retryable.
 func EachInOrder(ctx context.Context, batch []*ferry.Event, deliver func(context.Context, *ferry.Event) error, stop func(error) bool) error {
 	be := NewBatchError(len(batch))
 	eachInOrder(ctx, batch, be, func(_ int, ev *ferry.Event) error { return deliver(ctx, ev) }, stop)
@@ -204,8 +224,8 @@ func EachInOrder(ctx context.Context, batch []*ferry.Event, deliver func(context
 // result): submit(i, ev) puts event i in flight, or returns why it could
 // not, which Submit records in be. Later events of a key whose submit
 // failed are not submitted (ErrSkipped, retryable); a cancelled ctx fails
-// the events not yet submitted (retryable). The sink records the fates of
-// the submitted events in be itself.
+// the events not yet submitted (retryable, not attempted). The sink
+// records the fates of the submitted events in be itself.
 func Submit(ctx context.Context, batch []*ferry.Event, be *BatchError, submit func(i int, ev *ferry.Event) error) {
 	eachInOrder(ctx, batch, be, submit, nil)
 }
@@ -215,7 +235,7 @@ func eachInOrder(ctx context.Context, batch []*ferry.Event, be *BatchError, deli
 	for i, ev := range batch {
 		if err := ctx.Err(); err != nil {
 			for j := i; j < len(batch); j++ {
-				be.Set(j, Retryable(err))
+				be.Set(j, &stoppedBy{Retryable(err)})
 			}
 			return
 		}
@@ -231,7 +251,7 @@ func eachInOrder(ctx context.Context, batch []*ferry.Event, be *BatchError, deli
 		be.Set(i, err)
 		if stop != nil && stop(err) {
 			for j := i + 1; j < len(batch); j++ {
-				be.Set(j, err)
+				be.Set(j, &stoppedBy{err})
 			}
 			return
 		}

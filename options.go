@@ -232,17 +232,18 @@ type config struct {
 	batchSet    []string // the batch options given, for NewConsumer's refusal
 }
 
-// Defaults of NewBatchConsumer's batches.
+// Defaults of NewBatchConsumer's batches, and of Concurrency.
 const (
-	DefaultBatchSize  = 100
-	DefaultBatchBytes = 4 << 20
+	DefaultBatchSize   = 100
+	DefaultBatchBytes  = 4 << 20
+	DefaultConcurrency = 8
 )
 
 func defaultConfig() config {
 	return config{
 		start:          StartNow(),
 		partitions:     1,
-		concurrency:    8,
+		concurrency:    DefaultConcurrency,
 		maxEvents:      10_000,
 		maxBytes:       64 << 20,
 		commitInterval: time.Second,
@@ -322,7 +323,7 @@ func Partition(p, n int) Option {
 // consumer off.
 func Epoch(e int64) Option { return optionFunc(func(c *config) { c.epoch = e }) }
 
-// Concurrency sets the number of lanes (default 8). Events of one document
+// Concurrency sets the number of lanes (default DefaultConcurrency, 8). Events of one document
 // are applied in order in one lane; different documents in parallel.
 func Concurrency(n int) Option { return optionFunc(func(c *config) { c.concurrency = n }) }
 

@@ -41,7 +41,8 @@ const (
 var ErrLeaseLost = errors.New("group: partition lease lost")
 
 // ErrEpochChanged aborts a transactional effect whose lease epoch is no
-// longer current (another member took the partition over).
+// longer current (another member took the partition over): it wraps the
+// lease.ErrLost error of lease.Held.VerifyEpoch, which says who holds it.
 var ErrEpochChanged = errors.New("group: lease epoch changed")
 
 // Group is one member of a consumer group.

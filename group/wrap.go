@@ -2,10 +2,8 @@ package group
 
 import (
 	"context"
+	"errors"
 	"fmt"
-
-	"go.mongodb.org/mongo-driver/v2/bson"
-	"go.mongodb.org/mongo-driver/v2/mongo"
 
 	"github.com/ferry-io/ferry"
 	"github.com/ferry-io/ferry/lease"
@@ -45,7 +43,6 @@ func (g *Group) wrap(held *lease.Held, p int) ferry.Handler {
 			return cfg.ledgerStore.Record(ctx, cfg.name, ev.ID(), p, ev.Epoch)
 		}
 	case Transactional:
-		leases := g.leases.LeasesCollection()
 		return func(ctx context.Context, ev *ferry.Event) error {
 			if !held.Valid() {
 				return ferry.StopPartition(ErrLeaseLost)
@@ -70,7 +67,7 @@ func (g *Group) wrap(held *lease.Held, p int) ferry.Handler {
 						return nil // recorded under this stream too now
 					}
 				}
-				if err := g.fence(sctx, leases, p, ev.Epoch); err != nil {
+				if err := fence(sctx, held); err != nil {
 					return err
 				}
 				return h(sctx, ev)
@@ -86,20 +83,14 @@ func (g *Group) wrap(held *lease.Held, p int) ferry.Handler {
 }
 
 // fence checks, inside the transaction, that partition p's lease still
-// carries our epoch; otherwise another member took over and the
-// partition stops.
-func (g *Group) fence(sctx context.Context, leases *mongo.Collection, p int, epoch int64) error {
-	cfg := &g.cfg
-	var l struct {
-		Owner string `bson:"owner"`
-		Epoch int64  `bson:"epoch"`
-	}
-	err := leases.FindOne(sctx, bson.D{{Key: "group", Value: cfg.name}, {Key: "partition", Value: p}}).Decode(&l)
-	if err != nil {
+// names this member at held's epoch (lease.Held.VerifyEpoch); otherwise
+// another member took over and the partition stops.
+func fence(sctx context.Context, held *lease.Held) error {
+	if err := held.VerifyEpoch(sctx); err != nil {
+		if errors.Is(err, lease.ErrLost) {
+			return ferry.StopPartition(fmt.Errorf("%w: %w", ErrEpochChanged, err))
+		}
 		return err
-	}
-	if l.Owner != cfg.memberID || l.Epoch != epoch {
-		return ferry.StopPartition(fmt.Errorf("%w: partition %d is now epoch %d of %q, not %d", ErrEpochChanged, p, l.Epoch, l.Owner, epoch))
 	}
 	return nil
 }

@@ -59,7 +59,6 @@ func (g *Group) wrapBatch(held *lease.Held, p int) ferry.BatchHandler {
 			return spread(errs, at, len(batch))
 		}
 	case Transactional:
-		leases := g.leases.LeasesCollection()
 		return func(ctx context.Context, batch []*ferry.Event) error {
 			if !held.Valid() {
 				return ferry.StopPartition(ErrLeaseLost)
@@ -86,7 +85,7 @@ func (g *Group) wrapBatch(held *lease.Held, p int) ferry.BatchHandler {
 				if err := cfg.ledgerStore.RecordMany(sctx, cfg.name, ids, p, fresh[0].Epoch); err != nil {
 					return err
 				}
-				if err := g.fence(sctx, leases, p, fresh[0].Epoch); err != nil {
+				if err := fence(sctx, held); err != nil {
 					return err
 				}
 				herr = h(sctx, fresh)

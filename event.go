@@ -124,6 +124,9 @@ type Event struct {
 	// traceParent is the traceparent of the read batch the event came in
 	// (HookRead), "" when none.
 	traceParent string
+	// deliveryTP is the traceparent of its current handler call's
+	// delivery (HookDelivery), "" when none: DeliveryTraceParent.
+	deliveryTP string
 }
 
 // ID returns the event id: the hex sha256 of the resume token's bytes

@@ -32,7 +32,9 @@ func TestMain(m *testing.M) {
 	childproc.Main(m, childEnv, runChild, func(m *testing.M) { leakcheck.VerifyTestMain(m) })
 }
 
-// childSpec: uri|source db|state db|member|mode|partitions|ttl ms
+// childSpec: uri|source db|state db|member|mode|partitions|ttl ms|start T|start I|batch
+// (batch "1": a NewBatch member writing its effects with one insertMany per
+// batch).
 func runChild(spec string) error {
 	f := strings.Split(spec, "|")
 	partitions, _ := strconv.Atoi(f[5])
@@ -49,10 +51,28 @@ func runChild(spec string) error {
 		fmt.Printf(format+"\n", args...)
 		out.Unlock()
 	}
-	g, err := group.New(client, func(ctx context.Context, ev *ferry.Event) error {
-		_, err := effects.InsertOne(ctx, bson.D{{Key: "event", Value: ev.ID()}, {Key: "member", Value: member}, {Key: "epoch", Value: ev.Epoch}, {Key: "partition", Value: ev.Partition}})
-		return err
-	},
+	effect := func(ev *ferry.Event) bson.D {
+		return bson.D{{Key: "event", Value: ev.ID()}, {Key: "member", Value: member}, {Key: "epoch", Value: ev.Epoch}, {Key: "partition", Value: ev.Partition}}
+	}
+	newGroup := func(opts ...group.Option) (*group.Group, error) {
+		return group.New(client, func(ctx context.Context, ev *ferry.Event) error {
+			_, err := effects.InsertOne(ctx, effect(ev))
+			return err
+		}, opts...)
+	}
+	if len(f) > 9 && f[9] == "1" {
+		newGroup = func(opts ...group.Option) (*group.Group, error) {
+			return group.NewBatch(client, func(ctx context.Context, batch []*ferry.Event) error {
+				docs := make([]any, len(batch))
+				for i, ev := range batch {
+					docs[i] = effect(ev)
+				}
+				_, err := effects.InsertMany(ctx, docs)
+				return err
+			}, opts...)
+		}
+	}
+	g, err := newGroup(
 		group.Name("orders"), group.Partitions(partitions), group.MemberID(member), group.StateDatabase(client.Database(f[2])),
 		group.DeliveryMode(group.Mode(f[4])), group.LeaseTTL(time.Duration(ttlMS)*time.Millisecond),
 		group.RebalanceInterval(100*time.Millisecond),
@@ -75,10 +95,14 @@ func parseU32(s string) uint32 {
 	return uint32(n)
 }
 
-func (c *cluster) spawn(t *testing.T, member string, mode group.Mode, partitions int, ttl time.Duration, start bson.Timestamp) *childproc.Child {
+func (c *cluster) spawn(t *testing.T, member string, mode group.Mode, partitions int, ttl time.Duration, start bson.Timestamp, batch ...bool) *childproc.Child {
 	t.Helper()
+	b := "0"
+	if len(batch) > 0 && batch[0] {
+		b = "1"
+	}
 	spec := strings.Join([]string{c.uri, c.source.Name(), c.state.Name(), member, string(mode), strconv.Itoa(partitions),
-		strconv.Itoa(int(ttl.Milliseconds())), fmt.Sprint(start.T), fmt.Sprint(start.I)}, "|")
+		strconv.Itoa(int(ttl.Milliseconds())), fmt.Sprint(start.T), fmt.Sprint(start.I), b}, "|")
 	p := childproc.Start(t, childEnv, spec)
 	p.Name = "the member"
 	return p
@@ -188,7 +212,7 @@ func (c *cluster) effectsPerEvent(t *testing.T, n int) map[string]int {
 	return per
 }
 
-func killTest(t *testing.T, mode group.Mode) {
+func killTest(t *testing.T, mode group.Mode, batch bool) {
 	c := newCluster(t)
 	const partitions, ttl = 6, 2 * time.Second
 	// The killed member's open transaction keeps its documents from the
@@ -202,7 +226,7 @@ func killTest(t *testing.T, mode group.Mode) {
 	start := c.opTime(t)
 	procs := map[string]*childproc.Child{}
 	for _, m := range []string{"m0", "m1", "m2"} {
-		procs[m] = c.spawn(t, m, mode, partitions, ttl, start)
+		procs[m] = c.spawn(t, m, mode, partitions, ttl, start, batch)
 	}
 	c.waitOwned(t, partitions, 30*time.Second, func(l lease.Lease) bool { return true })
 	load := c.writeLoad(t, 300, 5*time.Millisecond)
@@ -227,7 +251,11 @@ func killTest(t *testing.T, mode group.Mode) {
 	for _, k := range per {
 		dups += k - 1
 	}
-	fmt.Printf("group: %s mode after SIGKILL: %d writes, %d events with effects, %d duplicate effects\n", mode, n, len(per), dups)
+	how := "one event per call"
+	if batch {
+		how = "batches"
+	}
+	fmt.Printf("group: %s mode (%s) after SIGKILL: %d writes, %d events with effects, %d duplicate effects\n", mode, how, n, len(per), dups)
 	if len(per) != n {
 		t.Fatalf("%d events have effects, want %d (lost)", len(per), n)
 	}
@@ -236,8 +264,13 @@ func killTest(t *testing.T, mode group.Mode) {
 	}
 }
 
-func TestKillMemberTransactional(t *testing.T) { killTest(t, group.Transactional) }
-func TestKillMemberIdempotent(t *testing.T)    { killTest(t, group.Idempotent) }
+func TestKillMemberTransactional(t *testing.T) { killTest(t, group.Transactional, false) }
+func TestKillMemberIdempotent(t *testing.T)    { killTest(t, group.Idempotent, false) }
+
+// The same with NewBatch members: a batch per transaction, the ledger in
+// bulk.
+func TestKillMemberTransactionalBatch(t *testing.T) { killTest(t, group.Transactional, true) }
+func TestKillMemberIdempotentBatch(t *testing.T)    { killTest(t, group.Idempotent, true) }
 
 func TestGracefulLeaveTakeover(t *testing.T) {
 	c := newCluster(t)

@@ -138,6 +138,10 @@ type oplog struct {
 	bytes   int64
 	nextSeq int64
 	trimmed bool
+	// units counts the entries as a real server's oplog holds them: the
+	// writes of one transaction (entries sharing its commit's cluster
+	// time) are one applyOps entry there.
+	units int
 }
 
 func (o *oplog) last() *oplogEntry {
@@ -215,6 +219,9 @@ func (e *engine) appendStamped(ent *oplogEntry) {
 	o := &e.oplog
 	ent.seq = o.nextSeq
 	o.nextSeq++
+	if last := o.last(); last == nil || last.ts != ent.ts {
+		o.units++
+	}
 	ent.size = approxSize(ent)
 	o.entries = append(o.entries, ent)
 	o.bytes += ent.size
@@ -232,15 +239,28 @@ func (e *engine) trimOplog() {
 	if e.cfg.oplogMaxAge > 0 {
 		minWall = bson.NewDateTimeFromTime(e.nowLocked().Add(-e.cfg.oplogMaxAge))
 	}
+	units := o.units
 	for drop < n-1 {
 		ent := o.entries[drop]
-		over := n-drop > e.cfg.oplogMaxEntries || bytes > e.cfg.oplogMaxBytes || (minWall != 0 && ent.wall < minWall)
+		over := units > e.cfg.oplogMaxEntries || bytes > e.cfg.oplogMaxBytes || (minWall != 0 && ent.wall < minWall)
 		if !over {
 			break
 		}
-		bytes -= ent.size
-		drop++
+		// A transaction's writes leave together, as its one applyOps
+		// entry would; the newest entry always stays.
+		end := drop + 1
+		for end < n && o.entries[end].ts == ent.ts {
+			end++
+		}
+		if end > n-1 {
+			break
+		}
+		for ; drop < end; drop++ {
+			bytes -= o.entries[drop].size
+		}
+		units--
 	}
+	o.units = units
 	if drop == 0 {
 		return
 	}

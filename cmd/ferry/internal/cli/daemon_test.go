@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -26,16 +27,26 @@ import (
 	"github.com/ferry-io/ferry/mongotest"
 )
 
-// syncBuffer is a bytes.Buffer safe for concurrent use.
+// syncBuffer is a bytes.Buffer safe for concurrent use that counts the
+// Write calls it took.
 type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
+	mu     sync.Mutex
+	b      bytes.Buffer
+	writes int
 }
 
 func (s *syncBuffer) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.writes++
 	return s.b.Write(p)
+}
+
+// Writes returns how many Write calls it took.
+func (s *syncBuffer) Writes() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.writes
 }
 
 func (s *syncBuffer) String() string {
@@ -197,6 +208,103 @@ streams:
 	rsErr.Reset()
 	if code := run(context.Background(), []string{"reset", "-c", cfgPath, "-stream", "orders", "-yes"}, &rs, &rsErr); code != 0 || !strings.Contains(rs.String(), "2 checkpoint(s) deleted") {
 		t.Fatalf("reset after stopping: exit %d: %s%s", code, rs.String(), rsErr.String())
+	}
+}
+
+// TestRunDeliversBatches: a backlog caught up by `ferry run` reaches the
+// sink in batches (issue 15): 400 events written before the stream's
+// start_at time, idempotent mode, two partitions, the stdout sink: every
+// event is delivered exactly once, in far fewer writes than events (each
+// write is one lane's batch), and each document's events in change order.
+func TestRunDeliversBatches(t *testing.T) {
+	srv, client := emulator(t)
+	// The oplog's first entry, then a start time after it (whole seconds)
+	// and before the backlog.
+	if _, err := client.Database("shop").Collection("other").InsertOne(context.Background(), bson.D{}); err != nil {
+		t.Fatal(err)
+	}
+	srv.AdvanceClock(2 * time.Second)
+	start := srv.Now().Truncate(time.Second).UTC()
+	const docs, updates = 100, 3 // 400 events
+	coll := client.Database("shop").Collection("orders")
+	for i := range docs {
+		if _, err := coll.InsertOne(context.Background(), bson.D{{Key: "_id", Value: i}, {Key: "n", Value: 0}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for n := 1; n <= updates; n++ {
+		if _, err := coll.UpdateMany(context.Background(), bson.D{}, bson.D{{Key: "$set", Value: bson.D{{Key: "n", Value: n}}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfgPath := writeFile(t, `
+listen: 127.0.0.1:0
+log: {level: info, format: json}
+state: {uri: "`+srv.URI()+`", database: ferry_state}
+streams:
+  - name: orders
+    source: {uri: "`+srv.URI()+`", scope: {collection: shop.orders}, start_at: `+start.Format(time.RFC3339)+`}
+    group: {partitions: 2, lease_ttl: 2s}
+    delivery: {mode: idempotent}
+    batch: {events: 50, linger: 20ms}
+    sink: {stdout: {}}
+`)
+	d := startRun(t, cfgPath)
+	const events = docs * (1 + updates)
+	poll.Until(t, 30*time.Second, func() error {
+		d.alive(t)
+		if n := strings.Count(d.out.String(), "\n"); n < events {
+			return fmt.Errorf("%d of %d events delivered:\n%s", n, events, d.errOut.String())
+		}
+		return nil
+	})
+	d.stop(t)
+	lines := strings.Split(strings.TrimSpace(d.out.String()), "\n")
+	if len(lines) != events {
+		t.Fatalf("%d lines, want %d (idempotent: each event once)", len(lines), events)
+	}
+	ids := map[string]bool{}
+	last := map[int32]int32{} // document → the last n seen
+	for _, ln := range lines {
+		var rec struct {
+			ID    string `json:"id"`
+			Event struct {
+				DocumentKey struct {
+					ID int32 `json:"_id"`
+				} `json:"documentKey"`
+				FullDocument *struct {
+					N int32 `json:"n"`
+				} `json:"fullDocument"`
+				Update *struct {
+					Fields struct {
+						N int32 `json:"n"`
+					} `json:"updatedFields"`
+				} `json:"updateDescription"`
+			} `json:"event"`
+		}
+		if err := json.Unmarshal([]byte(ln), &rec); err != nil {
+			t.Fatalf("line %q: %v", ln, err)
+		}
+		if ids[rec.ID] {
+			t.Errorf("event %s delivered twice", rec.ID)
+		}
+		ids[rec.ID] = true
+		doc, n := rec.Event.DocumentKey.ID, int32(-1)
+		switch {
+		case rec.Event.FullDocument != nil: // the insert
+			n = rec.Event.FullDocument.N
+		case rec.Event.Update != nil:
+			n = rec.Event.Update.Fields.N
+		}
+		if prev, ok := last[doc]; (ok && n != prev+1) || (!ok && n != 0) {
+			t.Errorf("document %d: n=%d after %d, want change order", doc, n, prev)
+		}
+		last[doc] = n
+	}
+	writes := d.out.Writes()
+	t.Logf("%d events in %d writes", events, writes)
+	if writes > events/4 {
+		t.Errorf("%d events took %d writes, want batches (at most %d writes)", events, writes, events/4)
 	}
 }
 

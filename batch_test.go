@@ -16,6 +16,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/ferry-io/ferry"
+	"github.com/ferry-io/ferry/internal/poll"
 	"github.com/ferry-io/ferry/sink"
 )
 
@@ -70,9 +71,12 @@ func (g *gate) wait(ctx context.Context) {
 // not finished (the gated calls' and those waiting behind them).
 func (g *gate) openWhenQueued(t *testing.T, c *ferry.Consumer, n int) {
 	t.Helper()
-	eventually(t, 20*time.Second, func() string {
-		return fmt.Sprintf("%d events queued, want %d", c.Status().QueueEvents, n)
-	}, func() bool { return c.Status().QueueEvents >= n })
+	poll.Until(t, 20*time.Second, func() error {
+		if !(c.Status().QueueEvents >= n) {
+			return fmt.Errorf("%d events queued, want %d", c.Status().QueueEvents, n)
+		}
+		return nil
+	})
 	g.once.Do(func() { close(g.ch) })
 }
 
@@ -132,16 +136,14 @@ func (l *callLog) handed() map[int32]int {
 
 func (l *callLog) waitApplied(t *testing.T, ids ...int32) {
 	t.Helper()
-	eventually(t, 20*time.Second, func() string {
-		return fmt.Sprintf("applied %v, want every one of %v", l.applied(), ids)
-	}, func() bool {
+	poll.Until(t, 20*time.Second, func() error {
 		a := l.applied()
 		for _, id := range ids {
 			if a[id] == 0 {
-				return false
+				return fmt.Errorf("applied %v, want every one of %v", a, ids)
 			}
 		}
-		return true
+		return nil
 	})
 }
 
@@ -212,9 +214,12 @@ func TestBatchMixedResults(t *testing.T) {
 	}
 	// The checkpoint passes every event once they are all applied.
 	last := lastToken(t, e, at, n)
-	eventually(t, 10*time.Second, func() string { return "checkpoint not at the last event" }, func() bool {
+	poll.Until(t, 10*time.Second, func() error {
 		cp, err := e.store.Load(context.Background(), "s", 0)
-		return err == nil && cp.Token.Lookup("_data").StringValue() == last
+		if err != nil || cp.Token.Lookup("_data").StringValue() != last {
+			return fmt.Errorf("checkpoint not at the last event (load: %v)", err)
+		}
+		return nil
 	})
 }
 
@@ -284,14 +289,13 @@ func TestBatchKeepsDocumentOrderAcrossAFailure(t *testing.T) {
 	}
 	cons, _ := startBatch(t, e.client, h, e.opts(ferry.StartAt(ferry.StartAtTime(at)), ferry.Concurrency(1))...)
 	g.openWhenQueued(t, cons, n)
-	eventually(t, 20*time.Second, func() string {
+	poll.Until(t, 20*time.Second, func() error {
 		mu.Lock()
 		defer mu.Unlock()
-		return fmt.Sprintf("document 1 applied %v, want v 0..9", order)
-	}, func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		return len(order) >= 10
+		if len(order) < 10 {
+			return fmt.Errorf("document 1 applied %v, want v 0..9", order)
+		}
+		return nil
 	})
 	mu.Lock()
 	defer mu.Unlock()
@@ -364,10 +368,12 @@ func TestBatchPoisonIsDeadLetteredAlone(t *testing.T) {
 			// health), so the poison event is told from an outage.
 			stopWriting := keepWriting(t, e.db.Collection("c"), 1000)
 			var entries []deadLetterOf
-			eventually(t, 20*time.Second, func() string {
-				entries = deadLetters(t, e)
-				return fmt.Sprintf("%d dead letters, want 1", len(entries))
-			}, func() bool { return len(entries) >= 1 })
+			poll.Until(t, 20*time.Second, func() error {
+				if entries = deadLetters(t, e); len(entries) < 1 {
+					return fmt.Errorf("%d dead letters, want 1", len(entries))
+				}
+				return nil
+			})
 			written := stopWriting()
 			want := append(ids(0, n), ids(1000, 1000+int32(written))...)
 			want = slices.DeleteFunc(want, func(id int32) bool { return id == poison.Load() })
@@ -440,9 +446,12 @@ func TestBatchOutageDeadLettersNothing(t *testing.T) {
 			if _, err := e.db.Collection("c").InsertMany(context.Background(), docs); err != nil {
 				t.Fatal(err)
 			}
-			eventually(t, 20*time.Second, func() string {
-				return fmt.Sprintf("%d attempts, state %q; want > 150 attempts and waiting-for-sink", attempts.Load(), states.last())
-			}, func() bool { return attempts.Load() > 150 && states.last() == ferry.StateWaitingForSink })
+			poll.Until(t, 20*time.Second, func() error {
+				if !(attempts.Load() > 150 && states.last() == ferry.StateWaitingForSink) {
+					return fmt.Errorf("%d attempts, state %q; want > 150 attempts and waiting-for-sink", attempts.Load(), states.last())
+				}
+				return nil
+			})
 			down.Store(false)
 			log.waitApplied(t, ids(0, 50)...)
 			if entries := deadLetters(t, e); len(entries) != 0 {
@@ -453,8 +462,12 @@ func TestBatchOutageDeadLettersNothing(t *testing.T) {
 					t.Errorf("event %d applied %d times, want once", id, k)
 				}
 			}
-			eventually(t, 5*time.Second, func() string { return "state " + string(states.last()) + ", want running" },
-				func() bool { return states.last() == ferry.StateRunning })
+			poll.Until(t, 5*time.Second, func() error {
+				if !(states.last() == ferry.StateRunning) {
+					return errors.New("state " + string(states.last()) + ", want running")
+				}
+				return nil
+			})
 		})
 	}
 }
@@ -554,9 +567,12 @@ func TestBatchLinger(t *testing.T) {
 		if i == 2 {
 			break // the batch is full: it goes
 		}
-		eventually(t, 20*time.Second, func() string {
-			return fmt.Sprintf("%d events queued, want %d", c.Status().QueueEvents, i+1)
-		}, func() bool { return c.Status().QueueEvents >= i+1 })
+		poll.Until(t, 20*time.Second, func() error {
+			if !(c.Status().QueueEvents >= i+1) {
+				return fmt.Errorf("%d events queued, want %d", c.Status().QueueEvents, i+1)
+			}
+			return nil
+		})
 	}
 	log.waitApplied(t, 0, 1, 2)
 	if calls := log.snapshot(); len(calls) != 1 || len(calls[0].ids) != 3 {

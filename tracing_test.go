@@ -267,11 +267,14 @@ func TestTraceContextBatch(t *testing.T) {
 	}
 	c, _ := startBatch(t, e.client, h, e.opts(ferry.StartAt(ferry.StartAtTime(at)), ferry.Concurrency(1), ferry.WithHooks(tr))...)
 	g.openWhenQueued(t, c, 5)
-	eventually(t, 10*time.Second, func() string { return "the dead letter and every delivery's end" }, func() bool {
+	poll.Until(t, 10*time.Second, func() error {
 		entries, _ := e.dlq.List(context.Background(), "s", 0)
 		tr.mu.Lock()
 		defer tr.mu.Unlock()
-		return len(entries) == 1 && len(tr.calls) == 6 && tr.openReads == 0
+		if len(entries) != 1 || len(tr.calls) != 6 || tr.openReads != 0 {
+			return fmt.Errorf("%d dead letters, %d delivery ends, %d reads open; want the dead letter and every delivery's end", len(entries), len(tr.calls), tr.openReads)
+		}
+		return nil
 	})
 	tr.mu.Lock()
 	defer tr.mu.Unlock()

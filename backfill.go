@@ -244,7 +244,21 @@ func (r *runner) scanNamespace(ctx context.Context, ns Namespace, marker bson.Ra
 	defer cur.Close(context.WithoutCancel(ctx))
 	shardKey := r.shardKeyOf(ctx, ns)
 	n := 0
-	for cur.Next(ctx) {
+	// batch follows the scan's batches for HookRead (tracing).
+	batch := newReadBatch(r.c.hooks, cfg.name, cfg.partition, true)
+	defer batch.end()
+	for {
+		if batch.open && cur.RemainingBatchLength() == 0 {
+			batch.end() // every document of the server's batch was handed on
+		}
+		var readStart time.Time
+		if batch.enabled && !batch.open {
+			readStart = time.Now()
+		}
+		if !cur.Next(ctx) {
+			break
+		}
+		batch.begin(readStart)
 		doc := make(bson.Raw, len(cur.Current))
 		copy(doc, cur.Current)
 		id := doc.Lookup("_id")
@@ -269,6 +283,7 @@ func (r *runner) scanNamespace(ctx context.Context, ns Namespace, marker bson.Ra
 			return n, err
 		}
 		wg.Add(1)
+		batch.add(ev, size)
 		r.dispatch(&item{ev: ev, size: size, wg: wg})
 		n++
 	}

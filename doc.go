@@ -150,6 +150,18 @@
 // dead-lettered. Checkpoints record that clusterTime (Pending) for readers
 // of the state store.
 //
+// # Tracing
+//
+// The library depends on no tracing library. HookRead is told of every
+// batch the reader takes from the server (or a backfill scan) and returns
+// the W3C traceparent the batch's events carry; HookDelivery wraps every
+// handler call and returns the context the handler gets. The handler's
+// context carries the delivery's traceparent (TraceParent; set with
+// WithTraceParent), which the sinks send on (the webhook's traceparent
+// header, Kafka and NATS headers, a Pub/Sub attribute), and every log line
+// of a delivery carries its short event id and trace id. The module
+// github.com/ferry-io/ferry/otel implements both hooks for OpenTelemetry.
+//
 // # Options
 //
 // NewConsumer takes Options in the one style every Ferry package shares

@@ -121,6 +121,9 @@ type Event struct {
 
 	idOnce sync.Once
 	id     string
+	// traceParent is the traceparent of the read batch the event came in
+	// (HookRead), "" when none.
+	traceParent string
 }
 
 // ID returns the event id: the hex sha256 of the resume token's bytes

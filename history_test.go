@@ -11,8 +11,8 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/ferry-io/ferry"
+	"github.com/ferry-io/ferry/internal/emutest"
 	"github.com/ferry-io/ferry/mongoerr"
-	"github.com/ferry-io/ferry/mongotest"
 )
 
 // TestOldestReachable: the search finds the first reachable second for
@@ -87,7 +87,7 @@ func TestOplogStartIsExact(t *testing.T) {
 // known: writes five a second, ten seconds apart, keep the last two groups
 // and two entries of the group before.
 func TestOplogStart(t *testing.T) {
-	e := newEnv(t, mongotest.OplogMaxEntries(12))
+	e := newEnv(t, emutest.OplogMaxEntries(12))
 	c := e.db.Collection("c")
 	ctx := context.Background()
 	var groupAt []int64

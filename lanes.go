@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"runtime/debug"
 	"time"
 
@@ -98,6 +99,20 @@ type tries struct {
 	// batch, or with an error of the whole batch (see attempt).
 	victim  bool
 	lastErr error
+	// cl is its current handler call and info that call's outcome; an
+	// attempt that made the event poison reports its end after the
+	// dead-letter write (or the stall), one never finished reports
+	// ResultAbandoned.
+	cl   call
+	info EventInfo
+}
+
+// abandonTry leaves t's event unfinished (see runner.abandon), reporting its
+// current call, unless already reported, as abandoned.
+func (r *runner) abandonTry(t *tries) {
+	t.info.Result = ResultAbandoned
+	t.cl.finish(t.info)
+	r.abandon(t.it)
 }
 
 // scratch is a lane's buffers, reused from batch to batch (a lane
@@ -155,7 +170,7 @@ func (r *runner) deliver(sc *scratch, batch []*item) {
 	for i, t := range failed {
 		if !r.retryAlone(ctx, sc, t) {
 			for _, u := range failed[i+1:] {
-				r.abandon(u.it)
+				r.abandonTry(u)
 			}
 			return
 		}
@@ -171,7 +186,7 @@ func (r *runner) retryAlone(ctx context.Context, sc *scratch, t *tries) bool {
 	for {
 		if !t.victim {
 			if d := t.wait - time.Since(t.lastTry); d > 0 && !r.waitRetry(ctx, d) {
-				r.abandon(t.it)
+				r.abandonTry(t)
 				return false
 			}
 			t.wait = min(t.wait*2, r.c.cfg.backoffMax)
@@ -214,7 +229,7 @@ func (r *runner) attempt(ctx context.Context, sc *scratch, ts []*tries) (retry [
 	cfg := &r.c.cfg
 	if ctx.Err() != nil {
 		for _, t := range ts {
-			r.abandon(t.it)
+			r.abandonTry(t)
 		}
 		return nil, false
 	}
@@ -226,12 +241,21 @@ func (r *runner) attempt(ctx context.Context, sc *scratch, ts []*tries) (retry [
 		}
 		t.lastTry = now
 		t.it.ev.Attempt++
+		t.cl = r.startCall(ctx, t.it.ev, t.it.ev.Attempt)
+		t.info = EventInfo{}
 		evs = append(evs, t.it.ev)
 	}
 	sc.evs = evs
 	defer clear(evs)
+	// A call of one event runs under its call's context (its trace
+	// context); the events of a call of several have one delivery hook
+	// call each, but the handler gets the lane's context.
+	hctx := ctx
+	if len(ts) == 1 {
+		hctx = ts[0].cl.ctx
+	}
 	view := r.health.before()
-	err := r.invoke(ctx, evs)
+	err := r.invoke(hctx, evs)
 	took := time.Since(now)
 	var errs []error // nil: every event applied
 	var whole bool
@@ -255,11 +279,15 @@ func (r *runner) attempt(ctx context.Context, sc *scratch, ts []*tries) (retry [
 	applied := 0
 	var lastFails []*uint64
 	var sinkErr error // the first transient failure: the call failed as a delivery
+	var sinkErrAt, appliedAt int
 	for i := range ts {
 		err := errAt(i)
 		switch {
 		case err == nil:
 			out[i] = outApplied
+			if applied == 0 {
+				appliedAt = i
+			}
 			applied++
 			continue
 		case ctx.Err() != nil:
@@ -278,24 +306,24 @@ func (r *runner) attempt(ctx context.Context, sc *scratch, ts []*tries) (retry [
 			lastFails = append(lastFails, ts[i].lastFail())
 		}
 		if sinkErr == nil && !errors.Is(err, ErrPermanent) && !errors.Is(err, ErrNotAttempted) {
-			sinkErr = err
+			sinkErr, sinkErrAt = err, i
 		}
 	}
 	counts, wentDown, up, successes := r.health.called(view, applied, sinkErr != nil, lastFails)
 	if up {
-		r.sinkUp()
+		r.sinkUp(ts[appliedAt].it.ev, ts[appliedAt].cl.log)
 	}
 	if wentDown {
-		r.sinkDown(sinkErr)
+		r.sinkDown(ts[sinkErrAt].it.ev, ts[sinkErrAt].cl.log, sinkErr)
 	}
 
 	stopped := false // the partition stopped or stalled: nothing more is settled
 	judged := 0
 	for i, t := range ts {
 		ev, err := t.it.ev, errAt(i)
-		var info EventInfo
+		info := &t.info
 		if len(r.c.hooks) > 0 {
-			info = EventInfo{Stream: cfg.name, Partition: cfg.partition, Operation: ev.OperationType, Namespace: ev.Namespace,
+			*info = EventInfo{Stream: cfg.name, Partition: cfg.partition, Operation: ev.OperationType, Namespace: ev.Namespace,
 				EventID: ev.ID(), Attempt: ev.Attempt, Duration: took, Err: err,
 				ClusterTime: time.Unix(int64(ev.ClusterTime.T), 0)}
 		}
@@ -306,10 +334,11 @@ func (r *runner) attempt(ctx context.Context, sc *scratch, ts []*tries) (retry [
 			info.Result = ResultApplied
 			if len(r.c.hooks) > 0 {
 				info.NoPreImage, info.NoPostImage = r.imagesMissing(ev)
-				r.c.hooks.event(info)
+				r.c.hooks.event(*info)
+				t.cl.finish(*info)
 			}
 			if r.c.debug {
-				r.c.log.Debug("event applied", "event", shortID(ev.ID()), "operation", ev.OperationType, "namespace", ev.Namespace.String(),
+				t.cl.log.Debug("event applied", "event", shortID(ev.ID()), "operation", ev.OperationType, "namespace", ev.Namespace.String(),
 					"attempt", ev.Attempt, "duration", took, "result", ResultApplied)
 			}
 			r.done(t.it)
@@ -322,14 +351,14 @@ func (r *runner) attempt(ctx context.Context, sc *scratch, ts []*tries) (retry [
 			t.victim = true
 		}
 		if stopped || out[i] == outCanceled {
-			r.abandon(t.it) // not finished: replayed
+			r.abandonTry(t) // not finished: replayed
 			continue
 		}
 		if out[i] == outStop {
 			r.fail(&stopError{kind: ErrStopPartition, err: err, msg: fmt.Sprintf(
 				"ferry: stream %q partition %d stopped at event %s: %v", cfg.name, cfg.partition, shortID(ev.ID()), err)})
 			stopped = true
-			r.abandon(t.it) // not finished: the checkpoint stays before it
+			r.abandonTry(t) // not finished: the checkpoint stays before it
 			continue
 		}
 		t.lastErr = err
@@ -358,26 +387,27 @@ func (r *runner) attempt(ctx context.Context, sc *scratch, ts []*tries) (retry [
 		}
 		info.Result = ResultRetried
 		if len(r.c.hooks) > 0 {
-			r.c.hooks.event(info)
+			r.c.hooks.event(*info)
+			t.cl.finish(*info)
 		}
 		switch {
 		case t.victim:
 			if r.c.debug {
-				r.c.log.Debug("event failed with its batch; retrying it alone", "event", shortID(ev.ID()),
+				t.cl.log.Debug("event failed with its batch; retrying it alone", "event", shortID(ev.ID()),
 					"attempt", ev.Attempt, "err", err)
 			}
 		case counted || !r.health.isDown():
-			r.c.log.Warn("handler failed; retrying", "event", shortID(ev.ID()), "op", ev.OperationType, "ns", ev.Namespace.String(),
+			t.cl.log.Warn("handler failed; retrying", "event", shortID(ev.ID()), "op", ev.OperationType, "ns", ev.Namespace.String(),
 				"attempt", ev.Attempt, "counted", t.counted, "err", err)
 		case r.c.debug:
-			r.c.log.Debug("handler failed while the sink is down; waiting", "event", shortID(ev.ID()), "attempt", ev.Attempt, "err", err)
+			t.cl.log.Debug("handler failed while the sink is down; waiting", "event", shortID(ev.ID()), "attempt", ev.Attempt, "err", err)
 		}
 		retry = append(retry, t)
 	}
 	r.kickCommit()
 	if stopped {
 		for _, t := range retry {
-			r.abandon(t.it)
+			r.abandonTry(t)
 		}
 		return nil, false
 	}
@@ -394,22 +424,25 @@ func (r *runner) poison(ctx context.Context, t *tries) bool {
 	if cfg.onPoison == PoisonStall {
 		r.c.hooks.event(EventInfo{Stream: cfg.name, Partition: cfg.partition, Operation: ev.OperationType, Namespace: ev.Namespace,
 			EventID: ev.ID(), Attempt: ev.Attempt, Result: ResultStalled, Err: lastErr})
+		t.info.Result, t.info.Err = ResultStalled, lastErr
+		t.cl.finish(t.info)
 		detail := fmt.Sprintf("stream %q partition %d stalled on event %s (%s on %s) after %d attempts: %v",
 			cfg.name, cfg.partition, shortID(ev.ID()), ev.OperationType, ev.Namespace, ev.Attempt, lastErr)
 		r.fail(&stopError{kind: ErrStalled, err: lastErr, detail: detail, msg: "ferry: " + detail})
-		r.abandon(t.it)
+		r.abandonTry(t)
 		return false
 	}
 	entry := deadLetterEntry(cfg.name, ev, lastErr, ev.Attempt, t.first, time.Now())
+	entry.TraceID = TraceID(TraceParent(t.cl.ctx))
 	wait := cfg.backoffMin
 	for {
 		err := cfg.dlq.Put(ctx, entry)
 		if err == nil {
 			break
 		}
-		r.c.log.Error("dead-letter write failed; retrying", "event", shortID(ev.ID()), "err", err)
+		t.cl.log.Error("dead-letter write failed; retrying", "event", shortID(ev.ID()), "err", err)
 		if !backoff.Sleep(ctx, backoff.Jitter(wait)) {
-			r.abandon(t.it)
+			r.abandonTry(t)
 			return false
 		}
 		wait = min(wait*2, cfg.backoffMax)
@@ -417,7 +450,9 @@ func (r *runner) poison(ctx context.Context, t *tries) bool {
 	noPre, noPost := r.imagesMissing(ev)
 	r.c.hooks.event(EventInfo{Stream: cfg.name, Partition: cfg.partition, Operation: ev.OperationType, Namespace: ev.Namespace,
 		EventID: ev.ID(), Attempt: ev.Attempt, Result: ResultDeadLettered, Err: lastErr, NoPreImage: noPre, NoPostImage: noPost})
-	r.c.log.Error("event dead-lettered", "event", shortID(ev.ID()), "op", ev.OperationType, "ns", ev.Namespace.String(),
+	t.info.Result, t.info.Err = ResultDeadLettered, lastErr
+	t.cl.finish(t.info)
+	t.cl.log.Error("event dead-lettered", "event", shortID(ev.ID()), "op", ev.OperationType, "ns", ev.Namespace.String(),
 		"attempts", ev.Attempt, "err", lastErr)
 	r.done(t.it)
 	return true
@@ -486,19 +521,20 @@ func (r *runner) dispatch(it *item) {
 
 // sinkDown records that every delivery is failing: the partition waits
 // for its sink, and dead-letters nothing meanwhile.
-func (r *runner) sinkDown(err error) {
+func (r *runner) sinkDown(ev *Event, log *slog.Logger, err error) {
 	cfg := &r.c.cfg
 	r.c.setStatus(func(s *Status) { s.State = StateWaitingForSink })
 	r.c.hooks.state(StateInfo{Stream: cfg.name, Partition: cfg.partition, State: StateWaitingForSink, Err: err})
-	r.c.log.Warn("sink down: every delivery is failing; waiting with backoff, in order, dead-lettering nothing", "err", err)
+	log.Warn("sink down: every delivery is failing; waiting with backoff, in order, dead-lettering nothing",
+		"event", shortID(ev.ID()), "err", err)
 }
 
 // sinkUp records that the sink accepts events again.
-func (r *runner) sinkUp() {
+func (r *runner) sinkUp(ev *Event, log *slog.Logger) {
 	cfg := &r.c.cfg
 	r.c.setStatus(func(s *Status) { s.State = StateRunning })
 	r.c.hooks.state(StateInfo{Stream: cfg.name, Partition: cfg.partition, State: StateRunning})
-	r.c.log.Info("sink up again: delivering")
+	log.Info("sink up again: delivering", "event", shortID(ev.ID()))
 }
 
 // imagesMissing says whether a change arrived without the pre- or

@@ -555,8 +555,8 @@ func (c *config) validate(p *optcheck.Problems) {
 		p.Add("RetryMaxElapsed", "must not be negative, got %v (0: no bound)", c.maxElapsed)
 	}
 	for i, h := range c.hooks {
-		if !isHook(h) {
-			p.Add("WithHooks", "hook %d (%T) implements none of HookEvent, HookResume, HookCheckpoint, HookQueue, HookState", i, h)
+		if !isHook(h) && !isTraceHook(h) {
+			p.Add("WithHooks", "hook %d (%T) implements none of HookEvent, HookResume, HookCheckpoint, HookQueue, HookState, HookRead, HookDelivery", i, h)
 		}
 	}
 	if c.backoffMin <= 0 || c.backoffMax < c.backoffMin {

@@ -13,7 +13,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
 	"github.com/ferry-io/ferry"
-	"github.com/ferry-io/ferry/mongotest"
+	"github.com/ferry-io/ferry/internal/emutest"
 )
 
 // oversizeRun makes an event the server cannot return: a ~27 MB update
@@ -113,7 +113,7 @@ func TestOversizeDropImages(t *testing.T) {
 // oplog, the sink or the partitions must change), saying how long the scan
 // ran. Before, the backfill restarted for ever.
 func TestRecoveryCannotLoop(t *testing.T) {
-	e := newEnv(t, mongotest.OplogMaxEntries(60))
+	e := newEnv(t, emutest.OplogMaxEntries(60))
 	if e.srv == nil {
 		t.Skip("needs the emulator's small oplog")
 	}

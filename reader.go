@@ -225,8 +225,19 @@ func (r *runner) consume(ctx context.Context, cs *mongo.ChangeStream) (*position
 	cfg := &r.c.cfg
 	r.frags.reset()
 	prev := cs.ResumeToken() // the position before the event read next
+	// batch follows the server's batches for HookRead (tracing).
+	batch := newReadBatch(r.c.hooks, cfg.name, cfg.partition, false)
+	defer batch.end()
 	for {
+		if batch.open && cs.RemainingBatchLength() == 0 {
+			batch.end() // every event of the server's batch was handed on
+		}
+		var readStart time.Time
+		if batch.enabled && !batch.open {
+			readStart = time.Now()
+		}
 		if cs.TryNext(ctx) {
+			batch.begin(readStart)
 			raw := make(bson.Raw, len(cs.Current))
 			copy(raw, cs.Current)
 			var lastFragment bson.Raw
@@ -261,9 +272,11 @@ func (r *runner) consume(ctx context.Context, cs *mongo.ChangeStream) (*position
 			if err := r.win.acquire(ctx, size); err != nil {
 				return nil, err
 			}
+			batch.add(ev, size)
 			r.dispatch(&item{ev: ev, size: size, seq: r.track.add(ev.Token, ev.ClusterTime)})
 			continue
 		}
+		batch.end()
 		if err := cs.Err(); err != nil {
 			return nil, err
 		}

@@ -76,6 +76,10 @@ type Entry struct {
 	FirstAt  time.Time `bson:"firstAttemptAt"`
 	LastAt   time.Time `bson:"lastAttemptAt"`
 	Epoch    int64     `bson:"epoch"`
+	// TraceID is the trace id (32 hex digits) of the delivery that gave
+	// up, when tracing was on: it joins the entry to the delivery's spans
+	// and log lines. Empty otherwise.
+	TraceID string `bson:"traceId,omitempty"`
 }
 
 // MaxEventBytes is the largest event an entry stores whole: an entry must
@@ -130,6 +134,11 @@ func (m *Mongo) Put(ctx context.Context, e Entry) error {
 		set = append(set, bson.E{Key: "documentKey", Value: e.DocumentKey})
 	} else {
 		unset = append(unset, bson.E{Key: "documentKey", Value: ""})
+	}
+	if e.TraceID != "" {
+		set = append(set, bson.E{Key: "traceId", Value: e.TraceID})
+	} else {
+		unset = append(unset, bson.E{Key: "traceId", Value: ""})
 	}
 	update := bson.D{
 		{Key: "$set", Value: set},

@@ -9,11 +9,11 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/ferry-io/ferry/deadletter"
-	"github.com/ferry-io/ferry/mongotest"
+	"github.com/ferry-io/ferry/internal/emutest"
 )
 
 func TestMongoStore(t *testing.T) {
-	client, _ := mongotest.Client(t)
+	client, _ := emutest.Client(t)
 	db := client.Database("dlq_test")
 	_ = db.Drop(context.Background())
 	s := deadletter.NewMongo(db, "")

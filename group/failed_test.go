@@ -14,7 +14,7 @@ import (
 	"github.com/ferry-io/ferry"
 	"github.com/ferry-io/ferry/checkpoint/mongostore"
 	"github.com/ferry-io/ferry/group"
-	"github.com/ferry-io/ferry/mongotest"
+	"github.com/ferry-io/ferry/internal/emutest"
 )
 
 // fmember is one group member of the failed-state tests.
@@ -38,7 +38,7 @@ type fenv struct {
 
 func newFenv(t *testing.T) *fenv {
 	t.Helper()
-	uri, _ := mongotest.URI(t)
+	uri, _ := emutest.URI(t)
 	client, err := mongo.Connect(options.Client().ApplyURI(uri))
 	if err != nil {
 		t.Fatal(err)

@@ -370,15 +370,16 @@ func (g *Group) failed(ctx context.Context, sf *streamFailure, recheck *backoff.
 }
 
 // recovered ends a failure once a re-check has run for the probation
-// period without failing again.
+// period without failing again. The failure record is deleted first, so
+// that once Status reports the recovery, Failures no longer lists it.
 func (g *Group) recovered(recheck *backoff.Backoff) {
 	prev := g.st.get()
 	if prev.Failure == nil {
 		return
 	}
+	g.clearFailureRecord()
 	g.st.update(func(s *Status) { s.Failure, s.FailedSince, s.RetryAt = nil, time.Time{}, time.Time{} })
 	recheck.Reset()
-	g.clearFailureRecord()
 	g.log.Info("stream recovered", "class", prev.Failure.Class, "failed_for", time.Since(prev.FailedSince).Round(time.Second))
 }
 

@@ -14,9 +14,9 @@ import (
 
 	"github.com/ferry-io/ferry"
 	"github.com/ferry-io/ferry/group"
+	"github.com/ferry-io/ferry/internal/emutest"
 	"github.com/ferry-io/ferry/internal/hashkey"
 	"github.com/ferry-io/ferry/lease"
-	"github.com/ferry-io/ferry/mongotest"
 )
 
 // cluster is one test's MongoDB and the members started on it.
@@ -38,7 +38,7 @@ type member struct {
 }
 
 func newCluster(t *testing.T) *cluster {
-	uri, _ := mongotest.URI(t)
+	uri, _ := emutest.URI(t)
 	return newClusterOn(t, uri)
 }
 
@@ -456,7 +456,7 @@ func TestSkewedClocksNeverShareAPartition(t *testing.T) {
 // advance with the server's postBatchResumeToken, so a restart resumes every
 // partition without ChangeStreamHistoryLost.
 func TestQuietPartitionsKeepTheirPlace(t *testing.T) {
-	srv := mongotest.New(t, mongotest.OplogMaxEntries(60))
+	srv := emutest.New(t, emutest.OplogMaxEntries(60))
 	c := newClusterOn(t, srv.URI())
 	const partitions = 4
 	c.join("q", partitions)

@@ -9,9 +9,9 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/event"
 
+	"github.com/ferry-io/ferry/internal/emutest"
 	"github.com/ferry-io/ferry/ledger"
 	"github.com/ferry-io/ferry/mongoerr"
-	"github.com/ferry-io/ferry/mongotest"
 )
 
 // commandCounter counts the commands sent to one database.
@@ -44,7 +44,7 @@ func (c *commandCounter) take() map[string]int {
 // them again (with more) is not an error and keeps the first entries;
 // SeenMany answers for the whole batch in one find.
 func TestRecordManyInBulk(t *testing.T) {
-	uri, _ := mongotest.URI(t)
+	uri, _ := emutest.URI(t)
 	cc := &commandCounter{seen: map[string]int{}}
 	client := connectURI(t, uri, cc.monitor())
 	db := freshDB(t, client)

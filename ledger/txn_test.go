@@ -15,27 +15,27 @@ import (
 
 	"github.com/ferry-io/ferry/checkpoint"
 	"github.com/ferry-io/ferry/checkpoint/mongostore"
+	"github.com/ferry-io/ferry/internal/emutest"
 	"github.com/ferry-io/ferry/ledger"
 	"github.com/ferry-io/ferry/mongoerr"
-	"github.com/ferry-io/ferry/mongotest"
 )
 
 // fixture is a ledger and an "effects" collection in one fresh database,
 // both created outside transactions (required before MongoDB 4.4).
 type fixture struct {
 	client  *mongo.Client
-	srv     *mongotest.Server
+	srv     *emutest.Server
 	ledger  *ledger.Store
 	effects *mongo.Collection
 }
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
-	client, srv := mongotest.Client(t)
+	client, srv := emutest.Client(t)
 	return fixtureOn(t, client, srv)
 }
 
-func fixtureOn(t *testing.T, client *mongo.Client, srv *mongotest.Server) *fixture {
+func fixtureOn(t *testing.T, client *mongo.Client, srv *emutest.Server) *fixture {
 	t.Helper()
 	db := freshDB(t, client)
 	if err := db.CreateCollection(t.Context(), "effects"); err != nil {
@@ -477,14 +477,14 @@ func (c *commitCounter) monitor() *event.CommandMonitor {
 }
 
 func TestRunTransactionRetriesUnknownCommitResult(t *testing.T) {
-	uri, srv := mongotest.URI(t)
+	uri, srv := emutest.URI(t)
 	if srv == nil {
 		t.Skip("needs the emulator's fail points")
 	}
 	var commits commitCounter
 	f := fixtureOn(t, connectURI(t, uri, commits.monitor()), srv)
 	id := eventID("e1")
-	srv.FailCommand(mongotest.FailPoint{
+	srv.FailCommand(emutest.FailPoint{
 		Commands: []string{"commitTransaction"}, Times: 2, ErrorCode: 8,
 		ErrorLabels: []string{"UnknownTransactionCommitResult"},
 	})
@@ -506,7 +506,7 @@ func TestRunTransactionRetriesUnknownCommitResult(t *testing.T) {
 
 	// Still unknown after MaxAttempts tries: ErrCommitUnknown, and fn is
 	// not run again.
-	srv.FailCommand(mongotest.FailPoint{
+	srv.FailCommand(emutest.FailPoint{
 		Commands: []string{"commitTransaction"}, ErrorCode: 8,
 		ErrorLabels: []string{"UnknownTransactionCommitResult"},
 	})

@@ -65,6 +65,9 @@ type command struct {
 	unlocked bool
 	// adminOnly commands must be sent to the admin database.
 	adminOnly bool
+	// testControl commands run only on a server started with
+	// TestControls (testcontrols.go).
+	testControl bool
 }
 
 var commands map[string]command
@@ -119,6 +122,9 @@ func init() {
 		"commitTransaction":  {run: cmdCommitTransaction, adminOnly: true},
 		"abortTransaction":   {run: cmdAbortTransaction, adminOnly: true},
 		"bulkWrite":          {run: cmdBulkWrite, adminOnly: true},
+
+		cmdNameAdvanceClock: {run: cmdTestAdvanceClock, unlocked: true, adminOnly: true, testControl: true},
+		cmdNameNow:          {run: cmdTestNow, unlocked: true, adminOnly: true, testControl: true},
 	}
 }
 
@@ -151,6 +157,9 @@ func (e *engine) run(ctx context.Context, c *conn, cmd bson.D, seqs []wire.Secti
 	spec, ok := commands[r.name]
 	if !ok {
 		return e.errorReply(errorf(mongoerr.CodeCommandNotFound, "no such command: '%s'", r.name), r)
+	}
+	if spec.testControl && !e.cfg.testControls {
+		return e.errorReply(errTestControlsOff(r.name), r)
 	}
 	if spec.adminOnly && r.db != "admin" {
 		return e.errorReply(errorf(mongoerr.CodeUnauthorized, "%s may only be run against the admin database.", r.name), r)
@@ -546,9 +555,12 @@ func replSetMembers(c *conn) bson.A {
 	return out
 }
 
-func cmdListCommands(*engine, *request) (bson.D, error) {
+func cmdListCommands(e *engine, _ *request) (bson.D, error) {
 	cmds := bson.D{}
-	for name := range commands {
+	for name, spec := range commands {
+		if spec.testControl && !e.cfg.testControls {
+			continue
+		}
 		cmds = append(cmds, bson.E{Key: name, Value: bson.D{{Key: "help", Value: ""}}})
 	}
 	return bson.D{{Key: "commands", Value: cmds}}, nil

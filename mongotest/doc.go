@@ -20,6 +20,24 @@
 // so that importing Ferry's library never builds the emulator; the
 // standalone server is its command, cmd/mongotest.
 //
+// # Running it in another process
+//
+// cmd/mongotest takes flags for the options (-oplog-entries, -ttl-interval,
+// -secondaries, -server-version, -frozen-clock for a Clock that stands
+// still, ...). A test that runs it as a child process, as Ferry's library
+// tests do so that the library's module never requires this one, reaches
+// the Server methods over the wire: the fail points are MongoDB's
+// configureFailPoint (failCommand, failGetMoreAfterCursorCheckout,
+// onPrimaryTransactionalWrite; mode "off" clears one), and, on a server
+// started with TestControls (-test-controls), two test-control commands on
+// the admin database, which are not MongoDB's:
+//
+//	{ferryTestAdvanceClock: <ms>}  Server.AdvanceClock by a whole number of milliseconds
+//	{ferryTestNow: 1}              Server.Now
+//
+// Both reply {now: <date>, unixNanos: <long>}. Without TestControls they
+// fail with CommandNotFound (59), naming the flag that enables them.
+//
 // # Guarantees
 //
 //   - Every command runs atomically under one lock, and every write gets a
@@ -176,7 +194,8 @@
 //	TTL                  expireAfterSeconds indexes, a monitor with a     -
 //	                     configurable interval (option or setParameter
 //	                     ttlMonitorSleepSecs), deletes as delete events
-//	server clock         Server.AdvanceClock moves $$NOW, wallTime,       -
-//	                     cluster times and TTL expiry without sleeping
+//	server clock         Server.AdvanceClock (or ferryTestAdvanceClock,   -
+//	                     see above) moves $$NOW, wallTime, cluster times
+//	                     and TTL expiry without sleeping
 //	unknown commands     -                                                59 CommandNotFound
 package mongotest

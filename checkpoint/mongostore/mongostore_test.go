@@ -17,7 +17,7 @@ import (
 	"github.com/ferry-io/ferry/checkpoint"
 	"github.com/ferry-io/ferry/checkpoint/checkpointtest"
 	"github.com/ferry-io/ferry/checkpoint/mongostore"
-	"github.com/ferry-io/ferry/mongotest"
+	"github.com/ferry-io/ferry/internal/emutest"
 )
 
 // freshDB returns a database no other test uses, dropped when the test ends
@@ -42,7 +42,7 @@ func newStore(t *testing.T, db *mongo.Database, opts ...mongostore.Option) *mong
 }
 
 func TestContract(t *testing.T) {
-	client, _ := mongotest.Client(t)
+	client, _ := emutest.Client(t)
 	checkpointtest.Run(t, func(t *testing.T) checkpoint.Store {
 		s, err := mongostore.New(freshDB(t, client))
 		if err != nil {
@@ -66,7 +66,7 @@ func sample(t *testing.T, stream string, partition int) checkpoint.Checkpoint {
 // TestDocumentLayout pins the stored layout that operators read and other
 // tools may query.
 func TestDocumentLayout(t *testing.T) {
-	client, _ := mongotest.Client(t)
+	client, _ := emutest.Client(t)
 	db := freshDB(t, client)
 	s := newStore(t, db, mongostore.Collection("cp"))
 	cp := sample(t, "shop.orders", 7)
@@ -103,7 +103,7 @@ func TestDocumentLayout(t *testing.T) {
 // TestUpdatedAtIsServerTime checks that UpdatedAt comes from the server's
 // clock, not the client's (emulator only: it moves the server's clock).
 func TestUpdatedAtIsServerTime(t *testing.T) {
-	client, srv := mongotest.Client(t)
+	client, srv := emutest.Client(t)
 	if srv == nil {
 		t.Skip("needs the emulator's clock control")
 	}
@@ -126,7 +126,7 @@ func TestUpdatedAtIsServerTime(t *testing.T) {
 // TestSaveInTransaction checks that a Save given a session context in a
 // transaction belongs to it: gone when it aborts, visible when it commits.
 func TestSaveInTransaction(t *testing.T) {
-	client, _ := mongotest.Client(t)
+	client, _ := emutest.Client(t)
 	db := freshDB(t, client)
 	ctx := t.Context()
 	s := newStore(t, db)

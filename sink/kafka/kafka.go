@@ -10,9 +10,9 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/ferry-io/ferry"
+	"github.com/ferry-io/ferry/internal/extjson"
 	"github.com/ferry-io/ferry/internal/optcheck"
 	"github.com/ferry-io/ferry/sink"
 )
@@ -24,6 +24,9 @@ const (
 	EventIDHeader = "ferry-event-id"
 	// EpochHeader carries the lease epoch the event was produced under.
 	EpochHeader = "ferry-epoch"
+	// TraceParentHeader carries the W3C traceparent of the delivery's span
+	// (ferry.TraceParent of the handler's context), when tracing is on.
+	TraceParentHeader = "traceparent"
 )
 
 // DefaultTimeout bounds one produce (until the broker's ack) without
@@ -146,7 +149,7 @@ func (s *Sink) Write(ctx context.Context, batch []*ferry.Event) error {
 		pending   = make([]bool, len(batch))
 	)
 	sink.Submit(ctx, batch, be, func(i int, ev *ferry.Event) error {
-		rec, err := s.record(ev)
+		rec, err := s.record(ctx, ev)
 		if err != nil {
 			return err
 		}
@@ -206,8 +209,8 @@ func (s *Sink) Write(ctx context.Context, batch []*ferry.Event) error {
 }
 
 // record builds the record of an event.
-func (s *Sink) record(ev *ferry.Event) (*kgo.Record, error) {
-	value, err := bson.MarshalExtJSON(ev.Raw, s.cfg.canonical, false)
+func (s *Sink) record(ctx context.Context, ev *ferry.Event) (*kgo.Record, error) {
+	value, err := extjson.Marshal(ev.Raw, s.cfg.canonical)
 	if err != nil {
 		return nil, sink.Permanent(fmt.Errorf("kafka: event %s: rendering Extended JSON: %w", ev.ID(), err))
 	}
@@ -215,7 +218,7 @@ func (s *Sink) record(ev *ferry.Event) (*kgo.Record, error) {
 	if err != nil {
 		return nil, sink.Permanent(fmt.Errorf("kafka: event %s: rendering the documentKey: %w", ev.ID(), err))
 	}
-	return &kgo.Record{
+	rec := &kgo.Record{
 		Topic: s.cfg.topic,
 		Key:   key,
 		Value: value,
@@ -223,7 +226,11 @@ func (s *Sink) record(ev *ferry.Event) (*kgo.Record, error) {
 			{Key: EventIDHeader, Value: []byte(ev.ID())},
 			{Key: EpochHeader, Value: []byte(strconv.FormatInt(ev.Epoch, 10))},
 		},
-	}, nil
+	}
+	if tp := ferry.TraceParent(ctx); tp != "" {
+		rec.Headers = append(rec.Headers, kgo.RecordHeader{Key: TraceParentHeader, Value: []byte(tp)})
+	}
+	return rec, nil
 }
 
 // recordKey returns the documentKey as canonical Extended JSON, or the
@@ -232,7 +239,7 @@ func recordKey(ev *ferry.Event) ([]byte, error) {
 	if len(ev.DocumentKey) == 0 {
 		return []byte(ev.Namespace.String()), nil
 	}
-	return bson.MarshalExtJSON(ev.DocumentKey, true, false)
+	return extjson.Marshal(ev.DocumentKey, true)
 }
 
 // permanentErrs are the broker (or client-side) rejections retrying cannot

@@ -4,7 +4,7 @@ import (
 	"context"
 	"testing"
 
-	"github.com/ferry-io/ferry/mongotest"
+	"github.com/ferry-io/ferry/internal/emutest"
 	"github.com/ferry-io/ferry/sink"
 	"github.com/ferry-io/ferry/sink/mongoproj"
 	"github.com/ferry-io/ferry/sink/sinktest"
@@ -15,7 +15,7 @@ import (
 // the no-op baseline: the same sink with the update command skipped
 // (sinktest.Benchmark).
 func BenchmarkWrite(b *testing.B) {
-	client, _ := mongotest.Client(b)
+	client, _ := emutest.Client(b)
 	sinktest.Benchmark(b, "mongoproj", "mongotest", func(b *testing.B, baseline bool) sink.Sink {
 		var opts []mongoproj.Option
 		name := "target"

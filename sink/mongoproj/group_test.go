@@ -27,9 +27,9 @@ import (
 	"github.com/ferry-io/ferry/checkpoint/mongostore"
 	"github.com/ferry-io/ferry/group"
 	"github.com/ferry-io/ferry/internal/childproc"
+	"github.com/ferry-io/ferry/internal/emutest"
 	"github.com/ferry-io/ferry/internal/resumetoken"
 	"github.com/ferry-io/ferry/lease"
-	"github.com/ferry-io/ferry/mongotest"
 	"github.com/ferry-io/ferry/sink"
 	"github.com/ferry-io/ferry/sink/mongoproj"
 )
@@ -333,7 +333,7 @@ func TestGroupProjectionEqualsSourceAfterKillsAndHistoryLost(t *testing.T) {
 	// Cold documents (_id coldFirst...) are inserted once, projected,
 	// then changed only while every member is down.
 	const oplogBytes, coldFirst, coldDocs = 4 << 20, int32(1000), 40
-	uri, srv := mongotest.URI(t, mongotest.OplogMaxBytes(oplogBytes))
+	uri, srv := emutest.URI(t, emutest.OplogMaxBytes(oplogBytes))
 	if srv == nil {
 		t.Skip("needs the emulator: the history loss is forced with its oplog bound")
 	}

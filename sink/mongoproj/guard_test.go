@@ -13,7 +13,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/ferry-io/ferry"
-	"github.com/ferry-io/ferry/mongotest"
+	"github.com/ferry-io/ferry/internal/emutest"
 	"github.com/ferry-io/ferry/sink"
 	"github.com/ferry-io/ferry/sink/mongoproj"
 )
@@ -27,7 +27,7 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	client, _ := mongotest.Client(t)
+	client, _ := emutest.Client(t)
 	target := client.Database("mongoproj_test").Collection(collName(t))
 	_ = target.Drop(context.Background())
 	s, err := mongoproj.New(target)

@@ -14,6 +14,7 @@
 //
 //	Nats-Msg-Id: <event id>      (ferry.Event.ID, the idempotency key)
 //	Ferry-Epoch: <lease epoch>
+//	traceparent: <W3C traceparent> (only when tracing is on: the delivery's span)
 //
 // # Guarantees
 //

@@ -13,9 +13,9 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/ferry-io/ferry"
+	"github.com/ferry-io/ferry/internal/extjson"
 	"github.com/ferry-io/ferry/internal/optcheck"
 	"github.com/ferry-io/ferry/sink"
 )
@@ -24,6 +24,9 @@ import (
 const (
 	// EpochHeader carries the lease epoch the event was published under.
 	EpochHeader = "Ferry-Epoch"
+	// TraceParentHeader carries the W3C traceparent of the delivery's span
+	// (ferry.TraceParent of the handler's context), when tracing is on.
+	TraceParentHeader = "traceparent"
 )
 
 // DefaultSubject is the subject template used without Subject.
@@ -226,13 +229,16 @@ func (s *Sink) Write(ctx context.Context, batch []*ferry.Event) error {
 // publish publishes one event and waits for its ack.
 func (s *Sink) publish(ctx context.Context, js jetstream.JetStream, ev *ferry.Event) error {
 	subject := s.cfg.subject.render(ev)
-	data, err := bson.MarshalExtJSON(ev.Raw, s.cfg.canonical, false)
+	data, err := extjson.Marshal(ev.Raw, s.cfg.canonical)
 	if err != nil {
 		return sink.Permanent(fmt.Errorf("natsjs: event %s: rendering Extended JSON: %w", ev.ID(), err))
 	}
 	msg := &nats.Msg{Subject: subject, Data: data, Header: nats.Header{}}
 	msg.Header.Set(jetstream.MsgIDHeader, ev.ID())
 	msg.Header.Set(EpochHeader, strconv.FormatInt(ev.Epoch, 10))
+	if tp := ferry.TraceParent(ctx); tp != "" {
+		msg.Header.Set(TraceParentHeader, tp)
+	}
 	if s.cfg.fault != nil {
 		if err := s.cfg.fault(ev); err != nil {
 			return s.classify(ctx, js, ev, subject, err)

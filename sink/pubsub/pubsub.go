@@ -156,7 +156,7 @@ func (s *Sink) Write(ctx context.Context, batch []*ferry.Event) error {
 	results := make([]*gps.PublishResult, len(batch))
 	orderingKeys := make([]string, len(batch))
 	sink.Submit(ctx, batch, be, func(i int, ev *ferry.Event) error {
-		msg, err := s.message(ev)
+		msg, err := s.message(ctx, ev)
 		if err != nil {
 			return err
 		}

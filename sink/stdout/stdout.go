@@ -3,9 +3,10 @@
 //
 //	{"id":"<event id>","epoch":3,"event":{...the change event, relaxed Extended JSON...}}
 //
-// A line is written with a single Write call on the underlying writer
-// (os.Stdout by default), under a lock, so concurrent batches never
-// interleave within a line. An event counts as delivered when that Write
+// A line is rendered without holding any lock, then written with a single
+// Write call on the underlying writer (os.Stdout by default) under a lock,
+// so concurrent batches never interleave within a line (their lines may
+// interleave with each other). An event counts as delivered when that Write
 // returned without error; a write error fails the event retryably (and the
 // later events of its document in the batch). An event whose BSON cannot be
 // rendered as Extended JSON fails permanently. The id is the idempotency key:
@@ -26,9 +27,9 @@ import (
 	"sync"
 
 	"github.com/ferry-io/ferry"
+	"github.com/ferry-io/ferry/internal/extjson"
 	"github.com/ferry-io/ferry/internal/optcheck"
 	"github.com/ferry-io/ferry/sink"
-	"go.mongodb.org/mongo-driver/v2/bson"
 )
 
 // ErrInvalidOption is wrapped by every error New returns about its
@@ -66,9 +67,8 @@ func Canonical() Option { return option(func(c *config) { c.canonical = true }) 
 // Sink writes JSON lines. It is safe for concurrent use.
 type Sink struct {
 	cfg       config
-	mu        sync.Mutex
+	mu        sync.Mutex // guards connected and serialises writes to cfg.w
 	connected bool
-	buf       []byte
 }
 
 var _ sink.Sink = (*Sink)(nil)
@@ -102,34 +102,53 @@ func (s *Sink) Close(context.Context) error {
 	return nil
 }
 
-// Write writes one line per event, in order.
+// Write writes one line per event, in order. Each line is rendered
+// before the lock is taken, so concurrent batches render in parallel and
+// hold the lock only for their Write calls.
 func (s *Sink) Write(ctx context.Context, batch []*ferry.Event) error {
 	if len(batch) == 0 {
 		return nil
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if !s.connected {
+	connected := s.connected
+	s.mu.Unlock()
+	if !connected {
 		return sink.Retryable(sink.ErrNotConnected)
 	}
-	return sink.EachInOrder(ctx, batch, s.writeOne, nil)
+	bp := lineBufs.Get().(*[]byte)
+	defer func() {
+		if cap(*bp) <= maxPooledLine {
+			lineBufs.Put(bp)
+		}
+	}()
+	return sink.EachInOrder(ctx, batch, func(_ context.Context, ev *ferry.Event) error {
+		return s.writeOne(ev, bp)
+	}, nil)
 }
 
-// writeOne renders and writes one line; s.mu is held.
-func (s *Sink) writeOne(_ context.Context, ev *ferry.Event) error {
-	js, err := bson.MarshalExtJSON(ev.Raw, s.cfg.canonical, false)
-	if err != nil {
-		return sink.Permanent(fmt.Errorf("stdout: event %s: rendering Extended JSON: %w", ev.ID(), err))
-	}
-	b := s.buf[:0]
-	b = append(b, `{"id":"`...)
+// maxPooledLine is the largest line buffer kept for reuse.
+const maxPooledLine = 1 << 20
+
+var lineBufs = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}
+
+// writeOne renders one line into *bp, then writes it under s.mu.
+func (s *Sink) writeOne(ev *ferry.Event, bp *[]byte) error {
+	b := append((*bp)[:0], `{"id":"`...)
 	b = append(b, ev.ID()...) // hex: needs no escaping
 	b = append(b, `","epoch":`...)
 	b = strconv.AppendInt(b, ev.Epoch, 10)
 	b = append(b, `,"event":`...)
-	b = append(b, js...)
+	b, err := extjson.Append(b, ev.Raw, s.cfg.canonical)
+	if err != nil {
+		return sink.Permanent(fmt.Errorf("stdout: event %s: rendering Extended JSON: %w", ev.ID(), err))
+	}
 	b = append(b, "}\n"...)
-	s.buf = b
+	*bp = b
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.connected {
+		return sink.Retryable(sink.ErrNotConnected)
+	}
 	if _, err := s.cfg.w.Write(b); err != nil {
 		return sink.Retryable(fmt.Errorf("stdout: event %s: %w", ev.ID(), err))
 	}

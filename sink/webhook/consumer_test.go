@@ -14,7 +14,7 @@ import (
 	"github.com/ferry-io/ferry"
 	"github.com/ferry-io/ferry/checkpoint/boltstore"
 	"github.com/ferry-io/ferry/deadletter"
-	"github.com/ferry-io/ferry/mongotest"
+	"github.com/ferry-io/ferry/internal/emutest"
 	"github.com/ferry-io/ferry/sink"
 )
 
@@ -23,7 +23,7 @@ import (
 // is dead-lettered, every other change arrives in order per document with
 // its id, epoch and a valid signature.
 func TestConsumerDeliversThroughWebhook(t *testing.T) {
-	client, _ := mongotest.Client(t)
+	client, _ := emutest.Client(t)
 	ctx := context.Background()
 	db := client.Database("ferry_sink_webhook_e2e")
 	_ = db.Drop(ctx)

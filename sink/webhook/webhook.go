@@ -10,6 +10,7 @@
 //	webhook-signature: v1,<base64 HMAC-SHA256(key, id + "." + timestamp + "." + body)>
 //	Idempotency-Key: <event id>
 //	Ferry-Epoch: <lease epoch>
+//	traceparent: <W3C traceparent>      (only when tracing is on: the delivery's span, ferry.TraceParent)
 //	User-Agent: ferry-webhook/1         (unless set with Header)
 //
 //	<the change event (for a backfill event, the scanned document) as relaxed (default) or canonical Extended JSON>
@@ -82,9 +83,9 @@ import (
 	"unicode/utf8"
 
 	"github.com/ferry-io/ferry"
+	"github.com/ferry-io/ferry/internal/extjson"
 	"github.com/ferry-io/ferry/internal/optcheck"
 	"github.com/ferry-io/ferry/sink"
-	"go.mongodb.org/mongo-driver/v2/bson"
 )
 
 // Defaults.
@@ -192,7 +193,7 @@ func stopsBatch(err error) bool {
 
 // post delivers one event.
 func (s *Sink) post(ctx context.Context, ev *ferry.Event) error {
-	body, err := bson.MarshalExtJSON(ev.Raw, s.cfg.canonical, false)
+	body, err := extjson.Marshal(ev.Raw, s.cfg.canonical)
 	if err != nil {
 		return sink.Permanent(fmt.Errorf("webhook: event %s: rendering Extended JSON: %w", ev.ID(), err))
 	}
@@ -211,6 +212,9 @@ func (s *Sink) post(ctx context.Context, ev *ferry.Event) error {
 	h.Set("Content-Type", "application/json")
 	if _, set := s.cfg.headers["User-Agent"]; !set {
 		h.Set("User-Agent", DefaultUserAgent)
+	}
+	if tp := ferry.TraceParent(ctx); tp != "" {
+		h.Set("Traceparent", tp) // W3C Trace Context: the delivery's span, when tracing is on
 	}
 	h.Set("Webhook-Id", id)
 	h.Set("Webhook-Timestamp", strconv.FormatInt(ts, 10))

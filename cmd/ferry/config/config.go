@@ -21,7 +21,20 @@ type Config struct {
 	Listen  string   `yaml:"listen"`
 	Log     Log      `yaml:"log"`
 	State   State    `yaml:"state"`
+	Tracing Tracing  `yaml:"tracing"`
 	Streams []Stream `yaml:"streams"`
+}
+
+// Tracing configures OpenTelemetry traces (package ferryotel). Tracing is
+// off unless Endpoint is set or the standard OTEL_EXPORTER_OTLP_ENDPOINT /
+// OTEL_EXPORTER_OTLP_TRACES_ENDPOINT variables are.
+type Tracing struct {
+	// Endpoint is the collector's OTLP/HTTP base URL (http://collector:4318);
+	// it overrides OTEL_EXPORTER_OTLP_ENDPOINT.
+	Endpoint string `yaml:"endpoint,omitempty"`
+	// ServiceName is the service.name of the spans unless OTEL_SERVICE_NAME
+	// sets one (default "ferry").
+	ServiceName string `yaml:"service_name,omitempty"`
 }
 
 // Log configures the daemon's log/slog output.

@@ -51,12 +51,23 @@
 // optional.
 //
 //	listen: ":8080"
-//	    Address of the HTTP server for /metrics, /healthz and /readyz
+//	    Address of the HTTP server for /metrics, /healthz, /readyz, /status
+//	    and the status page at /
 //	    (host:port; default ":8080"). The daemon listens on ":$PORT" instead
 //	    when the PORT environment variable is set (Cloud Run, Heroku).
 //	log:
 //	  level: info            debug | info | warn | error (default info)
 //	  format: json           json | text (default json)
+//	tracing:                 OpenTelemetry traces (off unless an endpoint is
+//	                         set here or in OTEL_EXPORTER_OTLP_ENDPOINT /
+//	                         OTEL_EXPORTER_OTLP_TRACES_ENDPOINT; the other
+//	                         OTEL_* variables apply): a span per read batch
+//	                         and per delivery, the traceparent sent on by
+//	                         the sink (docs/tracing.md)
+//	  endpoint: http://collector:4318
+//	                         OTLP/HTTP base URL (no credentials: use
+//	                         OTEL_EXPORTER_OTLP_HEADERS)
+//	  service_name: ferry    service.name unless OTEL_SERVICE_NAME is set
 //	state:                   where checkpoints, leases, members, the ledger
 //	                         and dead letters live. Either:
 //	  uri: mongodb://…       MongoDB connection string (default: the

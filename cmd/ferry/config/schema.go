@@ -5,6 +5,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -37,6 +38,7 @@ func (d *decoder) config(root *yaml.Node) *Config {
 			})
 		},
 		"state":   func(p string, v *yaml.Node) { d.state(p, v, &c.State) },
+		"tracing": func(p string, v *yaml.Node) { d.tracing(p, v, &c.Tracing) },
 		"streams": func(p string, v *yaml.Node) { sawStreams = true; c.Streams = d.streams(p, v) },
 	})
 	if !ok {
@@ -50,6 +52,31 @@ func (d *decoder) config(root *yaml.Node) *Config {
 	}
 	d.crossChecks(c)
 	return c
+}
+
+// tracing decodes the tracing mapping. The endpoint is an OTLP/HTTP URL
+// without credentials (they go in OTEL_EXPORTER_OTLP_HEADERS).
+func (d *decoder) tracing(path string, n *yaml.Node, t *Tracing) {
+	d.mapping(path, n, map[string]field{
+		"endpoint": func(p string, v *yaml.Node) {
+			d.str(p, v, &t.Endpoint)
+			if t.Endpoint == "" {
+				return
+			}
+			u, err := url.Parse(t.Endpoint)
+			switch {
+			case err != nil || u.Host == "":
+				d.add(p, "must be the collector's OTLP/HTTP URL, such as http://collector:4318")
+			case u.Scheme != "http" && u.Scheme != "https":
+				d.add(p, "the scheme must be http or https (OTLP over HTTP, port 4318), got %s", quote(u.Scheme))
+			case u.User != nil:
+				d.add(p, "must not hold user info: put credentials in OTEL_EXPORTER_OTLP_HEADERS")
+			case u.RawQuery != "" || u.Fragment != "":
+				d.add(p, "must not have a query or fragment")
+			}
+		},
+		"service_name": func(p string, v *yaml.Node) { d.str(p, v, &t.ServiceName) },
+	})
 }
 
 func (d *decoder) checkListen(path, addr string) {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"os"
 	"regexp"
 	"strings"
 	"syscall"
@@ -331,6 +332,17 @@ func TestDaemonReportsOplogHeadroom(t *testing.T) {
 	for p := range 2 {
 		if h := m.metric(fmt.Sprintf(`ferry_oplog_headroom_seconds{partition="%d",stream="orders"}`, p)); h < 60 {
 			t.Errorf("partition %d: head-room %v s, want at least 60 (its position is after the minute)", p, h)
+		}
+	}
+	// Every ferry_ metric the member serves is documented.
+	doc, err := os.ReadFile("../../../../docs/metrics.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, body := m.get("/metrics")
+	for _, name := range regexp.MustCompile(`(?m)^# TYPE (ferry_[a-z_]+) `).FindAllStringSubmatch(body, -1) {
+		if !strings.Contains(string(doc), "`"+name[1]+"`") {
+			t.Errorf("%s is served but not in docs/metrics.md", name[1])
 		}
 	}
 }

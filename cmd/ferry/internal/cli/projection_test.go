@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -306,6 +307,17 @@ streams:
 // and the projection equals the source.
 func TestBackfillFinishesWhileItsWritesRollTheOplog(t *testing.T) {
 	env := newProjectionEnv(t, "on_history_lost: backfill", "", mongotest.OplogMaxEntries(400))
+	// No takeover happens here: a longer lease keeps a loaded machine's
+	// slow renewals (measured: i/o timeouts with lease_ttl 2s at a load
+	// average of 20) from handing the partitions off mid-backfill, which
+	// restarts the scan — that is not what this test is about.
+	cfg, err := os.ReadFile(env.cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(env.cfgPath, []byte(strings.Replace(string(cfg), "lease_ttl: 2s", "lease_ttl: 15s", 1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	ctx := context.Background()
 	run := startRun(t, env.cfgPath)
 	run.waitStarted(t, env.client, "ferry_state", 2)
@@ -336,14 +348,22 @@ func TestBackfillFinishesWhileItsWritesRollTheOplog(t *testing.T) {
 	}()
 	run = startRun(t, env.cfgPath)
 	cps := env.client.Database("ferry_state").Collection("checkpoints")
-	waitFor(t, func() string {
+	// 1,500 transactional backfill writes: seconds alone, much longer on a
+	// loaded machine, so a generous deadline (not a sleep).
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
 		run.alive(t)
 		n, _ := cps.CountDocuments(ctx, bson.D{{Key: "stream", Value: "orders"}, {Key: "state", Value: ""}, {Key: "token", Value: bson.D{{Key: "$ne", Value: nil}}}})
-		if n == 2 && strings.Count(run.errOut.String(), `"msg":"backfill finished"`) == 2 {
-			return "ok"
+		finished := strings.Count(run.errOut.String(), `"msg":"backfill finished"`)
+		if n == 2 && finished == 2 {
+			break
 		}
-		return ""
-	})
+		if time.Now().After(deadline) {
+			t.Fatalf("after 2 min: %d of 2 checkpoints running, %d of 2 backfills finished, %d started; log tail:\n%s",
+				n, finished, strings.Count(run.errOut.String(), `"msg":"backfill started"`), tail(run.errOut.String(), 3000))
+		}
+		time.Sleep(10 * time.Millisecond) // polling interval
+	}
 	// The writes go on for a while after the backfill: a backfill whose
 	// marker fell off would fail and start again meanwhile.
 	marker := len(run.errOut.String())
@@ -353,7 +373,7 @@ func TestBackfillFinishesWhileItsWritesRollTheOplog(t *testing.T) {
 	if later := run.errOut.String()[marker:]; strings.Contains(later, `"msg":"backfill started"`) || strings.Contains(later, "history-lost") {
 		t.Fatalf("the backfill started again after it had finished:\n%s", later)
 	}
-	deadline := time.Now().Add(30 * time.Second)
+	deadline = time.Now().Add(30 * time.Second)
 	for diff := projectionDiff(t, env.src, env.proj); diff != ""; diff = projectionDiff(t, env.src, env.proj) {
 		run.alive(t)
 		if time.Now().After(deadline) {

@@ -80,11 +80,16 @@ func withState(ctx context.Context, name string, cfg *config.Config, stderr io.W
 // runStatus prints members, partitions, owners, epochs, checkpoint age and
 // lag of every stream, from the state store.
 func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	cfg, code := loadFlags(newFlagSet("status"), args, stderr)
+	fs := newFlagSet("status")
+	asJSON := fs.Bool("json", false, "print the /status JSON document (docs/status.md) instead of the table")
+	cfg, code := loadFlags(fs, args, stderr)
 	if cfg == nil {
 		return code
 	}
 	return withState(ctx, "status", cfg, stderr, func(ctx context.Context, db *mongo.Database, ls *lease.Store, cps *mongostore.Store) error {
+		if *asJSON {
+			return printStatusJSON(ctx, fs.Lookup("c").Value.String(), cfg, db, ls, cps, stdout)
+		}
 		return printStatus(ctx, cfg, db, ls, cps, stdout)
 	})
 }

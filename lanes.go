@@ -460,8 +460,8 @@ func (r *runner) poison(ctx context.Context, t *tries) bool {
 
 // invoke calls the handler once with the per-call timeout, turning a
 // panic into an error (of every event of the batch).
-func (r *runner) invoke(ctx context.Context, batch []*Event) (err error) {
-	ctx, cancel := context.WithTimeout(ctx, r.c.cfg.handlerTimeout)
+func (r *runner) invoke(parent context.Context, batch []*Event) (err error) {
+	ctx, cancel := newCallCtx(parent, time.Now().Add(r.c.cfg.handlerTimeout))
 	defer cancel()
 	defer func() {
 		if p := recover(); p != nil {

@@ -1,6 +1,7 @@
 package ferry
 
 import (
+	"slices"
 	"sync"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -44,6 +45,22 @@ func (t *tracker) add(token bson.Raw, ts bson.Timestamp) int64 {
 	seq := t.next
 	t.next++
 	t.pending = append(t.pending, tracked{token: token, ts: ts})
+	return seq
+}
+
+// addN records n newly read events, in stream order, event i's token and
+// clusterTime given by at(i), and returns the first one's sequence number
+// (the others follow it). Only the reader calls it.
+func (t *tracker) addN(n int, at func(i int) (bson.Raw, bson.Timestamp)) int64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	seq := t.next
+	t.next += int64(n)
+	t.pending = slices.Grow(t.pending, n)
+	for i := range n {
+		tok, ts := at(i)
+		t.pending = append(t.pending, tracked{token: tok, ts: ts})
+	}
 	return seq
 }
 

@@ -20,7 +20,6 @@ import (
 // own end and a context derived from it follows it through AfterFunc.
 type callCtx struct {
 	parent   context.Context
-	values   context.Context // context.WithoutCancel(parent)
 	deadline time.Time
 
 	mu         sync.Mutex
@@ -29,6 +28,7 @@ type callCtx struct {
 	timer      *time.Timer
 	stopParent func() bool
 	afters     []*callAfter
+	values     context.Context // context.WithoutCancel(parent), made on first use
 }
 
 // callAfter is a function registered with callCtx.AfterFunc.
@@ -37,7 +37,7 @@ type callAfter struct{ f func() }
 // newCallCtx returns a context ended at deadline, when parent ends, or by
 // its end function, whichever comes first.
 func newCallCtx(parent context.Context, deadline time.Time) (*callCtx, func()) {
-	c := &callCtx{parent: parent, values: context.WithoutCancel(parent), deadline: deadline}
+	c := &callCtx{parent: parent, deadline: deadline}
 	return c, func() { c.end(context.Canceled) }
 }
 
@@ -48,7 +48,15 @@ func (c *callCtx) Deadline() (time.Time, bool) {
 	return c.deadline, true
 }
 
-func (c *callCtx) Value(key any) any { return c.values.Value(key) }
+func (c *callCtx) Value(key any) any {
+	c.mu.Lock()
+	if c.values == nil {
+		c.values = context.WithoutCancel(c.parent)
+	}
+	v := c.values
+	c.mu.Unlock()
+	return v.Value(key)
+}
 
 // Err is nil until the call's context ends: context.Canceled when the
 // call returned or the parent was cancelled, context.DeadlineExceeded once

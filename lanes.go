@@ -501,22 +501,25 @@ func (r *runner) waitRetry(ctx context.Context, d time.Duration) bool {
 
 // dispatch sends an event to its lane: events of one document (namespace +
 // documentKey) always go to the same lane, so they apply in order.
-func (r *runner) dispatch(it *item) {
+func (r *runner) dispatch(it *item) { r.lanes[r.laneOf(it.ev)] <- it }
+
+// laneOf is the lane of ev's document.
+func (r *runner) laneOf(ev *Event) int {
 	// FNV-1a over db, coll and documentKey, inline to stay allocation-free.
 	const prime = 1099511628211
 	h := uint64(14695981039346656037)
-	for i := 0; i < len(it.ev.Namespace.DB); i++ {
-		h = (h ^ uint64(it.ev.Namespace.DB[i])) * prime
+	for i := 0; i < len(ev.Namespace.DB); i++ {
+		h = (h ^ uint64(ev.Namespace.DB[i])) * prime
 	}
 	h *= prime // separator
-	for i := 0; i < len(it.ev.Namespace.Coll); i++ {
-		h = (h ^ uint64(it.ev.Namespace.Coll[i])) * prime
+	for i := 0; i < len(ev.Namespace.Coll); i++ {
+		h = (h ^ uint64(ev.Namespace.Coll[i])) * prime
 	}
 	h *= prime
-	for _, b := range it.ev.DocumentKey {
+	for _, b := range ev.DocumentKey {
 		h = (h ^ uint64(b)) * prime
 	}
-	r.lanes[h%uint64(len(r.lanes))] <- it
+	return int(h % uint64(len(r.lanes)))
 }
 
 // sinkDown records that every delivery is failing: the partition waits

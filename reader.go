@@ -304,7 +304,8 @@ type runReader struct {
 	names   names
 	next    int // the run's next event to read
 	pending []*item
-	bytes   int64 // of pending
+	bytes   int64     // of pending
+	byLane  [][]*item // pending, by lane (flush)
 }
 
 // readItem is an item and its event in one allocation.
@@ -400,10 +401,24 @@ func (rd *runReader) flush(r *runner, batch *readBatch) {
 	seq := r.track.addN(len(rd.pending), func(i int) (bson.Raw, bson.Timestamp) {
 		return rd.pending[i].ev.Token, rd.pending[i].ev.ClusterTime
 	})
+	// Lane by lane, each lane's events in stream order (the order across
+	// lanes is free: they are other documents'), so that a lane wakes
+	// once for its share of the run rather than once per event.
+	if len(rd.byLane) != len(r.lanes) {
+		rd.byLane = make([][]*item, len(r.lanes))
+	}
 	for i, it := range rd.pending {
 		it.seq = seq + int64(i)
 		batch.add(it.ev, it.size)
-		r.dispatch(it)
+		l := r.laneOf(it.ev)
+		rd.byLane[l] = append(rd.byLane[l], it)
+	}
+	for l, its := range rd.byLane {
+		for _, it := range its {
+			r.lanes[l] <- it
+		}
+		clear(its)
+		rd.byLane[l] = its[:0]
 	}
 	clear(rd.pending)
 	rd.pending, rd.bytes = rd.pending[:0], 0

@@ -3,6 +3,7 @@ package ferry
 import (
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 )
@@ -27,8 +28,9 @@ type tracker struct {
 	// sequence number < idleSeq has finished.
 	idleToken bson.Raw
 	idleSeq   int64
-	// finished counts events finished since the last take.
-	finished int
+	// finished counts events finished since the last position call
+	// (read without t.mu: every handler call asks).
+	finished atomic.Int64
 }
 
 type tracked struct {
@@ -73,7 +75,7 @@ func (t *tracker) finish(seq int64) {
 		return
 	}
 	t.pending[i].ended = true
-	t.finished++
+	t.finished.Add(1)
 	n := 0
 	for n < len(t.pending) && t.pending[n].ended {
 		n++
@@ -124,7 +126,7 @@ func (t *tracker) promoteIdle() {
 func (t *tracker) position() (bson.Raw, bson.Timestamp, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.finished = 0
+	t.finished.Store(0)
 	return t.token, t.clusterTS, t.idle
 }
 
@@ -148,15 +150,12 @@ func (t *tracker) reset() {
 	t.base = t.next
 	t.pending = nil
 	t.token, t.cover, t.clusterTS, t.idle = nil, 0, bson.Timestamp{}, false
-	t.idleToken, t.idleSeq, t.finished = nil, 0, 0
+	t.idleToken, t.idleSeq = nil, 0
+	t.finished.Store(0)
 }
 
 // pendingFinished returns how many events finished since the last
 // position call.
-func (t *tracker) pendingFinished() int {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.finished
-}
+func (t *tracker) pendingFinished() int { return int(t.finished.Load()) }
 
 func bytesEqual(a, b []byte) bool { return string(a) == string(b) }

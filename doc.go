@@ -15,18 +15,25 @@
 //
 // # Data path
 //
-//	MongoDB ─watch─► reader ─bounded window─► lanes (one per key hash) ─► handler
-//	                   │                                                   │
-//	                   └──────────── tracker (read → finished) ◄───────────┘
-//	                                        │ contiguous finished prefix
-//	                                        ▼
-//	                              checkpoint store (compare-and-set)
+//	MongoDB ─getMore─► fetcher ─runs─► reader ─► lanes (one per key hash) ─► handler
+//	                     │ reserves      │ numbers in stream order             │
+//	                     ▼               ▼                                     │
+//	              bounded window     tracker (read → finished) ◄───────────────┘
+//	                                     │ contiguous finished prefix
+//	                                     ▼
+//	                           checkpoint store (compare-and-set)
+//
+// The fetcher copies events out of the driver's batches on a goroutine of
+// its own and issues the next getMore while the reader decodes, numbers
+// and dispatches the events before them; an event holds its room in the
+// window from the fetcher's copy until it is finished, so the read-ahead
+// is bounded by QueueLimit too, and a full window stops the fetcher.
 //
 // The files follow the data path, one stage each: window.go, tracker.go,
 // lanes.go (applying events), committer.go (checkpoints), backfill.go,
-// reader.go, and run.go wiring them together; the vocabulary (errors,
-// events, failures, hooks, handlers, options) comes first. A file uses only
-// what the files before it declare (layering_test.go checks it).
+// fetch.go, reader.go, and run.go wiring them together; the vocabulary
+// (errors, events, failures, hooks, handlers, options) comes first. A file
+// uses only what the files before it declare (layering_test.go checks it).
 //
 // # Guarantees
 //
@@ -37,7 +44,8 @@
 //   - Events of one document (namespace + documentKey) are applied in stream
 //     order; different documents in parallel (Concurrency lanes).
 //   - Reading pauses when the events read but not finished reach QueueLimit
-//     (count or bytes): memory stays bounded under a slow handler.
+//     (count or bytes), those read ahead of the lanes included: memory
+//     stays bounded under a slow handler.
 //   - A quiet stream's checkpoint still advances, with the server's
 //     postBatchResumeToken, so its token does not fall off the oplog.
 //   - Nothing is skipped silently: a resume token no longer in the oplog

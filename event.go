@@ -1,6 +1,7 @@
 package ferry
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -156,72 +157,237 @@ func ParseEvent(raw bson.Raw, partition int, epoch int64) (*Event, error) {
 	return decodeEvent(raw, partition, epoch)
 }
 
-// decodeEvent builds an Event from a raw change event. The reader calls it
-// for every event, so it walks the top-level elements once without
-// allocating; nested values alias raw.
+// decodeEvent builds an Event from a raw change event.
 func decodeEvent(raw bson.Raw, partition int, epoch int64) (*Event, error) {
-	ev := &Event{Raw: raw, Partition: partition, Epoch: epoch}
-	doc := bsoncore.Document(raw)
-	length, rem, ok := bsoncore.ReadLength(doc)
-	if !ok || int(length) != len(doc) || length < 5 {
-		return nil, fmt.Errorf("ferry: malformed change event (%d bytes)", len(raw))
+	ev := &Event{}
+	if _, _, _, err := ev.decode(raw, partition, epoch, nil); err != nil {
+		return nil, err
+	}
+	return ev, nil
+}
+
+// names keeps the strings of the namespace last decoded, so that a run of
+// events of one collection shares them instead of allocating its own.
+type names struct{ db, coll string }
+
+// intern returns b as a string, the one in *last when it is equal.
+func intern(last *string, b []byte) string {
+	if string(b) != *last {
+		*last = string(b)
+	}
+	return *last
+}
+
+// decode fills ev from a raw change event: the reader calls it for every
+// event, so it walks the top-level elements once and allocates nothing of
+// its own (nested values alias raw; the operation type and, with nm, the
+// namespace are shared strings). When the event is a fragment of a split
+// event (splitEvent {fragment, of}, see fragments) it reports so; ev then
+// holds what that fragment carries.
+func (ev *Event) decode(raw bson.Raw, partition int, epoch int64, nm *names) (fragment, of int32, split bool, _ error) {
+	*ev = Event{Raw: raw, Partition: partition, Epoch: epoch}
+	length, rem, ok := bsoncore.ReadLength(raw)
+	if !ok || int(length) != len(raw) || length < 5 || raw[len(raw)-1] != 0 {
+		return 0, 0, false, fmt.Errorf("ferry: malformed change event (%d bytes)", len(raw))
+	}
+	if nm == nil {
+		nm = &names{}
 	}
 	rem = rem[:len(rem)-1] // the document's final NUL
 	for len(rem) > 0 {
-		el, rest, ok := bsoncore.ReadElement(rem)
+		t, key, val, rest, ok := nextElement(rem)
 		if !ok {
-			return nil, fmt.Errorf("ferry: malformed change event element")
+			return 0, 0, false, fmt.Errorf("ferry: malformed change event element")
 		}
 		rem = rest
-		v := el.Value()
-		switch el.Key() {
+		switch string(key) {
 		case "_id":
-			d, ok := v.DocumentOK()
-			if !ok {
-				return nil, fmt.Errorf("ferry: change event _id is a %s, not a resume token document", v.Type)
+			if t != bsoncore.TypeEmbeddedDocument {
+				return 0, 0, false, fmt.Errorf("ferry: change event _id is a %s, not a resume token document", t)
 			}
-			ev.Token = bson.Raw(d)
+			ev.Token = bson.Raw(val)
 		case "operationType":
-			ev.OperationType, _ = v.StringValueOK()
+			if b, ok := stringBytes(t, val); ok {
+				ev.OperationType = operationName(b)
+			}
 		case "ns":
-			if d, ok := v.DocumentOK(); ok {
-				if db, err := d.LookupErr("db"); err == nil {
-					ev.Namespace.DB, _ = db.StringValueOK()
-				}
-				if coll, err := d.LookupErr("coll"); err == nil {
-					ev.Namespace.Coll, _ = coll.StringValueOK()
-				}
+			if t == bsoncore.TypeEmbeddedDocument {
+				ev.Namespace = nm.namespace(val)
 			}
 		case "documentKey":
-			if d, ok := v.DocumentOK(); ok {
-				ev.DocumentKey = bson.Raw(d)
+			if t == bsoncore.TypeEmbeddedDocument {
+				ev.DocumentKey = bson.Raw(val)
 			}
 		case "fullDocument":
-			if d, ok := v.DocumentOK(); ok {
-				ev.FullDocument = bson.Raw(d)
+			if t == bsoncore.TypeEmbeddedDocument {
+				ev.FullDocument = bson.Raw(val)
 			}
 		case "fullDocumentBeforeChange":
-			if d, ok := v.DocumentOK(); ok {
-				ev.FullDocumentBeforeChange = bson.Raw(d)
+			if t == bsoncore.TypeEmbeddedDocument {
+				ev.FullDocumentBeforeChange = bson.Raw(val)
 			}
 		case "updateDescription":
-			if d, ok := v.DocumentOK(); ok {
-				ev.UpdateDescription = bson.Raw(d)
+			if t == bsoncore.TypeEmbeddedDocument {
+				ev.UpdateDescription = bson.Raw(val)
 			}
 		case "clusterTime":
-			if t, i, ok := v.TimestampOK(); ok {
-				ev.ClusterTime = bson.Timestamp{T: t, I: i}
+			if t == bsoncore.TypeTimestamp {
+				ev.ClusterTime = bson.Timestamp{T: le32(val[4:]), I: le32(val)}
 			}
 		case "wallTime":
-			if dt, ok := v.DateTimeOK(); ok {
-				ev.WallTime = time.UnixMilli(dt).UTC()
+			if t == bsoncore.TypeDateTime {
+				ev.WallTime = time.UnixMilli(int64(uint64(le32(val)) | uint64(le32(val[4:]))<<32)).UTC()
 			}
+		case "splitEvent":
+			fragment, of, split = splitOf(bsoncore.Value{Type: t, Data: val})
 		}
 	}
 	if ev.Token == nil {
-		return nil, fmt.Errorf("ferry: change event has no _id (resume token)")
+		return 0, 0, false, fmt.Errorf("ferry: change event has no _id (resume token)")
 	}
-	return ev, nil
+	return fragment, of, split, nil
+}
+
+// namespace reads an event's ns document: {db, coll}.
+func (nm *names) namespace(doc []byte) Namespace {
+	var ns Namespace
+	rem := doc[4 : len(doc)-1]
+	for len(rem) > 0 {
+		t, key, val, rest, ok := nextElement(rem)
+		if !ok {
+			break
+		}
+		rem = rest
+		b, isString := stringBytes(t, val)
+		switch {
+		case !isString:
+		case string(key) == "db":
+			ns.DB = intern(&nm.db, b)
+		case string(key) == "coll":
+			ns.Coll = intern(&nm.coll, b)
+		}
+	}
+	return ns
+}
+
+// nextElement reads the BSON element b starts with: its type, key and
+// value, and what follows it. ok is false when b does not hold a whole
+// element.
+func nextElement(b []byte) (t bsoncore.Type, key, val, rest []byte, ok bool) {
+	if len(b) < 2 {
+		return 0, nil, nil, nil, false
+	}
+	t = bsoncore.Type(b[0])
+	k := bytes.IndexByte(b[1:], 0)
+	if k < 0 {
+		return 0, nil, nil, nil, false
+	}
+	key, b = b[1:1+k], b[2+k:]
+	n := -1
+	switch t {
+	case bsoncore.TypeString, bsoncore.TypeJavaScript, bsoncore.TypeSymbol:
+		if len(b) >= 4 {
+			if l := int(int32(le32(b))); l >= 1 {
+				n = 4 + l
+			}
+		}
+	case bsoncore.TypeEmbeddedDocument, bsoncore.TypeArray, bsoncore.TypeCodeWithScope:
+		if len(b) >= 4 {
+			if l := int(int32(le32(b))); l >= 5 {
+				n = l
+			}
+		}
+	case bsoncore.TypeBinary:
+		if len(b) >= 4 {
+			if l := int(int32(le32(b))); l >= 0 {
+				n = 5 + l
+			}
+		}
+	case bsoncore.TypeDouble, bsoncore.TypeDateTime, bsoncore.TypeTimestamp, bsoncore.TypeInt64:
+		n = 8
+	case bsoncore.TypeInt32:
+		n = 4
+	case bsoncore.TypeBoolean:
+		n = 1
+	case bsoncore.TypeNull, bsoncore.TypeUndefined, bsoncore.TypeMinKey, bsoncore.TypeMaxKey:
+		n = 0
+	case bsoncore.TypeObjectID:
+		n = 12
+	case bsoncore.TypeDecimal128:
+		n = 16
+	default: // regex, DBPointer, or not a type
+		v, _, ok := bsoncore.ReadValue(b, t)
+		if ok {
+			n = len(v.Data)
+		}
+	}
+	if n < 0 || n > len(b) {
+		return 0, nil, nil, nil, false
+	}
+	return t, key, b[:n], b[n:], true
+}
+
+// le32 reads a little-endian uint32.
+func le32(b []byte) uint32 {
+	_ = b[3]
+	return uint32(b[0]) | uint32(b[1])<<8 | uint32(b[2])<<16 | uint32(b[3])<<24
+}
+
+// splitOf reads a splitEvent value: {fragment: i, of: n}, 1 ≤ i ≤ n.
+func splitOf(v bsoncore.Value) (fragment, of int32, ok bool) {
+	d, isDoc := v.DocumentOK()
+	if !isDoc {
+		return 0, 0, false
+	}
+	f, fok := d.Lookup("fragment").AsInt64OK()
+	n, nok := d.Lookup("of").AsInt64OK()
+	return int32(f), int32(n), fok && nok && f >= 1 && n >= f
+}
+
+// stringBytes returns the bytes of a BSON string value, aliasing it.
+func stringBytes(t bsoncore.Type, v []byte) ([]byte, bool) {
+	if t != bsoncore.TypeString || len(v) < 5 {
+		return nil, false
+	}
+	n := int(int32(le32(v)))
+	if n < 1 || 4+n != len(v) {
+		return nil, false
+	}
+	return v[4 : 3+n], true // as the driver reads it: the NUL is not checked
+}
+
+// operationName returns the operation type b names, as a constant for the
+// ones a stream carries, so that decoding allocates no string for it.
+func operationName(b []byte) string {
+	switch string(b) {
+	case "insert":
+		return "insert"
+	case "update":
+		return "update"
+	case "replace":
+		return "replace"
+	case "delete":
+		return "delete"
+	case "drop":
+		return "drop"
+	case "rename":
+		return "rename"
+	case "dropDatabase":
+		return "dropDatabase"
+	case "invalidate":
+		return "invalidate"
+	case "create":
+		return "create"
+	case "createIndexes":
+		return "createIndexes"
+	case "dropIndexes":
+		return "dropIndexes"
+	case "modify":
+		return "modify"
+	case "shardCollection":
+		return "shardCollection"
+	}
+	return string(b)
 }
 
 // shortID is an event id shortened for logs.

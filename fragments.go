@@ -31,13 +31,7 @@ func splitInfo(raw bson.Raw) (fragment, of int32, ok bool) {
 	if err != nil {
 		return 0, 0, false
 	}
-	d, isDoc := v.DocumentOK()
-	if !isDoc {
-		return 0, 0, false
-	}
-	f, fok := d.Lookup("fragment").AsInt64OK()
-	n, nok := d.Lookup("of").AsInt64OK()
-	return int32(f), int32(n), fok && nok && f >= 1 && n >= f
+	return splitOf(bsoncore.Value{Type: bsoncore.Type(v.Type), Data: v.Value})
 }
 
 // add takes fragment raw (fragment f of n) read after position before.

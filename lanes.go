@@ -170,7 +170,7 @@ func (r *runner) deliver(sc *scratch, batch []*item) {
 	for i, t := range failed {
 		if !r.retryAlone(ctx, sc, t) {
 			for _, u := range failed[i+1:] {
-				r.abandon(u.it)
+				r.abandonTry(u)
 			}
 			return
 		}
@@ -433,7 +433,7 @@ func (r *runner) poison(ctx context.Context, t *tries) bool {
 		detail := fmt.Sprintf("stream %q partition %d stalled on event %s (%s on %s) after %d attempts: %v",
 			cfg.name, cfg.partition, shortID(ev.ID()), ev.OperationType, ev.Namespace, ev.Attempt, lastErr)
 		r.fail(&stopError{kind: ErrStalled, err: lastErr, detail: detail, msg: "ferry: " + detail})
-		r.abandon(t.it)
+		r.abandonTry(t)
 		return false
 	}
 	entry := deadLetterEntry(cfg.name, ev, lastErr, ev.Attempt, t.first, time.Now())
@@ -464,8 +464,8 @@ func (r *runner) poison(ctx context.Context, t *tries) bool {
 
 // invoke calls the handler once with the per-call timeout, turning a
 // panic into an error (of every event of the batch).
-func (r *runner) invoke(ctx context.Context, batch []*Event) (err error) {
-	ctx, cancel := context.WithTimeout(ctx, r.c.cfg.handlerTimeout)
+func (r *runner) invoke(parent context.Context, batch []*Event) (err error) {
+	ctx, cancel := newCallCtx(parent, time.Now().Add(r.c.cfg.handlerTimeout))
 	defer cancel()
 	defer func() {
 		if p := recover(); p != nil {
@@ -505,22 +505,25 @@ func (r *runner) waitRetry(ctx context.Context, d time.Duration) bool {
 
 // dispatch sends an event to its lane: events of one document (namespace +
 // documentKey) always go to the same lane, so they apply in order.
-func (r *runner) dispatch(it *item) {
+func (r *runner) dispatch(it *item) { r.lanes[r.laneOf(it.ev)] <- it }
+
+// laneOf is the lane of ev's document.
+func (r *runner) laneOf(ev *Event) int {
 	// FNV-1a over db, coll and documentKey, inline to stay allocation-free.
 	const prime = 1099511628211
 	h := uint64(14695981039346656037)
-	for i := 0; i < len(it.ev.Namespace.DB); i++ {
-		h = (h ^ uint64(it.ev.Namespace.DB[i])) * prime
+	for i := 0; i < len(ev.Namespace.DB); i++ {
+		h = (h ^ uint64(ev.Namespace.DB[i])) * prime
 	}
 	h *= prime // separator
-	for i := 0; i < len(it.ev.Namespace.Coll); i++ {
-		h = (h ^ uint64(it.ev.Namespace.Coll[i])) * prime
+	for i := 0; i < len(ev.Namespace.Coll); i++ {
+		h = (h ^ uint64(ev.Namespace.Coll[i])) * prime
 	}
 	h *= prime
-	for _, b := range it.ev.DocumentKey {
+	for _, b := range ev.DocumentKey {
 		h = (h ^ uint64(b)) * prime
 	}
-	r.lanes[h%uint64(len(r.lanes))] <- it
+	return int(h % uint64(len(r.lanes)))
 }
 
 // sinkDown records that every delivery is failing: the partition waits

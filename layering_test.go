@@ -19,6 +19,7 @@ import (
 var layers = []string{
 	"doc.go",
 	"errors.go",      // sentinel errors and the stop reasons
+	"callctx.go",     // a handler call's context: cheap until waited on
 	"traceparent.go", // W3C traceparent carried in a context
 	"event.go",       // change and backfill events
 	"fragments.go",   // reassembling split events
@@ -41,6 +42,7 @@ var layers = []string{
 	"lanes.go",       // stage: per-key lanes applying events, retries, poison
 	"committer.go",   // stage: the commit loop and compare-and-set saves
 	"backfill.go",    // the backfill scan
+	"fetch.go",       // stage: reading the server's batches ahead, into the window
 	"reader.go",      // stage: reading the stream into the window
 	"run.go",         // Run: the stages wired together, drain, final checkpoint
 }

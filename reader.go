@@ -221,54 +221,146 @@ func (r *runner) read(ctx context.Context) error {
 
 // consume reads events from an open stream. A non-nil position means
 // "reopen there" (after an invalidate with InvalidateRestart).
+//
+// The stream is read by a fetcher (fetch) on a goroutine of its own,
+// which copies the events out of the driver's batches into the window and
+// issues the next getMore while this goroutine, the reader, decodes the
+// events before them, reassembles split events, hands each to the tracker
+// (in stream order) and dispatches it to its lane. consume returns only
+// once the fetcher has stopped and every reservation it made that was not
+// dispatched is given back to the window.
 func (r *runner) consume(ctx context.Context, cs *mongo.ChangeStream) (*position, error) {
 	cfg := &r.c.cfg
 	r.frags.reset()
-	prev := cs.ResumeToken() // the position before the event read next
+	r.readAt = cs.ResumeToken() // the position before the event read next
 	// batch follows the server's batches for HookRead (tracing).
 	batch := newReadBatch(r.c.hooks, cfg.name, cfg.partition, false)
 	defer batch.end()
-	for {
-		if batch.open && cs.RemainingBatchLength() == 0 {
+	fctx, stopFetch := context.WithCancel(ctx)
+	runs := make(chan *fetched, fetchQueue)
+	go fetch(fctx, cs, r.win, runs, batch.enabled)
+	stopped := false
+	stop := func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		stopFetch()
+		for f := range runs {
+			r.win.unreserve(len(f.raws), f.bytes)
+		}
+	}
+	defer stop()
+	var rd runReader
+	for f := range runs {
+		if f.last {
+			batch.end()
+			if f.err != nil {
+				return nil, f.err
+			}
+			return nil, nil // ctx ended
+		}
+		if f.idle != nil || len(f.raws) == 0 {
+			batch.end()
+			if !r.frags.active() {
+				// Between fragments the stream's position is inside an event.
+				r.track.setIdle(f.idle)
+			}
+			if f.idle != nil {
+				r.readAt = f.idle
+			}
+			continue
+		}
+		if f.begins {
+			batch.end()
+			batch.begin(f.start)
+		}
+		inv, err := rd.read(ctx, r, f, &batch)
+		if err != nil || inv != nil {
+			r.win.unreserve(rd.left(f))
+			if inv != nil {
+				stop() // the window must empty: nothing read after the invalidate stays in it
+				return r.invalidated(ctx, inv)
+			}
+			return nil, err
+		}
+		if f.ends {
 			batch.end() // every event of the server's batch was handed on
 		}
-		var readStart time.Time
-		if batch.enabled && !batch.open {
-			readStart = time.Now()
+	}
+	if ctx.Err() != nil {
+		return nil, nil
+	}
+	return nil, fmt.Errorf("ferry: change stream reading stopped")
+}
+
+// fetchQueue is how many runs the fetcher may have handed over and the
+// reader not yet taken (their events hold their room in the window).
+const fetchQueue = 64
+
+// runReader is the reader's state across the runs of one stream: the run
+// being read and the stream-order prefix of it not yet dispatched.
+type runReader struct {
+	names   names
+	next    int // the run's next event to read
+	pending []*item
+	bytes   int64     // of pending
+	byLane  [][]*item // pending, by lane (flush)
+}
+
+// readItem is an item and its event in one allocation.
+type readItem struct {
+	it item
+	ev Event
+}
+
+// read decodes and dispatches the events of run f, in order. It returns
+// an invalidate event when it meets one (the events before it dispatched,
+// the rest of f left: see left).
+func (rd *runReader) read(ctx context.Context, r *runner, f *fetched, batch *readBatch) (*Event, error) {
+	cfg := &r.c.cfg
+	rd.next = 0
+	for rd.next < len(f.raws) {
+		i := rd.next
+		raw := f.raws[i]
+		rd.next++
+		ri := &readItem{}
+		ev := &ri.ev
+		frag, of, split, err := ev.decode(raw, cfg.partition, cfg.epoch, &rd.names)
+		if err != nil {
+			rd.flush(r, batch)
+			rd.next-- // left: its reservation is given back
+			return nil, err
 		}
-		if cs.TryNext(ctx) {
-			batch.begin(readStart)
-			raw := make(bson.Raw, len(cs.Current))
-			copy(raw, cs.Current)
-			var lastFragment bson.Raw
-			if f, n, split := splitInfo(raw); split {
-				whole, err := r.frags.add(raw, prev, f, n)
-				if err != nil {
-					return nil, err
-				}
-				prev = cs.ResumeToken()
-				if whole == nil {
-					continue // more fragments follow
-				}
-				lastFragment = prev
-				raw = whole
-			} else {
-				prev = cs.ResumeToken()
-			}
-			ev, err := decodeEvent(raw, cfg.partition, cfg.epoch)
+		prev := r.readAt
+		r.readAt = ev.Token // the stream's position after it: its resume token,
+		if i == len(f.raws)-1 && f.ends && f.after != nil {
+			r.readAt = f.after // or after a server batch's last event the batch's
+		}
+		if split {
+			// A fragment is held outside the window until its event is
+			// whole, then acquired whole; the events before it go first.
+			rd.flush(r, batch)
+			r.win.unreserve(1, int64(len(raw)))
+			whole, err := r.frags.add(raw, prev, frag, of)
 			if err != nil {
 				return nil, err
 			}
-			if lastFragment != nil {
-				// One event id (the first fragment's token), the position
-				// after the last fragment.
-				ev.id = EventID(ev.Token)
-				ev.Token = lastFragment
+			if whole == nil {
+				continue // more fragments follow
 			}
+			ev = new(Event)
+			if _, _, _, err := ev.decode(whole, cfg.partition, cfg.epoch, &rd.names); err != nil {
+				return nil, err
+			}
+			// One event id (the first fragment's token), the position
+			// after the last fragment.
+			ev.id = EventID(ev.Token)
+			ev.Token = r.readAt
 			if ev.OperationType == "invalidate" {
-				return r.invalidated(ctx, ev)
+				return ev, nil
 			}
-			size := int64(len(raw))
+			size := int64(len(whole))
 			if err := r.win.acquire(ctx, size); err != nil {
 				return nil, err
 			}
@@ -276,24 +368,66 @@ func (r *runner) consume(ctx context.Context, cs *mongo.ChangeStream) (*position
 			r.dispatch(&item{ev: ev, size: size, seq: r.track.add(ev.Token, ev.ClusterTime)})
 			continue
 		}
-		batch.end()
-		if err := cs.Err(); err != nil {
-			return nil, err
+		if ev.OperationType == "invalidate" {
+			rd.flush(r, batch)
+			rd.next-- // left: its reservation is given back
+			return ev, nil
 		}
-		if ctx.Err() != nil {
-			return nil, nil
-		}
-		if !r.frags.active() {
-			// Between fragments the stream's position is inside an event.
-			r.track.setIdle(cs.ResumeToken())
-		}
-		prev = cs.ResumeToken()
+		ri.it = item{ev: ev, size: int64(len(raw))}
+		rd.pending = append(rd.pending, &ri.it)
+		rd.bytes += ri.it.size
 	}
+	rd.flush(r, batch)
+	return nil, nil
 }
 
-// resumePosition is where the stream reopens after cs ends: its last
-// token, or, in the middle of a split event, the position before its first
-// fragment (a fragment's token would resume after that fragment).
+// left returns the events and bytes of f not read (still reserved).
+func (rd *runReader) left(f *fetched) (int, int64) {
+	var b int64
+	for _, raw := range f.raws[rd.next:] {
+		b += int64(len(raw))
+	}
+	return len(f.raws) - rd.next, b
+}
+
+// flush dispatches the pending events: their reservations become
+// dispatched events, the tracker numbers them in stream order, and each
+// goes to its lane.
+func (rd *runReader) flush(r *runner, batch *readBatch) {
+	if len(rd.pending) == 0 {
+		return
+	}
+	r.win.take(len(rd.pending), rd.bytes)
+	seq := r.track.addN(len(rd.pending), func(i int) (bson.Raw, bson.Timestamp) {
+		return rd.pending[i].ev.Token, rd.pending[i].ev.ClusterTime
+	})
+	// Lane by lane, each lane's events in stream order (the order across
+	// lanes is free: they are other documents'), so that a lane wakes
+	// once for its share of the run rather than once per event.
+	if len(rd.byLane) != len(r.lanes) {
+		rd.byLane = make([][]*item, len(r.lanes))
+	}
+	for i, it := range rd.pending {
+		it.seq = seq + int64(i)
+		batch.add(it.ev, it.size)
+		l := r.laneOf(it.ev)
+		rd.byLane[l] = append(rd.byLane[l], it)
+	}
+	for l, its := range rd.byLane {
+		for _, it := range its {
+			r.lanes[l] <- it
+		}
+		clear(its)
+		rd.byLane[l] = its[:0]
+	}
+	clear(rd.pending)
+	rd.pending, rd.bytes = rd.pending[:0], 0
+}
+
+// resumePosition is where the stream reopens after cs ends: after the last
+// event the reader took (the fetcher may have read further), or, in the
+// middle of a split event, the position before its first fragment (a
+// fragment's token would resume after that fragment).
 func (r *runner) resumePosition(cs *mongo.ChangeStream) (position, bool) {
 	if r.frags.active() {
 		before := r.frags.before
@@ -303,7 +437,7 @@ func (r *runner) resumePosition(cs *mongo.ChangeStream) (position, bool) {
 		}
 		return position{}, false
 	}
-	if tok := cs.ResumeToken(); tok != nil {
+	if tok := r.readAt; tok != nil {
 		return position{resumeAfter: tok}, true
 	}
 	return position{}, false

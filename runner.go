@@ -45,6 +45,9 @@ type runner struct {
 	stopScan func()
 	// frags collects a split event's fragments (the reader's only).
 	frags fragments
+	// readAt is the stream's position after the last event the reader
+	// took from the fetcher (or its last empty read): where it reopens.
+	readAt bson.Raw
 	// mode shapes the stream while getting past an oversize event.
 	mode openMode
 	// backfillStarted is when the last backfill began; noProgress counts

@@ -3,6 +3,7 @@ package ferry_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -171,5 +172,52 @@ func TestSplitEventAfterKillBetweenFragments(t *testing.T) {
 	}
 	if len(got) != 1 || got[0].Op != "update" || !got[0].Whole || got[0].Bytes < 27<<20 {
 		t.Fatalf("after the restart the split update was delivered as %+v: want once, whole", got)
+	}
+}
+
+// TestSplitEventThroughASmallQueue: with a queue far smaller than one
+// fragment (QueueLimit 4 events, 1 MiB), the 9 MB insert and the ~27 MB
+// split update between small events still go through, whole and in
+// stream order: an event over the limit is let in alone, and each
+// fragment read ahead is let in only when the queue is empty, gives its
+// room back while the event is reassembled, and the whole event is let in
+// once the events before it finished.
+func TestSplitEventThroughASmallQueue(t *testing.T) {
+	e := newEnv(t)
+	if e.srv == nil {
+		t.Skip("needs the emulator (a real server needs 7.0+ and ~30 MB of images)")
+	}
+	update := bigUpdate(t, e)
+	at := clusterTime(t, e.client)
+	c := e.db.Collection("c")
+	for i := 10; i < 20; i++ {
+		insert(t, c, bson.D{{Key: "_id", Value: i}})
+	}
+	update()
+	for i := 20; i < 30; i++ {
+		insert(t, c, bson.D{{Key: "_id", Value: i}})
+	}
+	rec := newRecorder()
+	start(t, e.client, rec.handle, e.opts(ferry.StartAt(ferry.StartAtTime(at)), ferry.Concurrency(1), ferry.QueueLimit(4, 1<<20),
+		ferry.FullDocument("updateLookup"), ferry.FullDocumentBeforeChange("whenAvailable"))...)
+	evs := rec.waitFor(t, 22)
+	var got []string
+	for _, ev := range evs {
+		id := ev.DocumentKey.Lookup("_id").Int32()
+		got = append(got, fmt.Sprintf("%s %d", ev.OperationType, id))
+		if ev.OperationType == "update" && (len(ev.Raw) < 27<<20 || ev.Raw.Lookup("splitEvent").Type != 0) {
+			t.Fatalf("the update arrived as %d bytes: want it whole", len(ev.Raw))
+		}
+	}
+	want := []string{"insert 1"} // the 9 MB document, inserted at the start time: one event, over the byte limit alone
+	for i := 10; i < 20; i++ {
+		want = append(want, fmt.Sprintf("insert %d", i))
+	}
+	want = append(want, "update 1")
+	for i := 20; i < 30; i++ {
+		want = append(want, fmt.Sprintf("insert %d", i))
+	}
+	if strings.Join(got, ", ") != strings.Join(want, ", ") {
+		t.Fatalf("applied %v\nwant   %v", got, want)
 	}
 }

@@ -1,7 +1,9 @@
 package ferry
 
 import (
+	"slices"
 	"sync"
+	"sync/atomic"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 )
@@ -26,8 +28,9 @@ type tracker struct {
 	// sequence number < idleSeq has finished.
 	idleToken bson.Raw
 	idleSeq   int64
-	// finished counts events finished since the last take.
-	finished int
+	// finished counts events finished since the last position call
+	// (read without t.mu: every handler call asks).
+	finished atomic.Int64
 }
 
 type tracked struct {
@@ -47,6 +50,22 @@ func (t *tracker) add(token bson.Raw, ts bson.Timestamp) int64 {
 	return seq
 }
 
+// addN records n newly read events, in stream order, event i's token and
+// clusterTime given by at(i), and returns the first one's sequence number
+// (the others follow it). Only the reader calls it.
+func (t *tracker) addN(n int, at func(i int) (bson.Raw, bson.Timestamp)) int64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	seq := t.next
+	t.next += int64(n)
+	t.pending = slices.Grow(t.pending, n)
+	for i := range n {
+		tok, ts := at(i)
+		t.pending = append(t.pending, tracked{token: tok, ts: ts})
+	}
+	return seq
+}
+
 // finish marks an event finished and advances the prefix.
 func (t *tracker) finish(seq int64) {
 	t.mu.Lock()
@@ -56,7 +75,7 @@ func (t *tracker) finish(seq int64) {
 		return
 	}
 	t.pending[i].ended = true
-	t.finished++
+	t.finished.Add(1)
 	n := 0
 	for n < len(t.pending) && t.pending[n].ended {
 		n++
@@ -107,7 +126,7 @@ func (t *tracker) promoteIdle() {
 func (t *tracker) position() (bson.Raw, bson.Timestamp, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.finished = 0
+	t.finished.Store(0)
 	return t.token, t.clusterTS, t.idle
 }
 
@@ -131,15 +150,12 @@ func (t *tracker) reset() {
 	t.base = t.next
 	t.pending = nil
 	t.token, t.cover, t.clusterTS, t.idle = nil, 0, bson.Timestamp{}, false
-	t.idleToken, t.idleSeq, t.finished = nil, 0, 0
+	t.idleToken, t.idleSeq = nil, 0
+	t.finished.Store(0)
 }
 
 // pendingFinished returns how many events finished since the last
 // position call.
-func (t *tracker) pendingFinished() int {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.finished
-}
+func (t *tracker) pendingFinished() int { return int(t.finished.Load()) }
 
 func bytesEqual(a, b []byte) bool { return string(a) == string(b) }

@@ -1,0 +1,123 @@
+package ferry
+
+import (
+	"context"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+)
+
+// fetchRun is the most events the fetcher hands over at once: the reader
+// starts on a server batch (up to 16 MB) before the fetcher has copied all
+// of it.
+const fetchRun = 256
+
+// fetched is what the fetcher hands the reader: a run of events copied out
+// of one server batch, in stream order, each holding its room in the window
+// (a reservation the reader takes or gives back); or an empty read; or the
+// end of reading.
+type fetched struct {
+	raws  []bson.Raw
+	bytes int64 // the raws' total length: what they reserved
+	// begins: the run's first event is the first of a server batch (or
+	// the first read since the stream opened or since an empty read),
+	// whose read began at start (zero unless timed).
+	begins bool
+	start  time.Time
+	// ends: the server batch is used up after the run; after is then the
+	// stream's resume token (the batch's postBatchResumeToken, or its last
+	// event's _id).
+	ends  bool
+	after bson.Raw
+	// idle is the stream's resume token after an empty read (no raws).
+	idle bson.Raw
+	// last: reading stopped with err (nil: ctx ended); nothing follows.
+	last bool
+	err  error
+}
+
+// fetch reads cs ahead of the reader, on a goroutine of its own, until ctx
+// ends or reading fails: it copies each event out of the driver's batch,
+// reserves its room in win (waiting while the window is full: a slow sink
+// stops the stream here) and sends the events to out in runs, so that the
+// next getMore is on its way while the reader decodes and dispatches the
+// batch before it. It closes out when it returns; the last value it sends
+// (unless ctx ended first) has last set. It alone uses cs until then.
+//
+// timed asks for the start time of each server batch's read (HookRead).
+func fetch(ctx context.Context, cs *mongo.ChangeStream, win *window, out chan<- *fetched, timed bool) {
+	defer close(out)
+	var run *fetched
+	open := false // a server batch is being read: its first event was sent
+	send := func(f *fetched) bool {
+		select {
+		case out <- f:
+			return true
+		case <-ctx.Done():
+			win.unreserve(len(f.raws), f.bytes)
+			return false
+		}
+	}
+	for {
+		var start time.Time
+		if timed && !open {
+			start = time.Now()
+		}
+		if !cs.TryNext(ctx) {
+			if run != nil && !send(run) {
+				return
+			}
+			run, open = nil, false
+			err := cs.Err()
+			if err != nil || ctx.Err() != nil {
+				send(&fetched{last: true, err: err})
+				return
+			}
+			if !send(&fetched{idle: clone(cs.ResumeToken())}) {
+				return
+			}
+			continue
+		}
+		raw := clone(cs.Current)
+		if !win.tryReserve(int64(len(raw))) {
+			// The window is full: the events read so far go to the
+			// reader before waiting for room (they may be what frees it).
+			if run != nil {
+				if !send(run) {
+					return
+				}
+				run = nil
+			}
+			if err := win.reserve(ctx, int64(len(raw))); err != nil {
+				return
+			}
+		}
+		if run == nil {
+			run = &fetched{raws: make([]bson.Raw, 0, min(cs.RemainingBatchLength()+1, fetchRun)), begins: !open, start: start}
+			open = true
+		}
+		run.raws = append(run.raws, raw)
+		run.bytes += int64(len(raw))
+		if cs.RemainingBatchLength() == 0 {
+			run.ends, run.after = true, clone(cs.ResumeToken())
+			open = false
+		}
+		if run.ends || len(run.raws) == fetchRun {
+			if !send(run) {
+				return
+			}
+			run = nil
+		}
+	}
+}
+
+// clone copies b (nil stays nil).
+func clone(b bson.Raw) bson.Raw {
+	if b == nil {
+		return nil
+	}
+	c := make(bson.Raw, len(b))
+	copy(c, b)
+	return c
+}

@@ -2,6 +2,7 @@ package extjson
 
 import (
 	"bytes"
+	"encoding/binary"
 	"math"
 	"slices"
 	"strconv"
@@ -119,6 +120,21 @@ var safe = func() (t [utf8.RuneSelf]bool) {
 	return t
 }()
 
+const (
+	lsb = 0x0101010101010101
+	msb = 0x8080808080808080
+)
+
+// plain8 reports whether none of the eight bytes of w needs escaping or
+// UTF-8 decoding: each is at least 0x20, below 0x80 and neither '"' nor
+// '\\' (the classic "has a zero byte" test, applied to w, w^'"' and w^'\\').
+func plain8(w uint64) bool {
+	const quote, backslash = '"' * lsb, '\\' * lsb
+	hasZero := func(x uint64) uint64 { return (x - lsb) &^ x & msb }
+	ctl := (w - 0x20*lsb) &^ w & msb // a byte below 0x20 (exact when no byte is >= 0x80)
+	return (w&msb)|ctl|hasZero(w^quote)|hasZero(w^backslash) == 0
+}
+
 // appendString writes s as a quoted JSON string, escaped as the driver
 // does: \" \\ \n \r \t \b \f, other control bytes as \u00XX, each invalid
 // UTF-8 byte as \ufffd, and U+2028, U+2029 as \u2028, \u2029.
@@ -126,6 +142,14 @@ func appendString(dst, s []byte) []byte {
 	dst = append(dst, '"')
 	start := 0
 	for i := 0; i < len(s); {
+		// Runs of plain ASCII (the common case: no quote, backslash,
+		// control or non-ASCII byte) are skipped eight bytes at a time.
+		for i+8 <= len(s) && plain8(binary.LittleEndian.Uint64(s[i:])) {
+			i += 8
+		}
+		if i >= len(s) {
+			break
+		}
 		b := s[i]
 		if b < utf8.RuneSelf {
 			if safe[b] {

@@ -70,7 +70,9 @@ func (t *totals) add(r runResult) {
 	t.order += len(c.Order)
 	t.zombie += len(c.Zombie)
 	t.unexpected += len(c.Unexpected)
-	t.verifyMissing += r.verify.missing
+	if !r.verifyExempt {
+		t.verifyMissing += r.verify.missing
+	}
 	t.restarts += c.Restarts
 	if c.WorstDelay > t.worstDelay {
 		t.worstDelay = c.WorstDelay
@@ -89,8 +91,11 @@ type runResult struct {
 	notes     []string // what is worth knowing but fails nothing
 	logs      []string // member log files
 	backfills int      // backfills the members started
-	dir       string
-	took      time.Duration
+	// verifyExempt: history was lost, so ferry verify's missing changes
+	// (before a backfill's marker) do not count; the final state does.
+	verifyExempt bool
+	dir          string
+	took         time.Duration
 }
 
 // failed reports whether the run must fail the campaign: a lost change,
@@ -117,9 +122,13 @@ func (r runResult) print(out io.Writer, n int, s settings) {
 	if r.plan.historyLoss {
 		kind += fmt.Sprintf("(backfills=%d)", r.backfills)
 	}
-	fmt.Fprintf(out, "run %d seed=%d %s %s writes=%d delivered=%d lost=%d dup_effects=%d order=%d zombie=%d worst_delay=%s restarts=%d verify_missing=%d faults=%d [%s] took=%s\n",
+	vm := fmt.Sprint(r.verify.missing)
+	if r.verifyExempt {
+		vm += "(history-lost)"
+	}
+	fmt.Fprintf(out, "run %d seed=%d %s %s writes=%d delivered=%d lost=%d dup_effects=%d order=%d zombie=%d worst_delay=%s restarts=%d verify_missing=%s faults=%d [%s] took=%s\n",
 		n, r.plan.seed, kind, status, c.Writes, c.Delivered, len(c.Lost), len(c.Dups), len(c.Order), len(c.Zombie),
-		c.WorstDelay.Round(time.Millisecond), c.Restarts, r.verify.missing, len(r.faults), strings.Join(fs, ", "), r.took.Round(time.Second))
+		c.WorstDelay.Round(time.Millisecond), c.Restarts, vm, len(r.faults), strings.Join(fs, ", "), r.took.Round(time.Second))
 	if s.verbose || r.failed() {
 		for _, f := range c.Faults {
 			fmt.Fprintf(out, "  fault +%s %s: %d writes in its window, worst delay %s, %d partition restarts\n",

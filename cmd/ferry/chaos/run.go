@@ -233,6 +233,7 @@ func (r *run) finish(ctx context.Context) {
 func (r *run) verify(ctx context.Context, historyLost bool) {
 	v := r.e.verify(ctx, r.windowStart)
 	r.res.verify = v
+	r.res.verifyExempt = historyLost
 	switch {
 	case v.err != nil && r.p.historyLoss && v.windowLost:
 		r.note("ferry verify cannot read the run's window: the tiny oplog no longer holds a second of it")

@@ -4,9 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"sort"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/ferry-io/ferry/verify"
@@ -19,9 +17,12 @@ type settings struct {
 	members  int
 	duration time.Duration // of each run's writes
 	drain    time.Duration // how long a run waits for every change to be delivered
-	rate     int           // writes a second
-	verbose  bool
-	keep     bool // keep every run's directory (configuration, member logs), not only failed runs'
+	// txnLifetime is the emulator's transactionLifetimeLimitSeconds: how
+	// long a transaction of a killed member keeps its documents locked.
+	txnLifetime time.Duration
+	rate        int // writes a second
+	verbose     bool
+	keep        bool // keep every run's directory (configuration, member logs), not only failed runs'
 }
 
 // totals add the runs up for the summary line.
@@ -91,6 +92,9 @@ type runResult struct {
 	notes     []string // what is worth knowing but fails nothing
 	logs      []string // member log files
 	backfills int      // backfills the members started
+	// drainExpired: the drain's deadline passed before everything was
+	// delivered.
+	drainExpired bool
 	// verifyExempt: history was lost, so ferry verify's missing changes
 	// (before a backfill's marker) do not count; the final state does.
 	verifyExempt bool
@@ -160,7 +164,8 @@ func (r runResult) print(out io.Writer, n int, s settings) {
 		fmt.Fprintf(out, "  --- %s (last 3000 bytes):\n%s\n", l, indent(tailFile(l, 3000)))
 	}
 	fmt.Fprintf(out, "  kept: %s (configuration and every member's log)\n", r.dir)
-	fmt.Fprintf(out, "  reproduce: go run ./cmd/ferry/chaos -seed %d -runs 1 -members %d -duration %s\n", r.plan.seed, r.plan.members, r.plan.duration)
+	fmt.Fprintf(out, "  reproduce: go run ./cmd/ferry/chaos -seed %d -runs 1 -members %d -duration %s -txn-lifetime %s\n",
+		r.plan.seed, r.plan.members, r.plan.duration, s.txnLifetime)
 }
 
 func indent(s string) string {
@@ -169,45 +174,6 @@ func indent(s string) string {
 		lines[i] = "    " + l
 	}
 	return strings.Join(lines, "\n")
-}
-
-// groupLogs is what the members' logs say about a run.
-type groupLogs struct {
-	restarts  []time.Time // partition restarts, in time order
-	backfills int
-}
-
-// collectLogs reads every member process's log: restarts and backfills
-// are counted; failed streams, output that is not a log line (a panic)
-// and unexpected exits are problems.
-func (g *group) collectLogs(res *runResult) groupLogs {
-	var out groupLogs
-	for _, m := range g.all {
-		res.logs = append(res.logs, m.logPath)
-		ml, err := readLog(m.logPath)
-		if err != nil {
-			res.problems = append(res.problems, fmt.Sprintf("read %s: %v", m.logPath, err))
-			continue
-		}
-		out.restarts = append(out.restarts, ml.restarts...)
-		out.backfills += ml.backfills
-		for _, f := range ml.failed {
-			res.problems = append(res.problems, fmt.Sprintf("member %s: %s", m.id, f))
-		}
-		if len(ml.other) > 0 && !m.killed {
-			res.problems = append(res.problems, fmt.Sprintf("member %s wrote what is not a log line: %s", m.id, ml.other[0]))
-		}
-		if m.exited() && !m.killed && m.err != nil {
-			if ee, ok := m.err.(interface{ Sys() any }); ok {
-				if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL {
-					continue // killed after not exiting: already a problem
-				}
-			}
-			res.problems = append(res.problems, fmt.Sprintf("member %s exited with %v", m.id, m.err))
-		}
-	}
-	sort.Slice(out.restarts, func(i, j int) bool { return out.restarts[i].Before(out.restarts[j]) })
-	return out
 }
 
 // waitUntil polls cond every 100 ms until it holds (true) or d passes.

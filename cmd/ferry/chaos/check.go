@@ -51,6 +51,9 @@ type fault struct {
 	Kind  string // kill9, sigstop, failpoint, http5xx, refuse
 	Desc  string // what exactly, for the report
 	Start time.Time
+	// Problem is what went wrong with the fault itself (a zombie that
+	// never gave its partitions up): it fails the run.
+	Problem string
 }
 
 // checkInput is everything check compares.

@@ -72,10 +72,10 @@ func (e *env) close() {
 	}
 }
 
-// newEnv starts the emulator (with its TTL monitor, and the run's oplog
-// bound), creates the source collection (TTL index, pre- and post-images)
+// newEnv starts the emulator (with its TTL monitor, the run's oplog bound
+// and transactionLifetimeLimitSeconds), creates the source collection (TTL index, pre- and post-images)
 // and the projection, starts the receiver and writes the configuration.
-func newEnv(ctx context.Context, p plan, dir string) (_ *env, err error) {
+func newEnv(ctx context.Context, p plan, txnLifetime time.Duration, dir string) (_ *env, err error) {
 	e := &env{plan: p, dir: dir}
 	defer func() {
 		if err != nil {
@@ -94,6 +94,10 @@ func newEnv(ctx context.Context, p plan, dir string) (_ *env, err error) {
 		return nil, err
 	}
 	e.closer = append(e.closer, func() { _ = e.client.Disconnect(context.Background()) })
+	if err := e.client.Database("admin").RunCommand(ctx, bson.D{{Key: "setParameter", Value: 1},
+		{Key: "transactionLifetimeLimitSeconds", Value: int32(txnLifetime / time.Second)}}).Err(); err != nil {
+		return nil, fmt.Errorf("set transactionLifetimeLimitSeconds: %w", err)
+	}
 	images := bson.D{{Key: "changeStreamPreAndPostImages", Value: bson.D{{Key: "enabled", Value: true}}}}
 	for _, c := range []struct{ db, coll string }{{"chaos", "docs"}, {"chaos_proj", "docs"}} {
 		cmd := append(bson.D{{Key: "create", Value: c.coll}}, images...)

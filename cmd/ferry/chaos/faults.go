@@ -3,50 +3,12 @@ package main
 import (
 	"context"
 	"fmt"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/ferry-io/ferry/mongotest"
 )
-
-// group is the run's member processes: one per slot, the current one, and
-// every process ever started (their logs are read at the end).
-type group struct {
-	e     *env
-	slots []*member
-	gen   []int
-	all   []*member
-}
-
-func (g *group) start(slot int) error {
-	g.gen[slot]++
-	m, err := g.e.startMember(slot, fmt.Sprintf("m%d-%d", slot, g.gen[slot]))
-	if err != nil {
-		return err
-	}
-	g.slots[slot] = m
-	g.all = append(g.all, m)
-	return nil
-}
-
-// killAll kills every process still running.
-func (g *group) killAll() {
-	for _, m := range g.all {
-		if !m.exited() {
-			m.kill()
-		}
-	}
-}
-
-// anyExited reports whether a current member process has exited.
-func (g *group) anyExited() bool {
-	for _, m := range g.slots {
-		if m != nil && m.exited() {
-			return true
-		}
-	}
-	return false
-}
 
 // inject runs one fault to its end (the member restarted or continued,
 // the fail point off, the receiver back) and returns what it did.
@@ -69,17 +31,27 @@ func (g *group) inject(ctx context.Context, f faultSpec) (fault, error) {
 		victim.signal(syscall.SIGSTOP)
 		victim.stopped = true
 		pause(ctx, f.length)
-		moved := 0
+		var taken []int
 		after := e.epochs(ctx)
 		for _, p := range owned {
 			if after[p] > before[p] {
-				moved++
+				taken = append(taken, p)
 			}
 		}
+		cont := time.Now()
 		victim.signal(syscall.SIGCONT)
 		victim.stopped = false
+		// The zombie must notice, by itself, that it no longer holds them.
+		gaveUp := waitUntil(ctx, 5*time.Second, func() bool { return len(stillHeld(victim.logPath, taken, cont)) == 0 })
 		out.Desc = fmt.Sprintf("sigstop %s for %v: %d of its partitions %v taken over meanwhile", victim.id,
-			f.length.Round(time.Millisecond), moved, owned)
+			f.length.Round(time.Millisecond), len(taken), owned)
+		if len(taken) > 0 && gaveUp {
+			out.Desc += ", given up by the zombie after SIGCONT"
+		}
+		if !gaveUp {
+			out.Problem = fmt.Sprintf("zombie %s did not give up partitions %v (taken over while it was stopped) within 5 s of SIGCONT",
+				victim.id, stillHeld(victim.logPath, taken, cont))
+		}
 	case failpoint:
 		// Times 0: always on, until cleared.
 		e.srv.FailCommand(mongotest.FailPoint{Commands: []string{f.cmd}, Times: f.times, ErrorCode: f.code,
@@ -100,18 +72,24 @@ func (g *group) inject(ctx context.Context, f faultSpec) (fault, error) {
 	return out, nil
 }
 
-// victim is the member of slot, or, if it owns no partition, of the next
-// slot whose member does: a fault on a member with nothing to lose tests
-// little.
-func (g *group) victim(ctx context.Context, slot int) *member {
-	own := g.e.owners(ctx)
-	for i := range g.slots {
-		m := g.slots[(slot+i)%len(g.slots)]
-		if len(ownedBy(own, m.id)) > 0 {
-			return m
+// stillHeld returns the partitions of ps for which the member's log shows
+// no loss, stop or revocation since t.
+func stillHeld(logPath string, ps []int, t time.Time) []int {
+	ml, _ := readLog(logPath)
+	gone := map[int]bool{}
+	for _, l := range ml.lines {
+		if l.Partition != nil && !l.Time.Before(t) &&
+			(l.Msg == "partition lost" || l.Msg == "partition revoked" || strings.HasPrefix(l.Msg, "partition stopped")) {
+			gone[*l.Partition] = true
 		}
 	}
-	return g.slots[slot]
+	var held []int
+	for _, p := range ps {
+		if !gone[p] {
+			held = append(held, p)
+		}
+	}
+	return held
 }
 
 // ownedBy lists the partitions id owns.

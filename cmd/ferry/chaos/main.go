@@ -79,7 +79,9 @@ func runMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	runs := fs.Int("runs", 1, "how many runs")
 	members := fs.Int("members", 3, "member processes per run")
 	duration := fs.Duration("duration", 15*time.Second, "how long each run writes (the faults come meanwhile)")
-	drain := fs.Duration("drain", 60*time.Second, "how long a run waits, after the writes, for every change to be delivered")
+	drain := fs.Duration("drain", 100*time.Second, "how long a run waits, after the writes, for every change to be delivered "+
+		"(more than -txn-lifetime plus ferry's 30 s retry backoff: a member killed inside a transaction holds its documents until the server ends it)")
+	txnLifetime := fs.Duration("txn-lifetime", 60*time.Second, "the emulator's transactionLifetimeLimitSeconds (MongoDB's default: 60s)")
 	rate := fs.Int("rate", 100, "writes a second")
 	verbose := fs.Bool("v", false, "list every run's faults, ferry verify's summary and notes")
 	keep := fs.Bool("keep", false, "keep every run's directory (configuration, member logs); failed runs' are always kept")
@@ -104,10 +106,12 @@ func runMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return bad("-duration must be at least 5s (the faults need room), got %v", *duration)
 	case *drain < time.Second:
 		return bad("-drain must be at least 1s, got %v", *drain)
+	case *txnLifetime < time.Second || *txnLifetime%time.Second != 0:
+		return bad("-txn-lifetime must be a whole number of seconds, at least 1s, got %v", *txnLifetime)
 	case *rate < 1 || *rate > 1000:
 		return bad("-rate must be between 1 and 1000 writes a second, got %d", *rate)
 	}
-	s := settings{seed: *seed, runs: *runs, members: *members, duration: *duration, drain: *drain, rate: *rate,
+	s := settings{seed: *seed, runs: *runs, members: *members, duration: *duration, drain: *drain, txnLifetime: *txnLifetime, rate: *rate,
 		verbose: *verbose, keep: *keep}
 	if !campaign(ctx, s, stdout) {
 		return 1

@@ -46,6 +46,10 @@ func (e *env) startMember(slot int, id string) (*member, error) {
 	m.cmd = exec.Command(self, "run", "-c", e.config)
 	m.cmd.Env = childEnviron("FERRY_MEMBER_ID="+id, "FERRY_CHAOS_SECRET="+e.secret)
 	m.cmd.Stdout, m.cmd.Stderr = logf, logf
+	// A process group of its own: a Ctrl-C at the terminal interrupts the
+	// campaign, which then kills its members, rather than draining them
+	// behind its back.
+	m.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := m.cmd.Start(); err != nil {
 		logf.Close()
 		return nil, err

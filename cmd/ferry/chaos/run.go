@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/ferry-io/ferry/verify"
@@ -35,8 +36,15 @@ func (r *run) fail(format string, args ...any) {
 	r.res.problems = append(r.res.problems, msg)
 }
 
+// note records what is worth knowing but fails nothing (once).
 func (r *run) note(format string, args ...any) {
-	r.res.notes = append(r.res.notes, fmt.Sprintf(format, args...))
+	msg := fmt.Sprintf(format, args...)
+	for _, n := range r.res.notes {
+		if n == msg {
+			return
+		}
+	}
+	r.res.notes = append(r.res.notes, msg)
 }
 
 // runOne runs one plan: the emulator, the receiver, the members, the
@@ -57,7 +65,7 @@ func runOne(ctx context.Context, p plan, s settings) (res runResult) {
 			_ = os.RemoveAll(dir)
 		}
 	}()
-	if r.e, err = newEnv(ctx, p, dir); err != nil {
+	if r.e, err = newEnv(ctx, p, s.txnLifetime, dir); err != nil {
 		r.fail("start the environment: %v", err)
 		return res
 	}
@@ -114,12 +122,18 @@ func (r *run) drive(ctx context.Context) {
 		defer close(writing)
 		r.w.run(stop, start.Add(r.p.duration-4*time.Second))
 	}()
-	end := time.AfterFunc(r.p.duration, func() { close(stop) })
+	var once sync.Once
+	halt := func() { once.Do(func() { close(stop) }) }
+	end := time.AfterFunc(r.p.duration, halt)
 	defer end.Stop()
+	defer context.AfterFunc(ctx, halt)() // interrupted: stop writing too
 	for _, f := range r.p.faults {
 		pause(ctx, time.Until(start.Add(f.at)))
 		fr, err := r.g.inject(ctx, f)
 		r.res.faults = append(r.res.faults, fr)
+		if fr.Problem != "" {
+			r.fail("%s", fr.Problem)
+		}
 		if err != nil {
 			r.fail("fault %s: %v", f, err)
 			break
@@ -193,7 +207,7 @@ func (r *run) evaluateInput(ctx context.Context, finalState bool, restarts []tim
 // drain waits until every change is delivered (after lost history: the
 // final state), or the drain deadline.
 func (r *run) drain(ctx context.Context) {
-	waitUntil(ctx, r.s.drain, func() bool {
+	if !waitUntil(ctx, r.s.drain, func() bool {
 		for _, m := range r.g.slots {
 			if !m.exited() && !m.ready() {
 				return false // a member started by the last fault: SIGTERM must find it up
@@ -201,7 +215,9 @@ func (r *run) drain(ctx context.Context) {
 		}
 		_, _, done := r.evaluate(ctx, r.p.historyLoss, nil)
 		return done
-	})
+	}) {
+		r.res.drainExpired = true
+	}
 }
 
 // finish stops the members (each must exit on SIGTERM), runs ferry
@@ -224,6 +240,10 @@ func (r *run) finish(ctx context.Context) {
 	r.res.check, r.res.proj, done = r.evaluate(ctx, finalState, logs.restarts)
 	if !done && len(r.res.check.Lost) == 0 && r.res.proj != nil && !r.res.proj.Clean() {
 		r.fail("the projection differs from the source: %s", r.res.proj)
+	}
+	if r.res.drainExpired && !done {
+		r.fail("the drain ran out (-drain %v) before everything was delivered: what is reported lost was not delivered by then "+
+			"(ferry verify below tells applied, pending and missing apart)", r.s.drain)
 	}
 	r.verify(ctx, finalState)
 }

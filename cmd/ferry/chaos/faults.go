@@ -73,13 +73,17 @@ func (g *group) inject(ctx context.Context, f faultSpec) (fault, error) {
 }
 
 // stillHeld returns the partitions of ps for which the member's log shows
-// no loss, stop or revocation since t.
+// no loss, stop or revocation since t (a lost membership gives up every
+// partition).
 func stillHeld(logPath string, ps []int, t time.Time) []int {
 	ml, _ := readLog(logPath)
 	gone := map[int]bool{}
 	for _, l := range ml.lines {
-		if l.Partition != nil && !l.Time.Before(t) &&
-			(l.Msg == "partition lost" || l.Msg == "partition revoked" || strings.HasPrefix(l.Msg, "partition stopped")) {
+		switch {
+		case l.Time.Before(t):
+		case strings.HasPrefix(l.Msg, "membership lost"):
+			return nil
+		case l.Partition != nil && (l.Msg == "partition lost" || l.Msg == "partition revoked" || strings.HasPrefix(l.Msg, "partition stopped")):
 			gone[*l.Partition] = true
 		}
 	}

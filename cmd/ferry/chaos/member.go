@@ -143,7 +143,7 @@ type logLine struct {
 
 // memberLog is what the campaign takes from a member's log.
 type memberLog struct {
-	restarts  []time.Time // a partition lost or stopped and restarted
+	restarts  []time.Time // a partition lost or stopped and restarted, a membership lost
 	backfills int         // backfills started
 	failed    []string    // "stream failed" lines
 	errors    int         // ERROR lines
@@ -171,7 +171,8 @@ func readLog(path string) (memberLog, error) {
 		}
 		ml.lines = append(ml.lines, l)
 		switch {
-		case l.Msg == "partition lost", strings.HasPrefix(l.Msg, "partition stopped"):
+		case l.Msg == "partition lost", strings.HasPrefix(l.Msg, "partition stopped"), strings.HasPrefix(l.Msg, "membership lost"):
+			// A lost membership gives up every partition the member held.
 			ml.restarts = append(ml.restarts, l.Time)
 		case l.Msg == "backfill started":
 			ml.backfills++

@@ -10,7 +10,8 @@ RUN cd cmd/ferry && GOWORK=off CGO_ENABLED=0 go build -trimpath -ldflags="-s -w"
 FROM gcr.io/distroless/static-debian12:nonroot
 COPY --from=build /out/ferry /ferry
 USER nonroot:nonroot
-# ferry serves /metrics, /healthz and /readyz on its listen: address, or on
+# ferry serves /metrics, /healthz, /readyz, /status and the status page (/)
+# on its listen: address, or on
 # $PORT when that is set (Cloud Run sets it for the ingress container only).
 EXPOSE 8080
 ENTRYPOINT ["/ferry", "run", "-c", "/etc/ferry/ferry.yaml"]

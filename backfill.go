@@ -2,13 +2,16 @@ package ferry
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
 
 	"github.com/ferry-io/ferry/checkpoint"
 	"github.com/ferry-io/ferry/internal/hashkey"
+	"github.com/ferry-io/ferry/internal/resumetoken"
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 )
 
@@ -21,8 +24,16 @@ import (
 //
 // The checkpoint says needs-backfill until the scan has finished, so a
 // crash during the scan repeats it.
+//
+// With a sweeper (a sink that can tell a scanned document from a newer
+// streamed change, such as the mongodb projection), the scan runs while
+// the stream is applied from the marker: see startBackfill.
 func (r *runner) backfill(ctx context.Context) (position, error) {
 	cfg := &r.c.cfg
+	r.backfillStarted = time.Now()
+	if cfg.sweeper != nil {
+		return r.startBackfill(ctx)
+	}
 	r.mark(context.WithoutCancel(ctx), checkpoint.StateNeedsBackfill, "backfill in progress")
 	// The start marker: a fresh stream's first postBatchResumeToken, and the
 	// server's time for the sweeper.
@@ -132,8 +143,98 @@ func (r *runner) scopeNamespaces(ctx context.Context) ([]Namespace, error) {
 	return out, nil
 }
 
+// startBackfill is the backfill of a consumer with a sweeper: it takes the
+// start marker and starts the scan in the background, and returns the
+// marker as the position to stream from at once, so the stream is applied
+// from the marker while the scan runs (a watermarked snapshot, as Debezium
+// and Redpanda Connect do). The oplog then only has to hold the marker
+// for as long as the open stream takes to read past it, not for the whole
+// scan: a scan whose own writes (a state store sharing the source's
+// oplog) pushed the marker off the oplog used to restart for ever.
+//
+// Per document, the sink sees the scanned document and the streamed
+// changes in any order; the backfill events carry ScanStarted and
+// ScanMarker so that the sink keeps a streamed change's result over an
+// older scanned copy. The checkpoint stays needs-backfill (no checkpoint is
+// written) until the scan and its sweep have finished; then the position
+// the stream reached is written and the partition is running. A crash or
+// a stop before that repeats the backfill.
+func (r *runner) startBackfill(ctx context.Context) (position, error) {
+	cfg := &r.c.cfg
+	r.mark(context.WithoutCancel(ctx), checkpoint.StateNeedsBackfill, "backfill in progress")
+	cs, err := r.open(ctx, position{})
+	if err != nil {
+		return position{}, fmt.Errorf("ferry: backfill: open the start marker: %w", err)
+	}
+	marker := cs.ResumeToken()
+	cs.Close(context.WithoutCancel(ctx))
+	if marker == nil {
+		return position{}, fmt.Errorf("ferry: backfill: the server returned no resume token for the start marker")
+	}
+	since, err := r.serverTime(ctx)
+	if err != nil {
+		return position{}, err
+	}
+	namespaces, err := r.scopeNamespaces(ctx)
+	if err != nil {
+		return position{}, err
+	}
+	var markerTime bson.Timestamp
+	if tok, err := resumetoken.Parse(marker); err == nil {
+		markerTime = tok.ClusterTime
+	}
+	// Streamed events are tracked from the marker on.
+	r.track.reset()
+	r.track.setIdle(marker)
+	r.scanning.Store(true)
+	sctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	r.stopScan = func() { cancel(); <-done }
+	r.c.log.Info("backfill started", "namespaces", len(namespaces), "streaming_meanwhile", true)
+	go func() {
+		defer close(done)
+		var wg sync.WaitGroup
+		var scanned int
+		scan := &scanMark{since: since, marker: markerTime}
+		for _, ns := range namespaces {
+			n, err := r.scanNamespace(sctx, ns, marker, &wg, scan)
+			scanned += n
+			if err != nil {
+				waitScanned(sctx, &wg)
+				if sctx.Err() == nil {
+					r.fail(err)
+				}
+				return
+			}
+		}
+		waitScanned(sctx, &wg)
+		if sctx.Err() != nil || r.failure() != nil || r.handlerCtx.Err() != nil {
+			return // stopped, failed, or events abandoned: not complete
+		}
+		if err := cfg.sweeper(sctx, since); err != nil {
+			if sctx.Err() == nil {
+				r.fail(fmt.Errorf("ferry: backfill sweep: %w", err))
+			}
+			return
+		}
+		r.scanning.Store(false)
+		r.c.log.Info("backfill finished", "documents", scanned)
+		select {
+		case r.kick <- struct{}{}: // write the position the stream reached
+		default:
+		}
+	}()
+	return position{resumeAfter: marker}, nil
+}
+
+// scanMark is what the backfill events of a concurrent scan carry.
+type scanMark struct {
+	since  time.Time
+	marker bson.Timestamp
+}
+
 // scanNamespace hands the documents of one collection to the lanes.
-func (r *runner) scanNamespace(ctx context.Context, ns Namespace, marker bson.Raw, wg *sync.WaitGroup) (int, error) {
+func (r *runner) scanNamespace(ctx context.Context, ns Namespace, marker bson.Raw, wg *sync.WaitGroup, scan ...*scanMark) (int, error) {
 	cfg := &r.c.cfg
 	cur, err := r.c.client.Database(ns.DB).Collection(ns.Coll).Find(ctx, bson.D{},
 		options.Find().SetBatchSize(cfg.backfillBatch).SetSort(bson.D{{Key: "_id", Value: 1}}))
@@ -141,8 +242,23 @@ func (r *runner) scanNamespace(ctx context.Context, ns Namespace, marker bson.Ra
 		return 0, fmt.Errorf("ferry: backfill: scan %s: %w", ns, err)
 	}
 	defer cur.Close(context.WithoutCancel(ctx))
+	shardKey := r.shardKeyOf(ctx, ns)
 	n := 0
-	for cur.Next(ctx) {
+	// batch follows the scan's batches for HookRead (tracing).
+	batch := newReadBatch(r.c.hooks, cfg.name, cfg.partition, true)
+	defer batch.end()
+	for {
+		if batch.open && cur.RemainingBatchLength() == 0 {
+			batch.end() // every document of the server's batch was handed on
+		}
+		var readStart time.Time
+		if batch.enabled && !batch.open {
+			readStart = time.Now()
+		}
+		if !cur.Next(ctx) {
+			break
+		}
+		batch.begin(readStart)
 		doc := make(bson.Raw, len(cur.Current))
 		copy(doc, cur.Current)
 		id := doc.Lookup("_id")
@@ -155,15 +271,19 @@ func (r *runner) scanNamespace(ctx context.Context, ns Namespace, marker bson.Ra
 				continue
 			}
 		}
-		ev, err := newBackfillEvent(ns, doc, marker, cfg.partition, cfg.epoch)
+		ev, err := newBackfillEvent(ns, doc, marker, cfg.partition, cfg.epoch, shardKey)
 		if err != nil {
 			return n, fmt.Errorf("ferry: backfill: %s: %w", ns, err)
+		}
+		if len(scan) > 0 {
+			ev.ScanStarted, ev.ScanMarker = scan[0].since, scan[0].marker
 		}
 		size := int64(len(doc))
 		if err := r.win.acquire(ctx, size); err != nil {
 			return n, err
 		}
 		wg.Add(1)
+		batch.add(ev, size)
 		r.dispatch(&item{ev: ev, size: size, wg: wg})
 		n++
 	}
@@ -171,6 +291,26 @@ func (r *runner) scanNamespace(ctx context.Context, ns Namespace, marker bson.Ra
 		return n, fmt.Errorf("ferry: backfill: scan %s: %w", ns, err)
 	}
 	return n, nil
+}
+
+// shardKeyOf is the key pattern of collection ns when it is sharded
+// (config.collections, read through mongos), so that backfill events carry
+// the documentKey its changes carry; nil on a replica set, for an
+// unsharded collection, or when the config database cannot be read (then
+// a warning: the backfill's documentKeys are {_id} only).
+func (r *runner) shardKeyOf(ctx context.Context, ns Namespace) bson.Raw {
+	var coll struct {
+		Key bson.Raw `bson:"key"`
+	}
+	err := r.c.client.Database("config").Collection("collections").FindOne(ctx, bson.D{{Key: "_id", Value: ns.String()}}).Decode(&coll)
+	switch {
+	case err == nil:
+		return coll.Key
+	case !errors.Is(err, mongo.ErrNoDocuments) && ctx.Err() == nil:
+		r.c.log.Warn("backfill: cannot read the shard key of the collection from config.collections; "+
+			"backfill events carry documentKey {_id} only", "ns", ns.String(), "err", err)
+	}
+	return nil
 }
 
 // waitScanned waits until every event the scan handed to the lanes is

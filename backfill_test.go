@@ -84,3 +84,52 @@ func TestStopDuringBackfill(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestBackfillDocumentKeyOnShardedCollection: on a sharded collection a
+// change's documentKey is the shard key's fields in order, then _id, and
+// a backfill event carries the same one (read from config.collections, as
+// mongos serves it): {region, _id}, {"a.b", _id} for a dotted shard key,
+// and {_id} alone for a document without the shard key field (the server
+// leaves a missing field out). The emulator is not sharded: the test
+// writes the config.collections entry mongos would hold.
+func TestBackfillDocumentKeyOnShardedCollection(t *testing.T) {
+	e := newEnv(t)
+	if e.srv == nil {
+		t.Skip("writes config.collections, which a real deployment owns")
+	}
+	ctx := context.Background()
+	cfgColl := e.client.Database("config").Collection("collections")
+	for _, d := range []bson.D{
+		{{Key: "_id", Value: e.db.Name() + ".c"}, {Key: "key", Value: bson.D{{Key: "region", Value: 1}}}},
+		{{Key: "_id", Value: e.db.Name() + ".d"}, {Key: "key", Value: bson.D{{Key: "a.b", Value: "hashed"}, {Key: "_id", Value: 1}}}},
+	} {
+		if _, err := cfgColl.InsertOne(ctx, d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() { _, _ = cfgColl.DeleteMany(context.Background(), bson.D{}) })
+	insert(t, e.db.Collection("c"), bson.D{{Key: "_id", Value: 1}, {Key: "region", Value: "eu"}, {Key: "v", Value: 1}})
+	insert(t, e.db.Collection("c"), bson.D{{Key: "_id", Value: 2}, {Key: "v", Value: 2}})
+	insert(t, e.db.Collection("d"), bson.D{{Key: "_id", Value: 3}, {Key: "a", Value: bson.D{{Key: "b", Value: 7}}}})
+	rec := newRecorder()
+	r := start(t, e.client, rec.handle, append(e.opts(ferry.StartAt(ferry.StartWithBackfill())), ferry.WatchDatabase(e.db.Name()))...)
+	got := map[string]string{}
+	for _, ev := range rec.waitFor(t, 3) {
+		if ev.Backfill {
+			got[ev.Namespace.Coll+"/"+ev.DocumentKey.Lookup("_id").String()] = ev.DocumentKey.String()
+		}
+	}
+	want := map[string]string{
+		`c/{"$numberInt":"1"}`: `{"region": "eu","_id": {"$numberInt":"1"}}`,
+		`c/{"$numberInt":"2"}`: `{"_id": {"$numberInt":"2"}}`,
+		`d/{"$numberInt":"3"}`: `{"a.b": {"$numberInt":"7"},"_id": {"$numberInt":"3"}}`,
+	}
+	for k, w := range want {
+		if got[k] != w {
+			t.Errorf("backfill documentKey of %s = %s, want %s", k, got[k], w)
+		}
+	}
+	if err := r.stop(t); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,12 +1,8 @@
 package ferry_test
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"os"
-	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"runtime"
 	"sort"
@@ -23,45 +19,15 @@ import (
 	"github.com/ferry-io/ferry"
 	"github.com/ferry-io/ferry/checkpoint/boltstore"
 	"github.com/ferry-io/ferry/deadletter"
-	"github.com/ferry-io/ferry/mongotest"
+	"github.com/ferry-io/ferry/internal/emutest"
 )
 
-const emulatorChildEnv = "FERRY_EMULATOR_CHILD"
-
-// maybeEmulatorChild serves an emulator when this binary was started as
-// one (benchmarks measure the consumer's memory without the server's).
-func maybeEmulatorChild() bool {
-	if os.Getenv(emulatorChildEnv) == "" {
-		return false
-	}
-	srv := mongotest.NewServer()
-	fmt.Println(srv.URI())
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, os.Interrupt)
-	_, _ = bufio.NewReader(os.Stdin).ReadString('\n') // until the parent closes stdin
-	srv.Close()
-	return true
-}
-
-// externalEmulator starts an emulator in a child process.
+// externalEmulator is an emulator in a process of its own (benchmarks
+// measure the consumer's memory without the server's), or the real
+// replica set at $FERRY_TEST_MONGODB_URI.
 func externalEmulator(b *testing.B) string {
-	if uri := os.Getenv(mongotest.EnvURI); uri != "" {
-		return uri
-	}
-	cmd := exec.Command(os.Args[0], "-test.run=^$", "-test.bench=^$")
-	cmd.Env = append(os.Environ(), emulatorChildEnv+"=1")
-	stdin, _ := cmd.StdinPipe()
-	out, _ := cmd.StdoutPipe()
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { stdin.Close(); _ = cmd.Wait() })
-	line, err := bufio.NewReader(out).ReadString('\n')
-	if err != nil {
-		b.Fatal(err)
-	}
-	return strings.TrimSpace(line)
+	uri, _ := emutest.URI(b)
+	return uri
 }
 
 func kib(i int) bson.D {

@@ -5,9 +5,11 @@ import (
 	"io"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ferry-io/ferry/checkpoint"
+	"github.com/ferry-io/ferry/internal/optcheck"
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 )
@@ -26,6 +28,9 @@ type Consumer struct {
 
 	mu    sync.Mutex
 	state Status
+	// split is whether the server splits large events: 0 not checked yet,
+	// 1 yes (the pipeline ends with $changeStreamSplitLargeEvent), 2 no.
+	split atomic.Int32
 }
 
 // Status is a snapshot of a consumer for health checks and status pages.
@@ -71,17 +76,17 @@ func LagOf(now, oldestPending time.Time) time.Duration {
 // connect: Run does.
 func NewConsumer(client *mongo.Client, handler Handler, opts ...Option) (*Consumer, error) {
 	cfg := defaultConfig()
-	for _, o := range opts {
-		o.apply(&cfg)
-	}
-	if err := cfg.validate(); err != nil {
-		return nil, err
-	}
+	var p optcheck.Problems
 	if client == nil {
-		return nil, &ConfigError{Problems: []string{"client: a connected *mongo.Client is required"}}
+		p.Add("client", "a connected *mongo.Client is required")
 	}
 	if handler == nil {
-		return nil, &ConfigError{Problems: []string{"handler: a Handler is required"}}
+		p.Add("handler", "a Handler is required")
+	}
+	optcheck.Apply(&p, opts, func(o Option) { o.apply(&cfg) })
+	cfg.validate(&p)
+	if problems := p.List(); len(problems) > 0 {
+		return nil, &ConfigError{Problems: problems}
 	}
 	id, def, err := cfg.identity()
 	if err != nil {
@@ -99,6 +104,12 @@ func NewConsumer(client *mongo.Client, handler Handler, opts ...Option) (*Consum
 
 // Identity returns the stream's identity digest.
 func (c *Consumer) Identity() string { return c.identity }
+
+// Definition returns the canonical encoding of the stream's definition
+// the identity digest is computed from, as checkpoints record it (for
+// tools that write a checkpoint for the stream, such as ferry position
+// set). The caller must not modify it.
+func (c *Consumer) Definition() bson.Raw { return c.def }
 
 // Status returns the consumer's current state.
 func (c *Consumer) Status() Status {

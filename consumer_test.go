@@ -21,29 +21,24 @@ import (
 	"github.com/ferry-io/ferry/checkpoint/boltstore"
 	"github.com/ferry-io/ferry/checkpoint/mongostore"
 	"github.com/ferry-io/ferry/deadletter"
+	"github.com/ferry-io/ferry/internal/emutest"
 	"github.com/ferry-io/ferry/internal/leakcheck"
-	"github.com/ferry-io/ferry/mongotest"
 )
 
 // env is one test's MongoDB (emulator or $FERRY_TEST_MONGODB_URI), client,
 // source database and stores.
 type env struct {
 	t      *testing.T
-	srv    *mongotest.Server
+	srv    *emutest.Server
 	client *mongo.Client
 	db     *mongo.Database
 	store  checkpoint.Store
 	dlq    *deadletter.Mongo
 }
 
-func newEnv(t *testing.T, opts ...mongotest.Option) *env {
+func newEnv(t *testing.T, opts ...emutest.Option) *env {
 	t.Helper()
-	uri, srv := mongotest.URI(t, opts...)
-	client, err := mongo.Connect(options.Client().ApplyURI(uri))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = client.Disconnect(context.Background()) })
+	client, srv := emutest.Client(t, opts...)
 	name := "ferry_" + strings.NewReplacer("/", "_", " ", "_").Replace(t.Name())
 	if len(name) > 50 {
 		name = name[:50]
@@ -213,7 +208,7 @@ func waitStarted(t *testing.T, store checkpoint.Store) checkpoint.Checkpoint {
 }
 
 func TestMain(m *testing.M) {
-	if maybeChild() || maybeEmulatorChild() {
+	if maybeChild() {
 		return
 	}
 	// No goroutine may outlive the tests: not the consumer's (Run waits
@@ -222,7 +217,7 @@ func TestMain(m *testing.M) {
 }
 
 func TestDeliversEachChangeOnce(t *testing.T) {
-	e := newEnv(t, mongotest.TTLMonitorInterval(10*time.Millisecond))
+	e := newEnv(t, emutest.TTLMonitorInterval(10*time.Millisecond))
 	rec := newRecorder()
 	c := e.db.Collection("c")
 	if _, err := c.Indexes().CreateOne(context.Background(), mongo.IndexModel{Keys: bson.D{{Key: "exp", Value: 1}}, Options: options.Index().SetExpireAfterSeconds(0)}); err != nil {
@@ -501,7 +496,7 @@ func testNetworkDropNoLossNoGap(t *testing.T, e *env) {
 	// The writes come from another client (another process, in real life):
 	// a dropped connection clears the consumer's connection pool, which
 	// must not fail the writer.
-	uri := os.Getenv(mongotest.EnvURI)
+	uri := os.Getenv(emutest.EnvURI)
 	if e.srv != nil {
 		uri = e.srv.URI()
 	}
@@ -574,7 +569,7 @@ func TestInvalidate(t *testing.T) {
 }
 
 func TestHistoryLost(t *testing.T) {
-	e := newEnv(t, mongotest.OplogMaxEntries(30))
+	e := newEnv(t, emutest.OplogMaxEntries(30))
 	if e.srv == nil {
 		t.Skip("needs the emulator's small oplog")
 	}
@@ -605,7 +600,7 @@ func TestHistoryLost(t *testing.T) {
 	// the source, deletes included (through the sweeper).
 	// The projection lives on another server: its writes must not roll
 	// the source's deliberately tiny oplog.
-	sink := mongotest.New(t)
+	sink := emutest.New(t)
 	sinkClient, err := mongo.Connect(options.Client().ApplyURI(sink.URI()))
 	if err != nil {
 		t.Fatal(err)
@@ -644,6 +639,12 @@ func TestHistoryLost(t *testing.T) {
 	rec.waitFor(t, 56)
 	insert(t, c, bson.D{{Key: "_id", Value: 100}, {Key: "v", Value: 100}})
 	rec.waitFor(t, 57)
+	// With a sweeper the stream is applied while the scan runs: the
+	// backfill (and its sweep) is over once the checkpoint is running again.
+	eventually(t, 20*time.Second, func() string { return "the checkpoint never left needs-backfill" }, func() bool {
+		cp, err := e.store.Load(context.Background(), "s", 0)
+		return err == nil && cp.State == checkpoint.StateRunning && cp.Token != nil
+	})
 	if !sameDocs(t, c, proj) {
 		t.Fatal("projection differs from the source after the backfill")
 	}

@@ -72,7 +72,7 @@ func TestDeadLetterRoundTrip(t *testing.T) {
 	ns := ferry.Namespace{DB: "shop", Coll: "orders.archive"} // a collection name may hold a dot
 	oid := bson.NewObjectID()
 	backfill := func(doc bson.D) *ferry.Event {
-		ev, err := ferry.NewBackfillEvent(ns, marshal(t, doc), marker, 3, 7)
+		ev, err := ferry.NewBackfillEvent(ns, marshal(t, doc), marker, 3, 7, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

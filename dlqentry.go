@@ -1,7 +1,6 @@
 package ferry
 
 import (
-	"bytes"
 	"fmt"
 	"strings"
 	"time"
@@ -17,9 +16,17 @@ func deadLetterEntry(stream string, ev *Event, lastErr error, attempts int, firs
 	if ev.Backfill {
 		kind = deadletter.KindBackfill
 	}
-	return deadletter.Entry{Stream: stream, Partition: ev.Partition, EventID: ev.ID(), Kind: kind,
+	e := deadletter.Entry{Stream: stream, Partition: ev.Partition, EventID: ev.ID(), Kind: kind,
 		Operation: ev.OperationType, Namespace: ev.Namespace.String(), DocumentKey: ev.DocumentKey, Event: ev.Raw,
 		Error: lastErr.Error(), Attempts: attempts, FirstAt: first.UTC(), LastAt: last.UTC(), Epoch: ev.Epoch}
+	if !ev.Backfill {
+		e.ResumeAfter = ev.Token
+	}
+	if len(ev.Raw) > deadletter.MaxEventBytes {
+		// Too large for an entry: its key, operation and size only.
+		e.Event, e.Size = nil, len(ev.Raw)
+	}
+	return e
 }
 
 // DeadLetterEvent rebuilds the event a dead-letter entry recorded, as the
@@ -100,12 +107,18 @@ func backfillFromEntry(e deadletter.Entry) (*Event, error) {
 	if err := doc.Validate(); err != nil {
 		return nil, lost("its document is malformed: %v", err)
 	}
-	key, err := backfillKey(doc)
+	key, err := backfillKey(doc, nil)
 	if err != nil {
 		return nil, lost("%v", err)
 	}
-	if len(e.DocumentKey) > 0 && !bytes.Equal(e.DocumentKey, key) {
-		return nil, lost("its documentKey %s does not match the document's _id (%s)", e.DocumentKey, key)
+	if len(e.DocumentKey) > 0 {
+		// On a sharded collection the recorded key also has the shard
+		// key's fields: it must name the document's _id.
+		recorded, err := e.DocumentKey.LookupErr("_id")
+		if err != nil || !recorded.Equal(doc.Lookup("_id")) {
+			return nil, lost("its documentKey %s does not match the document's _id (%s)", e.DocumentKey, key)
+		}
+		key = e.DocumentKey
 	}
 	// A database name never contains a dot; a collection name may.
 	db, coll, ok := strings.Cut(e.Namespace, ".")

@@ -82,6 +82,19 @@
 // and applies the invalidate policy itself, and only partition 0 hands them
 // to the handler, so they take effect once.
 //
+// The filter hashes _id only, not the whole documentKey: on a sharded
+// collection, where the documentKey is the shard key's fields then _id and
+// _id is unique only per shard, documents that share an _id share a
+// partition, which is harmless (one document's events still land in one
+// partition, because its _id does not change). Everything else that
+// identifies a document uses the whole documentKey: the lanes that order
+// a partition's events (one lane per namespace and documentKey), the sinks'
+// ordering keys (sink.KeyOf, Kafka's record key, Pub/Sub's ordering key),
+// the mongodb projection's key, and the documentKey of backfill events,
+// which on a sharded collection is built from its shard key
+// (config.collections) as the server builds a change's. The ledger keys by
+// event id, which does not depend on the document.
+//
 // # Errors and failures
 //
 // MongoDB errors are classified by package mongoerr: resumable ones reopen
@@ -100,6 +113,22 @@
 // after a takeover, a network error writing a checkpoint) is a hand-off or
 // a transient error: restart with backoff.
 //
+// # Backfill
+//
+// A backfill (OnHistoryLost(HistoryLostBackfill), StartAt(StartWithBackfill()))
+// takes a start marker, scans the source and hands every document to the
+// handler as a backfill event, and resumes streaming from the marker. With
+// a sweeper (WithSweeper: a sink that can tell a scanned copy from a newer
+// streamed change, such as the mongodb projection) the stream is applied
+// from the marker while the scan runs, so the oplog only has to hold the
+// marker until the open stream has read past it, not for the whole scan;
+// the checkpoint stays needs-backfill until the scan and its sweep are
+// done. Without a sweeper the scan runs first and the stream resumes from
+// the marker after it, so every backfill event of a document reaches the
+// handler before that document's newer changes; the oplog must then hold
+// the marker for the whole scan, or the backfill fails (a failure that
+// clears: it is tried again).
+//
 // # Lag
 //
 // Status.Lag, the metrics package's ferry_lag_seconds and `ferry status`
@@ -107,6 +136,29 @@
 // minus the clusterTime of the oldest event read and not yet applied or
 // dead-lettered. Checkpoints record that clusterTime (Pending) for readers
 // of the state store.
+//
+// # Tracing
+//
+// The library depends on no tracing library. HookRead is told of every
+// batch the reader takes from the server (or a backfill scan) and returns
+// the W3C traceparent the batch's events carry; HookDelivery wraps every
+// handler call and returns the context the handler gets. The handler's
+// context carries the delivery's traceparent (TraceParent; set with
+// WithTraceParent), which the sinks send on (the webhook's traceparent
+// header, Kafka and NATS headers, a Pub/Sub attribute), and every log line
+// of a delivery carries its short event id and trace id. The module
+// github.com/ferry-io/ferry/otel implements both hooks for OpenTelemetry.
+//
+// # Options
+//
+// NewConsumer takes Options in the one style every Ferry package shares
+// (group, lease, ledger, the checkpoint stores, the sinks), franz-go kgo's:
+// an Option only records a value; the constructor applies the options in
+// order, a later one overriding an earlier one, and validates the result
+// once, before it contacts anything. Its error lists every problem, each
+// prefixed by the option to fix ("Concurrency: must be at least 1, got
+// 0"); here it is a *ConfigError. A nil option is a problem, and only the
+// package itself makes its Options.
 //
 // # Definition changes
 //

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"regexp"
+	"strings"
 	"sync"
 	"time"
 
@@ -17,11 +18,13 @@ const OperationBackfill = "backfill"
 
 // newBackfillEvent is the event for document doc of namespace ns, read by
 // the backfill whose start marker is marker. It has no resume token: its
-// Raw and FullDocument are the document itself, its DocumentKey is
-// {_id: doc._id}, and its id is the hex sha256 of marker, ns + NUL and the
-// documentKey, so one scan hands each document over under one id.
-func newBackfillEvent(ns Namespace, doc, marker bson.Raw, partition int, epoch int64) (*Event, error) {
-	key, err := backfillKey(doc)
+// Raw and FullDocument are the document itself, its DocumentKey is the
+// one a change of the document carries (backfillKey: {_id: doc._id}, with
+// the shard key's fields first on a sharded collection, shardKey non-nil),
+// and its id is the hex sha256 of marker, ns + NUL and the documentKey, so
+// one scan hands each document over under one id.
+func newBackfillEvent(ns Namespace, doc, marker bson.Raw, partition int, epoch int64, shardKey bson.Raw) (*Event, error) {
+	key, err := backfillKey(doc, shardKey)
 	if err != nil {
 		return nil, err
 	}
@@ -32,13 +35,35 @@ func newBackfillEvent(ns Namespace, doc, marker bson.Raw, partition int, epoch i
 	}, nil
 }
 
-// backfillKey is the documentKey of a scanned document: {_id: doc._id}.
-func backfillKey(doc bson.Raw) (bson.Raw, error) {
+// backfillKey is the documentKey of a scanned document as the server
+// builds a change's: on a sharded collection (shardKey, its key pattern)
+// the shard key's fields in order, each named by its path as written
+// ("a.b") and left out when the document has no value there, then _id
+// unless the shard key has it; otherwise {_id: doc._id}.
+func backfillKey(doc, shardKey bson.Raw) (bson.Raw, error) {
 	id, err := doc.LookupErr("_id")
 	if err != nil {
 		return nil, fmt.Errorf("document has no _id: %w", err)
 	}
-	return bson.Marshal(bson.D{{Key: "_id", Value: id}})
+	var key bson.D
+	hasID := false
+	if shardKey != nil {
+		elems, err := shardKey.Elements()
+		if err != nil {
+			return nil, fmt.Errorf("the collection's shard key: %w", err)
+		}
+		for _, e := range elems {
+			path := e.Key()
+			hasID = hasID || path == "_id"
+			if v, err := doc.LookupErr(strings.Split(path, ".")...); err == nil {
+				key = append(key, bson.E{Key: path, Value: v})
+			}
+		}
+	}
+	if !hasID {
+		key = append(key, bson.E{Key: "_id", Value: id})
+	}
+	return bson.Marshal(key)
 }
 
 // Namespace is a database and collection.
@@ -77,11 +102,28 @@ type Event struct {
 	Epoch     int64
 	// Backfill is set for documents handed over by a backfill scan.
 	Backfill bool
+	// ScanStarted and ScanMarker are set on the backfill events of a scan
+	// that runs while the stream is applied from its start marker (a
+	// consumer with a sweeper): when the scan began (the server's clock)
+	// and the marker's cluster time. Such an event must not overwrite what
+	// a streamed event applied since the scan began put there (a change at
+	// or after the marker is newer than the scanned document may be); the
+	// mongodb projection guards its backfill writes so.
+	ScanStarted time.Time
+	ScanMarker  bson.Timestamp
+	// ImagesDropped is set on an event the server could not return whole
+	// even split (a top-level field over 16 MB) and that OnOversize
+	// OversizeDropImages delivers without its fullDocument and
+	// fullDocumentBeforeChange.
+	ImagesDropped bool
 	// Attempt counts handler calls for this event, from 1.
 	Attempt int
 
 	idOnce sync.Once
 	id     string
+	// traceParent is the traceparent of the read batch the event came in
+	// (HookRead), "" when none.
+	traceParent string
 }
 
 // ID returns the event id: the hex sha256 of the resume token's bytes

@@ -4,4 +4,6 @@ package ferry
 var (
 	NewBackfillEvent = newBackfillEvent
 	DeadLetterEntry  = deadLetterEntry
+	OldestReachable  = oldestReachable
+	OplogStartOf     = oplogStart
 )

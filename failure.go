@@ -33,8 +33,12 @@ const (
 	FailIDModified FailureClass = "id-modified"
 	// FailImageMissing: the stream requires a pre- or post-image
 	// (full_document_before_change or full_document "required") that does
-	// not exist, usually because changeStreamPreAndPostImages is not
-	// enabled on the collection (NoMatchingDocument, 47). It can clear.
+	// not exist, usually because changeStreamPreAndPostImages was not
+	// enabled on the collection when the change was made
+	// (NoMatchingDocument, 47; 51770 when no image was ever recorded). It
+	// does not clear by itself: enabling images later gives only later
+	// changes an image, so the stream must move past this change (a
+	// position set after it) or stop requiring images.
 	FailImageMissing FailureClass = "image-missing"
 	// FailUnauthorized: the user lacks a privilege the stream needs
 	// (Unauthorized, 13; AuthenticationFailed, 18). It can clear.
@@ -55,16 +59,6 @@ const (
 	// instance StartAtCheckpointsOf a stream that has no checkpoints
 	// (ErrStartPosition).
 	FailStartPosition FailureClass = "start-position"
-)
-
-// Server error codes that decide a FailureClass, beyond mongoerr's table.
-const (
-	codeNoMatchingDocument  = 47
-	codeNoPreImageID        = 51770
-	codeBSONObjectTooLarge  = 10334
-	codeChangeStreamFatal   = mongoerr.CodeChangeStreamFatalError
-	codeUnauthorized        = mongoerr.CodeUnauthorized
-	codeAuthenticationError = mongoerr.CodeAuthenticationFailed
 )
 
 // Failure describes why Run stopped when retrying at once cannot help:
@@ -132,15 +126,15 @@ func serverFailure(err error) (FailureClass, bool) {
 		return FailServer, true
 	}
 	switch {
-	case se.HasErrorCode(codeChangeStreamFatal) && strings.Contains(err.Error(), "_id"):
+	case se.HasErrorCode(mongoerr.CodeChangeStreamFatalError) && strings.Contains(err.Error(), "_id"):
 		return FailIDModified, false
-	case se.HasErrorCode(codeNoMatchingDocument), se.HasErrorCode(codeNoPreImageID):
-		return FailImageMissing, true
-	case se.HasErrorCode(codeUnauthorized), se.HasErrorCode(codeAuthenticationError):
+	case se.HasErrorCode(mongoerr.CodeNoMatchingDocument), se.HasErrorCode(mongoerr.CodeNoPreImageID):
+		return FailImageMissing, false
+	case se.HasErrorCode(mongoerr.CodeUnauthorized), se.HasErrorCode(mongoerr.CodeAuthenticationFailed):
 		return FailUnauthorized, true
-	case se.HasErrorCode(codeBSONObjectTooLarge):
+	case se.HasErrorCode(mongoerr.CodeBSONObjectTooLarge):
 		return FailEventTooLarge, false
-	case se.HasErrorCode(codeChangeStreamFatal):
+	case se.HasErrorCode(mongoerr.CodeChangeStreamFatalError):
 		return FailServer, false
 	}
 	return FailServer, true

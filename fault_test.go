@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/event"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
@@ -52,6 +53,12 @@ func runChild(uri, boltPath, dbName, mode, target string, start bson.Timestamp) 
 	effects := db.Collection("effects")
 	handler := func(ctx context.Context, ev *ferry.Event) error {
 		id := fmt.Sprint(ev.DocumentKey.Lookup("_id").Int32())
+		if mode == "between-fragments" || mode == "split-restart" {
+			_, err := effects.InsertOne(ctx, bson.D{{Key: "event", Value: ev.ID()}, {Key: "doc", Value: id},
+				{Key: "op", Value: ev.OperationType}, {Key: "bytes", Value: len(ev.Raw)},
+				{Key: "whole", Value: ev.FullDocument != nil && ev.FullDocumentBeforeChange != nil && ev.Raw.Lookup("updateDescription").Type != 0}})
+			return err
+		}
 		if id == target && mode == "before-effect" {
 			fmt.Println("READY")
 			select {} // killed here, before the effect
@@ -65,10 +72,28 @@ func runChild(uri, boltPath, dbName, mode, target string, start bson.Timestamp) 
 		}
 		return nil
 	}
-	c, err := ferry.NewConsumer(client, handler,
-		ferry.Stream("s"), ferry.WatchCollection(dbName, "c"), ferry.Checkpoints(store),
+	opts := []ferry.Option{ferry.Stream("s"), ferry.WatchCollection(dbName, "c"), ferry.Checkpoints(store),
 		ferry.DeadLetters(deadletter.NewMongo(db, "dlq")), ferry.CommitEvery(1, 10*time.Millisecond),
-		ferry.MaxAwaitTime(50*time.Millisecond), ferry.Concurrency(1), ferry.StartAt(ferry.StartAtTime(start)))
+		ferry.MaxAwaitTime(50 * time.Millisecond), ferry.Concurrency(1), ferry.StartAt(ferry.StartAtTime(start))}
+	if mode == "between-fragments" || mode == "split-restart" {
+		// Large events: images make an update split into fragments.
+		opts = append(opts, ferry.FullDocument("updateLookup"), ferry.FullDocumentBeforeChange("whenAvailable"))
+	}
+	if mode == "between-fragments" {
+		// The process stops (to be killed) once it has read fragment 2.
+		client, err = mongo.Connect(options.Client().ApplyURI(uri).SetMonitor(&event.CommandMonitor{
+			Succeeded: func(_ context.Context, e *event.CommandSucceededEvent) {
+				if e.CommandName == "getMore" && fragmentIn(e.Reply) == 2 {
+					fmt.Println("READY")
+					select {} // killed here, between fragments 2 and 3
+				}
+			},
+		}))
+		if err != nil {
+			return err
+		}
+	}
+	c, err := ferry.NewConsumer(client, handler, opts...)
 	if err != nil {
 		return err
 	}
@@ -154,3 +179,21 @@ func TestCrashAfterEffectBeforeCheckpoint(t *testing.T) { crashTest(t, "after-ef
 // TestCrashBeforeEffect: the process dies before the effect: the event is
 // applied, once, on restart.
 func TestCrashBeforeEffect(t *testing.T) { crashTest(t, "before-effect", 1) }
+
+// fragmentIn returns the fragment number of the first split event in a
+// getMore reply's batch (0: none).
+func fragmentIn(reply bson.Raw) int64 {
+	batch, ok := reply.Lookup("cursor", "nextBatch").ArrayOK()
+	if !ok {
+		return 0
+	}
+	vals, _ := batch.Values()
+	for _, v := range vals {
+		if d, ok := v.DocumentOK(); ok {
+			if n, ok := d.Lookup("splitEvent", "fragment").AsInt64OK(); ok {
+				return n
+			}
+		}
+	}
+	return 0
+}

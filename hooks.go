@@ -33,6 +33,15 @@ type EventInfo struct {
 	Duration    time.Duration
 	Err         error
 	ClusterTime time.Time // for lag: now - ClusterTime
+	// NoPreImage: the stream asks for pre-images when available
+	// (FullDocumentBeforeChange "whenAvailable") and this update, replace
+	// or delete arrived without one. Set on the applied and dead-lettered
+	// results, so each event counts once.
+	NoPreImage bool
+	// NoPostImage: the stream asks for post-images when available
+	// (FullDocument "whenAvailable") and this update arrived without one.
+	// Set as NoPreImage is.
+	NoPostImage bool
 }
 
 // HookEvent is called after every handler call.

@@ -21,16 +21,25 @@ func (c *config) definition() bson.D {
 	for _, st := range c.pipeline {
 		pipeline = append(pipeline, st)
 	}
+	opts := bson.D{
+		{Key: "fullDocument", Value: normalizeMode(c.fullDocument, "default")},
+		{Key: "fullDocumentBeforeChange", Value: normalizeMode(c.fullDocBefore, "off")},
+		{Key: "showExpandedEvents", Value: c.showExpanded},
+	}
+	if c.noSplit {
+		// Splitting large events (the default) is part of the identity only
+		// when it is turned off: an event under 16 MB has the same token
+		// with or without the stage, so checkpoints written before Ferry
+		// split events stay valid, while a fragment's token is only valid
+		// under a definition that splits.
+		opts = append(opts, bson.E{Key: "splitLargeEvents", Value: false})
+	}
 	return bson.D{
 		{Key: "v", Value: identityVersion},
 		{Key: "name", Value: c.name},
 		{Key: "scope", Value: bson.D{{Key: "db", Value: c.scope.DB}, {Key: "coll", Value: c.scope.Coll}}},
 		{Key: "pipeline", Value: pipeline},
-		{Key: "options", Value: bson.D{
-			{Key: "fullDocument", Value: normalizeMode(c.fullDocument, "default")},
-			{Key: "fullDocumentBeforeChange", Value: normalizeMode(c.fullDocBefore, "off")},
-			{Key: "showExpandedEvents", Value: c.showExpanded},
-		}},
+		{Key: "options", Value: opts},
 		{Key: "partitions", Value: c.partitions},
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"runtime/debug"
 	"time"
 
@@ -38,12 +39,20 @@ func (r *runner) process(it *item) {
 	var lastErr error
 	var lastFail *uint64 // the sink's success count at this event's previous failure
 	counted := 0         // failed attempts that count towards maxAttempts (see health)
+	// cl is the current handler call; an attempt that made the event
+	// poison reports its end after the dead-letter write (or the stall).
+	var cl call
+	var info EventInfo
+	defer func() {
+		info.Result = ResultAbandoned
+		cl.finish(info)
+	}()
 	for attempt := 1; ; attempt++ {
 		ev.Attempt = attempt
 		view := r.health.before()
 		start := time.Now()
-		err := r.invoke(ctx, ev)
-		var info EventInfo
+		cl = r.startCall(ctx, ev, attempt)
+		err := r.invoke(cl.ctx, ev)
 		if len(r.c.hooks) > 0 {
 			info = EventInfo{Stream: cfg.name, Partition: cfg.partition, Operation: ev.OperationType, Namespace: ev.Namespace,
 				EventID: ev.ID(), Attempt: attempt, Duration: time.Since(start), Err: err,
@@ -51,14 +60,16 @@ func (r *runner) process(it *item) {
 		}
 		if err == nil {
 			if r.health.succeeded() {
-				r.sinkUp()
+				r.sinkUp(ev, cl.log)
 			}
 			info.Result = ResultApplied
 			if len(r.c.hooks) > 0 {
+				info.NoPreImage, info.NoPostImage = r.imagesMissing(ev)
 				r.c.hooks.event(info)
+				cl.finish(info)
 			}
 			if r.c.debug {
-				r.c.log.Debug("event applied", "event", shortID(ev.ID()), "operation", ev.OperationType, "namespace", ev.Namespace.String(),
+				cl.log.Debug("event applied", "event", shortID(ev.ID()), "operation", ev.OperationType, "namespace", ev.Namespace.String(),
 					"attempt", attempt, "duration", time.Since(start), "result", ResultApplied)
 			}
 			finished = true
@@ -81,7 +92,7 @@ func (r *runner) process(it *item) {
 		counts, wentDown, n := r.health.failed(view, lastFail)
 		lastFail = &n
 		if wentDown {
-			r.sinkDown(err)
+			r.sinkDown(ev, cl.log, err)
 		}
 		// A transient database error (a write conflict, for instance with
 		// a transaction a dead owner left open until the server reaps it)
@@ -100,12 +111,13 @@ func (r *runner) process(it *item) {
 		info.Result = ResultRetried
 		if len(r.c.hooks) > 0 {
 			r.c.hooks.event(info)
+			cl.finish(info)
 		}
 		if counts || !r.health.isDown() {
-			r.c.log.Warn("handler failed; retrying", "event", shortID(ev.ID()), "op", ev.OperationType, "ns", ev.Namespace.String(),
+			cl.log.Warn("handler failed; retrying", "event", shortID(ev.ID()), "op", ev.OperationType, "ns", ev.Namespace.String(),
 				"attempt", attempt, "counted", counted, "err", err)
 		} else if r.c.debug {
-			r.c.log.Debug("handler failed while the sink is down; waiting", "event", shortID(ev.ID()), "attempt", attempt, "err", err)
+			cl.log.Debug("handler failed while the sink is down; waiting", "event", shortID(ev.ID()), "attempt", attempt, "err", err)
 		}
 		if !r.waitRetry(ctx, wait) {
 			return
@@ -116,27 +128,33 @@ func (r *runner) process(it *item) {
 	if cfg.onPoison == PoisonStall {
 		r.c.hooks.event(EventInfo{Stream: cfg.name, Partition: cfg.partition, Operation: ev.OperationType, Namespace: ev.Namespace,
 			EventID: ev.ID(), Attempt: ev.Attempt, Result: ResultStalled, Err: lastErr})
+		info.Result, info.Err = ResultStalled, lastErr
+		cl.finish(info)
 		detail := fmt.Sprintf("stream %q partition %d stalled on event %s (%s on %s) after %d attempts: %v",
 			cfg.name, cfg.partition, shortID(ev.ID()), ev.OperationType, ev.Namespace, ev.Attempt, lastErr)
 		r.fail(&stopError{kind: ErrStalled, err: lastErr, detail: detail, msg: "ferry: " + detail})
 		return
 	}
 	entry := deadLetterEntry(cfg.name, ev, lastErr, ev.Attempt, first, time.Now())
+	entry.TraceID = TraceID(TraceParent(cl.ctx))
 	wait = cfg.backoffMin
 	for {
 		err := cfg.dlq.Put(ctx, entry)
 		if err == nil {
 			break
 		}
-		r.c.log.Error("dead-letter write failed; retrying", "event", shortID(ev.ID()), "err", err)
+		cl.log.Error("dead-letter write failed; retrying", "event", shortID(ev.ID()), "err", err)
 		if !backoff.Sleep(ctx, backoff.Jitter(wait)) {
 			return
 		}
 		wait = min(wait*2, cfg.backoffMax)
 	}
+	noPre, noPost := r.imagesMissing(ev)
 	r.c.hooks.event(EventInfo{Stream: cfg.name, Partition: cfg.partition, Operation: ev.OperationType, Namespace: ev.Namespace,
-		EventID: ev.ID(), Attempt: ev.Attempt, Result: ResultDeadLettered, Err: lastErr})
-	r.c.log.Error("event dead-lettered", "event", shortID(ev.ID()), "op", ev.OperationType, "ns", ev.Namespace.String(),
+		EventID: ev.ID(), Attempt: ev.Attempt, Result: ResultDeadLettered, Err: lastErr, NoPreImage: noPre, NoPostImage: noPost})
+	info.Result, info.Err = ResultDeadLettered, lastErr
+	cl.finish(info)
+	cl.log.Error("event dead-lettered", "event", shortID(ev.ID()), "op", ev.OperationType, "ns", ev.Namespace.String(),
 		"attempts", ev.Attempt, "err", lastErr)
 	finished = true
 	r.done(it)
@@ -206,17 +224,37 @@ func (r *runner) dispatch(it *item) {
 
 // sinkDown records that every delivery is failing: the partition waits
 // for its sink, and dead-letters nothing meanwhile.
-func (r *runner) sinkDown(err error) {
+func (r *runner) sinkDown(ev *Event, log *slog.Logger, err error) {
 	cfg := &r.c.cfg
 	r.c.setStatus(func(s *Status) { s.State = StateWaitingForSink })
 	r.c.hooks.state(StateInfo{Stream: cfg.name, Partition: cfg.partition, State: StateWaitingForSink, Err: err})
-	r.c.log.Warn("sink down: every delivery is failing; waiting with backoff, in order, dead-lettering nothing", "err", err)
+	log.Warn("sink down: every delivery is failing; waiting with backoff, in order, dead-lettering nothing",
+		"event", shortID(ev.ID()), "err", err)
 }
 
 // sinkUp records that the sink accepts events again.
-func (r *runner) sinkUp() {
+func (r *runner) sinkUp(ev *Event, log *slog.Logger) {
 	cfg := &r.c.cfg
 	r.c.setStatus(func(s *Status) { s.State = StateRunning })
 	r.c.hooks.state(StateInfo{Stream: cfg.name, Partition: cfg.partition, State: StateRunning})
-	r.c.log.Info("sink up again: delivering")
+	log.Info("sink up again: delivering", "event", shortID(ev.ID()))
+}
+
+// imagesMissing says whether a change arrived without the pre- or
+// post-image the stream asks for when available ("whenAvailable"): the
+// server then sends null. A backfill event, and an event whose images
+// were dropped because it was too large (ImagesDropped), count as neither.
+func (r *runner) imagesMissing(ev *Event) (pre, post bool) {
+	if ev.Backfill || ev.ImagesDropped {
+		return false, false
+	}
+	cfg := &r.c.cfg
+	switch ev.OperationType {
+	case "update":
+		return cfg.fullDocBefore == "whenAvailable" && ev.FullDocumentBeforeChange == nil,
+			cfg.fullDocument == "whenAvailable" && ev.FullDocument == nil
+	case "replace", "delete":
+		return cfg.fullDocBefore == "whenAvailable" && ev.FullDocumentBeforeChange == nil, false
+	}
+	return false, false
 }

@@ -9,12 +9,16 @@ import (
 
 	"github.com/ferry-io/ferry/checkpoint"
 	"github.com/ferry-io/ferry/deadletter"
+	"github.com/ferry-io/ferry/internal/optcheck"
 	"github.com/ferry-io/ferry/internal/resumetoken"
 	"go.mongodb.org/mongo-driver/v2/bson"
 )
 
-// An Option configures a Consumer. NewConsumer applies them in order and
-// validates the result once.
+// An Option configures a Consumer. Option functions only record their
+// values: NewConsumer applies the options in order (a later one overrides
+// an earlier one) and then validates the result once, returning a
+// *ConfigError that lists every problem, each naming its option and the
+// fix. A nil option is a problem too. Only this package makes Options.
 type Option interface{ apply(*config) }
 
 type optionFunc func(*config)
@@ -215,6 +219,8 @@ type config struct {
 	maxAwait       time.Duration
 	logger         *slog.Logger
 	quietStops     bool
+	noSplit        bool
+	oversize       OversizePolicy
 	hooks          []Hook
 	sweeper        Sweeper
 	backfillBatch  int32
@@ -373,6 +379,36 @@ func DrainTimeout(d time.Duration) Option { return optionFunc(func(c *config) { 
 // is also how often a quiet stream's checkpoint may advance.
 func MaxAwaitTime(d time.Duration) Option { return optionFunc(func(c *config) { c.maxAwait = d }) }
 
+// SplitLargeEvents sets whether the stream splits events over 16 MB with
+// $changeStreamSplitLargeEvent (default true, on servers that have it:
+// MongoDB 7.0 and 6.0.9+). Ferry reassembles the fragments, so the handler
+// sees one whole event (see Event), and never checkpoints between them.
+// Turning it off is part of the stream's identity.
+func SplitLargeEvents(on bool) Option { return optionFunc(func(c *config) { c.noSplit = !on }) }
+
+// OversizePolicy says what happens to an event the server cannot return
+// even split: one top-level field over 16 MB (a huge fullDocument or
+// pre-image), so the stream fails with BSONObjectTooLarge at it.
+type OversizePolicy string
+
+const (
+	// OversizeFail stops with a failure (FailEventTooLarge): the partition
+	// cannot move past the event until the definition changes.
+	OversizeFail OversizePolicy = "fail"
+	// OversizeDeadLetter reads the event without its fullDocument and
+	// fullDocumentBeforeChange and dead-letters it (documentKey, operation,
+	// the reason; no body), then goes on.
+	OversizeDeadLetter OversizePolicy = "dead-letter"
+	// OversizeDropImages reads the event without its fullDocument and
+	// fullDocumentBeforeChange and delivers it so, with Event.ImagesDropped
+	// set.
+	OversizeDropImages OversizePolicy = "drop-images"
+)
+
+// OnOversize sets the policy for an event too large for the server to
+// return (default OversizeFail).
+func OnOversize(p OversizePolicy) Option { return optionFunc(func(c *config) { c.oversize = p }) }
+
 // LogStops sets whether Run logs why it stopped (default true). A
 // consumer group turns it off: it reports its partitions' stops itself,
 // once per state change.
@@ -392,104 +428,108 @@ func WithHooks(h ...Hook) Option {
 // history was lost).
 func WithSweeper(s Sweeper) Option { return optionFunc(func(c *config) { c.sweeper = s }) }
 
-func (c *config) validate() error {
-	var errs []string
-	add := func(format string, args ...any) { errs = append(errs, fmt.Sprintf(format, args...)) }
+// validate records every problem of the configuration in p, each naming
+// its option.
+func (c *config) validate(p *optcheck.Problems) {
 	if c.name == "" {
-		add("Stream: a stream name is required (ferry.Stream(\"orders\"))")
+		p.Add("Stream", "a stream name is required (ferry.Stream(\"orders\"))")
 	}
 	if !c.scopeSet {
-		add("scope: choose what to watch with WatchCollection, WatchDatabase or WatchCluster")
+		p.Add("scope", "choose what to watch with WatchCollection, WatchDatabase or WatchCluster")
 	} else if c.scope.DB == "" && c.scope.Coll != "" {
-		add("WatchCollection: the database name is empty")
+		p.Add("WatchCollection", "the database name is empty")
 	}
 	if c.store == nil {
-		add("Checkpoints: a checkpoint store is required")
+		p.Add("Checkpoints", "a checkpoint store is required")
 	}
 	if c.onPoison == PoisonDeadLetter && c.dlq == nil {
-		add("DeadLetters: a dead-letter store is required with OnPoison(PoisonDeadLetter); set DeadLetters(...) or OnPoison(PoisonStall)")
+		p.Add("DeadLetters", "a dead-letter store is required with OnPoison(PoisonDeadLetter); set DeadLetters(...) or OnPoison(PoisonStall)")
 	}
 	switch c.onPoison {
 	case PoisonDeadLetter, PoisonStall:
 	default:
-		add("OnPoison: %q is not a policy (use PoisonDeadLetter or PoisonStall)", c.onPoison)
+		p.Add("OnPoison", "%q is not a policy (use PoisonDeadLetter or PoisonStall)", c.onPoison)
 	}
 	switch c.onHistoryLost {
 	case HistoryLostFail, HistoryLostBackfill:
 	default:
-		add("OnHistoryLost: %q is not a policy (use HistoryLostFail or HistoryLostBackfill)", c.onHistoryLost)
+		p.Add("OnHistoryLost", "%q is not a policy (use HistoryLostFail or HistoryLostBackfill)", c.onHistoryLost)
+	}
+	switch c.oversize {
+	case "", OversizeFail, OversizeDeadLetter, OversizeDropImages:
+	default:
+		p.Add("OnOversize", "%q is not a policy (use OversizeFail, OversizeDeadLetter or OversizeDropImages)", c.oversize)
+	}
+	if c.oversize == OversizeDeadLetter && c.dlq == nil {
+		p.Add("OnOversize", "OversizeDeadLetter needs a dead-letter store (DeadLetters)")
 	}
 	switch c.onInvalidate {
 	case InvalidateStop, InvalidateRestart:
 	default:
-		add("OnInvalidate: %q is not a policy (use InvalidateStop or InvalidateRestart)", c.onInvalidate)
+		p.Add("OnInvalidate", "%q is not a policy (use InvalidateStop or InvalidateRestart)", c.onInvalidate)
 	}
 	switch c.fullDocument {
 	case "", "default", "updateLookup", "whenAvailable", "required":
 	default:
-		add("FullDocument: %q is not a mode (use updateLookup, whenAvailable or required)", c.fullDocument)
+		p.Add("FullDocument", "%q is not a mode (use updateLookup, whenAvailable or required)", c.fullDocument)
 	}
 	switch c.fullDocBefore {
 	case "", "off", "whenAvailable", "required":
 	default:
-		add("FullDocumentBeforeChange: %q is not a mode (use whenAvailable or required)", c.fullDocBefore)
+		p.Add("FullDocumentBeforeChange", "%q is not a mode (use whenAvailable or required)", c.fullDocBefore)
 	}
 	switch c.start.kind {
 	case "now", "time", "backfill":
 	case "checkpoints":
 		switch {
 		case c.start.store == nil:
-			add("StartAt: StartAtCheckpointsOf needs the checkpoint store of stream %q", c.start.from)
+			p.Add("StartAt", "StartAtCheckpointsOf needs the checkpoint store of stream %q", c.start.from)
 		case c.start.from == "":
-			add("StartAt: StartAtCheckpointsOf needs the name of the stream to start from")
+			p.Add("StartAt", "StartAtCheckpointsOf needs the name of the stream to start from")
 		case c.start.from == c.name:
-			add("StartAt: StartAtCheckpointsOf(%q) names this stream itself; name the stream whose checkpoints to start from", c.start.from)
+			p.Add("StartAt", "StartAtCheckpointsOf(%q) names this stream itself; name the stream whose checkpoints to start from", c.start.from)
 		}
 	default:
-		add("StartAt: use StartNow(), StartAtTime(t), StartWithBackfill() or StartAtCheckpointsOf(store, stream)")
+		p.Add("StartAt", "use StartNow(), StartAtTime(t), StartWithBackfill() or StartAtCheckpointsOf(store, stream)")
 	}
 	if c.partitions < 1 {
-		add("Partition: the partition count must be at least 1, got %d", c.partitions)
+		p.Add("Partition", "the partition count must be at least 1, got %d", c.partitions)
 	} else if c.partition < 0 || c.partition >= c.partitions {
-		add("Partition: partition %d is out of range [0, %d)", c.partition, c.partitions)
+		p.Add("Partition", "partition %d is out of range [0, %d)", c.partition, c.partitions)
 	}
 	if c.epoch < 0 {
-		add("Epoch: must not be negative, got %d", c.epoch)
+		p.Add("Epoch", "must not be negative, got %d", c.epoch)
 	}
 	if c.concurrency < 1 {
-		add("Concurrency: must be at least 1, got %d", c.concurrency)
+		p.Add("Concurrency", "must be at least 1, got %d", c.concurrency)
 	}
 	if c.maxEvents < 1 || c.maxBytes < 1 {
-		add("QueueLimit: both limits must be positive, got %d events and %d bytes", c.maxEvents, c.maxBytes)
+		p.Add("QueueLimit", "both limits must be positive, got %d events and %d bytes", c.maxEvents, c.maxBytes)
 	}
 	if c.commitBatch < 1 || c.commitInterval <= 0 {
-		add("CommitEvery: both the count and the interval must be positive")
+		p.Add("CommitEvery", "both the count and the interval must be positive")
 	}
 	if c.maxAttempts < 1 {
-		add("Retry: maxAttempts must be at least 1, got %d", c.maxAttempts)
+		p.Add("Retry", "maxAttempts must be at least 1, got %d", c.maxAttempts)
 	}
 	if c.maxElapsed < 0 {
-		add("RetryMaxElapsed: must not be negative, got %v (0: no bound)", c.maxElapsed)
+		p.Add("RetryMaxElapsed", "must not be negative, got %v (0: no bound)", c.maxElapsed)
 	}
 	for i, h := range c.hooks {
-		if !isHook(h) {
-			add("WithHooks: hook %d (%T) implements none of HookEvent, HookResume, HookCheckpoint, HookQueue, HookState", i, h)
+		if !isHook(h) && !isTraceHook(h) {
+			p.Add("WithHooks", "hook %d (%T) implements none of HookEvent, HookResume, HookCheckpoint, HookQueue, HookState, HookRead, HookDelivery", i, h)
 		}
 	}
 	if c.backoffMin <= 0 || c.backoffMax < c.backoffMin {
-		add("Retry: need 0 < min <= max backoff, got %v and %v", c.backoffMin, c.backoffMax)
+		p.Add("Retry", "need 0 < min <= max backoff, got %v and %v", c.backoffMin, c.backoffMax)
 	}
 	if c.handlerTimeout <= 0 {
-		add("HandlerTimeout: must be positive, got %v", c.handlerTimeout)
+		p.Add("HandlerTimeout", "must be positive, got %v", c.handlerTimeout)
 	}
 	if c.drainTimeout < 0 {
-		add("DrainTimeout: must not be negative, got %v", c.drainTimeout)
+		p.Add("DrainTimeout", "must not be negative, got %v", c.drainTimeout)
 	}
 	if c.maxAwait <= 0 {
-		add("MaxAwaitTime: must be positive, got %v", c.maxAwait)
+		p.Add("MaxAwaitTime", "must be positive, got %v", c.maxAwait)
 	}
-	if len(errs) == 0 {
-		return nil
-	}
-	return &ConfigError{Problems: errs}
 }

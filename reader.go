@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/ferry-io/ferry/checkpoint"
 	"github.com/ferry-io/ferry/internal/backoff"
@@ -79,6 +80,13 @@ func (r *runner) historyLostError(err error) error {
 // stop condition. It returns nil when ctx was cancelled.
 func (r *runner) read(ctx context.Context) error {
 	cfg := &r.c.cfg
+	defer func() {
+		// A concurrent backfill's scan ends with the read: the lanes it
+		// dispatches to close after it.
+		if r.stopScan != nil {
+			r.stopScan()
+		}
+	}()
 	if r.exists && r.cp.Epoch < cfg.epoch {
 		// A new owner: claim the checkpoint under our epoch before doing
 		// anything, so the previous owner's next checkpoint write is
@@ -125,8 +133,8 @@ func (r *runner) read(ctx context.Context) error {
 			}
 			var next *position
 			next, err = r.consume(ctx, cs)
-			if tok := cs.ResumeToken(); tok != nil {
-				pos = position{resumeAfter: tok}
+			if p, ok := r.resumePosition(cs); ok {
+				pos = p
 			}
 			cs.Close(context.WithoutCancel(ctx))
 			if next != nil {
@@ -152,6 +160,11 @@ func (r *runner) read(ctx context.Context) error {
 			wait = min(wait*2, cfg.backoffMax)
 		case mongoerr.HistoryLost:
 			r.c.hooks.resume(ResumeInfo{Stream: cfg.name, Partition: cfg.partition, Class: string(class), Err: err})
+			scanWasRunning := r.scanning.Load()
+			if r.stopScan != nil {
+				r.stopScan() // a concurrent backfill's scan is incomplete now
+				r.stopScan = nil
+			}
 			if err := r.win.waitEmpty(ctx); err != nil {
 				return nil
 			}
@@ -159,13 +172,23 @@ func (r *runner) read(ctx context.Context) error {
 				r.mark(context.WithoutCancel(ctx), checkpoint.StateNeedsBackfill, "resume token no longer in the oplog")
 				return r.historyLostError(err)
 			}
-			if pos.resumeAfter != nil && bytesEqual(pos.resumeAfter, r.lastMarker) {
-				detail := fmt.Sprintf("stream %q partition %d: the backfill's start point fell off the oplog before streaming could resume "+
-					"from it: the oplog window is shorter than a backfill takes", cfg.name, cfg.partition)
-				return &stopError{kind: ErrHistoryLost, err: err, clears: true, detail: detail,
-					msg: "ferry: " + detail + ". Enlarge the oplog (replSetResizeOplog) or make the backfill faster, then restart"}
+			if scanWasRunning || pos.resumeAfter != nil && bytesEqual(pos.resumeAfter, r.lastMarker) {
+				// A recovery without progress: the backfill's start marker
+				// left the oplog before streaming got past it.
+				r.noProgress++
+				took := time.Since(r.backfillStarted).Round(time.Second)
+				if r.noProgress >= 2 {
+					detail := fmt.Sprintf("stream %q partition %d: %d backfills in a row ended with their start marker outside the oplog: "+
+						"the last scan ran for %v, and the oplog holds less than that", cfg.name, cfg.partition, r.noProgress, took)
+					return &stopError{kind: ErrHistoryLost, err: err, detail: detail, msg: "ferry: " + detail +
+						". Enlarge the oplog (replSetResizeOplog), make the sink faster, or use more partitions (each scans its share), then restart"}
+				}
+				r.c.log.Warn("the backfill's start marker left the oplog before streaming got past it; backfilling once more",
+					"scan", took, "err", RedactTokens(err.Error()))
+			} else {
+				r.noProgress = 0
 			}
-			r.c.log.Warn("resume token no longer in the oplog; backfilling", "err", err)
+			r.c.log.Warn("resume token no longer in the oplog; backfilling", "err", RedactTokens(err.Error()))
 			p, err := r.backfill(ctx)
 			if err != nil {
 				if ctx.Err() != nil {
@@ -175,6 +198,21 @@ func (r *runner) read(ctx context.Context) error {
 			}
 			pos = p
 		default:
+			if tooLarge(err) && (cfg.oversize == OversizeDeadLetter || cfg.oversize == OversizeDropImages) {
+				p, perr := r.passOversize(ctx, pos, err)
+				if perr != nil {
+					if ctx.Err() != nil {
+						return nil
+					}
+					err = perr
+					if !tooLarge(perr) {
+						continue // the main loop deals with it (resume, history lost, ...)
+					}
+				} else {
+					pos = p
+					continue
+				}
+			}
 			detail := RedactTokens(fmt.Sprintf("stream %q partition %d: the server refused the change stream: %v", cfg.name, cfg.partition, err))
 			return &stopError{kind: ErrFatal, err: err, detail: detail, msg: "ferry: " + detail}
 		}
@@ -185,13 +223,47 @@ func (r *runner) read(ctx context.Context) error {
 // "reopen there" (after an invalidate with InvalidateRestart).
 func (r *runner) consume(ctx context.Context, cs *mongo.ChangeStream) (*position, error) {
 	cfg := &r.c.cfg
+	r.frags.reset()
+	prev := cs.ResumeToken() // the position before the event read next
+	// batch follows the server's batches for HookRead (tracing).
+	batch := newReadBatch(r.c.hooks, cfg.name, cfg.partition, false)
+	defer batch.end()
 	for {
+		if batch.open && cs.RemainingBatchLength() == 0 {
+			batch.end() // every event of the server's batch was handed on
+		}
+		var readStart time.Time
+		if batch.enabled && !batch.open {
+			readStart = time.Now()
+		}
 		if cs.TryNext(ctx) {
+			batch.begin(readStart)
 			raw := make(bson.Raw, len(cs.Current))
 			copy(raw, cs.Current)
+			var lastFragment bson.Raw
+			if f, n, split := splitInfo(raw); split {
+				whole, err := r.frags.add(raw, prev, f, n)
+				if err != nil {
+					return nil, err
+				}
+				prev = cs.ResumeToken()
+				if whole == nil {
+					continue // more fragments follow
+				}
+				lastFragment = prev
+				raw = whole
+			} else {
+				prev = cs.ResumeToken()
+			}
 			ev, err := decodeEvent(raw, cfg.partition, cfg.epoch)
 			if err != nil {
 				return nil, err
+			}
+			if lastFragment != nil {
+				// One event id (the first fragment's token), the position
+				// after the last fragment.
+				ev.id = EventID(ev.Token)
+				ev.Token = lastFragment
 			}
 			if ev.OperationType == "invalidate" {
 				return r.invalidated(ctx, ev)
@@ -200,17 +272,41 @@ func (r *runner) consume(ctx context.Context, cs *mongo.ChangeStream) (*position
 			if err := r.win.acquire(ctx, size); err != nil {
 				return nil, err
 			}
+			batch.add(ev, size)
 			r.dispatch(&item{ev: ev, size: size, seq: r.track.add(ev.Token, ev.ClusterTime)})
 			continue
 		}
+		batch.end()
 		if err := cs.Err(); err != nil {
 			return nil, err
 		}
 		if ctx.Err() != nil {
 			return nil, nil
 		}
-		r.track.setIdle(cs.ResumeToken())
+		if !r.frags.active() {
+			// Between fragments the stream's position is inside an event.
+			r.track.setIdle(cs.ResumeToken())
+		}
+		prev = cs.ResumeToken()
 	}
+}
+
+// resumePosition is where the stream reopens after cs ends: its last
+// token, or, in the middle of a split event, the position before its first
+// fragment (a fragment's token would resume after that fragment).
+func (r *runner) resumePosition(cs *mongo.ChangeStream) (position, bool) {
+	if r.frags.active() {
+		before := r.frags.before
+		r.frags.reset()
+		if before != nil {
+			return position{resumeAfter: before}, true
+		}
+		return position{}, false
+	}
+	if tok := cs.ResumeToken(); tok != nil {
+		return position{resumeAfter: tok}, true
+	}
+	return position{}, false
 }
 
 // invalidated handles an invalidate event: side effects stop, everything
@@ -233,4 +329,123 @@ func (r *runner) invalidated(ctx context.Context, ev *Event) (*position, error) 
 		"the invalidate token is recorded", cfg.name, cfg.partition, ev.ClusterTime)
 	return nil, &stopError{kind: ErrInvalidated, detail: detail, msg: "ferry: " + detail +
 		". Use OnInvalidate(InvalidateRestart) to continue after it"}
+}
+
+// tooLarge reports the server's BSONObjectTooLarge: an event it cannot
+// return, even split.
+func tooLarge(err error) bool {
+	var se mongo.ServerError
+	return errors.As(err, &se) && se.HasErrorCode(mongoerr.CodeBSONObjectTooLarge)
+}
+
+// passOversize gets past an event the server cannot return even split
+// (OnOversize OversizeDeadLetter or OversizeDropImages), from pos, where
+// reading failed with cause: it reads on one event per batch up to the
+// event, so that no other event loses anything, then reads the event alone
+// without its images (drop-images delivers it so, marked ImagesDropped),
+// or with only what identifies it (dead-letter, and drop-images when even
+// that is too large), and returns the position after it.
+func (r *runner) passOversize(ctx context.Context, pos position, cause error) (position, error) {
+	cfg := &r.c.cfg
+	defer func() { r.mode = openMode{} }()
+	// Up to the event, one event per batch.
+	r.mode = openMode{batchOne: true}
+	for {
+		cs, err := r.open(ctx, pos)
+		if err == nil {
+			_, err = r.consume(ctx, cs)
+			if p, ok := r.resumePosition(cs); ok {
+				pos = p
+			}
+			cs.Close(context.WithoutCancel(ctx))
+		}
+		if err == nil {
+			return pos, nil // stopped (ctx): reading resumes there
+		}
+		if tooLarge(err) {
+			cause = err
+			break
+		}
+		if mongoerr.IsResumable(err) {
+			if !backoff.Sleep(ctx, backoff.Jitter(cfg.backoffMin)) {
+				return pos, ctx.Err()
+			}
+			continue
+		}
+		return pos, err
+	}
+	// The event alone, without what makes it too large.
+	for _, drop := range []int{dropImages, dropAll} {
+		if drop == dropImages && cfg.oversize != OversizeDropImages {
+			continue
+		}
+		if drop == dropAll && cfg.dlq == nil {
+			break // drop-images without a dead-letter store: nothing more to try
+		}
+		r.mode = openMode{batchOne: true, drop: drop}
+		cs, err := r.open(ctx, pos)
+		if err != nil {
+			if tooLarge(err) {
+				continue
+			}
+			return pos, err
+		}
+		ok := cs.TryNext(ctx)
+		for !ok && cs.Err() == nil && ctx.Err() == nil {
+			ok = cs.TryNext(ctx) // an empty batch before the event
+		}
+		if !ok {
+			err := cs.Err()
+			cs.Close(context.WithoutCancel(ctx))
+			if tooLarge(err) {
+				continue
+			}
+			if err == nil {
+				err = ctx.Err()
+			}
+			return pos, err
+		}
+		raw := append(bson.Raw(nil), cs.Current...)
+		next := cs.ResumeToken()
+		cs.Close(context.WithoutCancel(ctx))
+		if f, _, split := splitInfo(raw); split && f != 1 {
+			return pos, fmt.Errorf("ferry: an oversize event read without its images still came in fragments")
+		}
+		ev, err := decodeEvent(raw, cfg.partition, cfg.epoch)
+		if err != nil {
+			return pos, err
+		}
+		ev.ImagesDropped = true
+		if drop == dropImages {
+			r.c.log.Warn("event too large for the server even split: delivering it without its fullDocument and fullDocumentBeforeChange",
+				"event", shortID(ev.ID()), "op", ev.OperationType, "ns", ev.Namespace.String())
+			size := int64(len(raw))
+			if err := r.win.acquire(ctx, size); err != nil {
+				return pos, err
+			}
+			r.dispatch(&item{ev: ev, size: size, seq: r.track.add(ev.Token, ev.ClusterTime)})
+			return position{resumeAfter: next}, nil
+		}
+		reason := fmt.Errorf("event too large for the server to return, even split into fragments (over 16 MB in one field): %v", RedactTokens(cause.Error()))
+		now := time.Now()
+		entry := deadLetterEntry(cfg.name, ev, reason, 0, now, now)
+		entry.Event = nil // identified by its key; the source holds the document
+		for wait := cfg.backoffMin; ; wait = min(wait*2, cfg.backoffMax) {
+			err := cfg.dlq.Put(ctx, entry)
+			if err == nil {
+				break
+			}
+			r.c.log.Error("dead-letter write failed; retrying", "event", shortID(ev.ID()), "err", err)
+			if !backoff.Sleep(ctx, backoff.Jitter(wait)) {
+				return pos, ctx.Err()
+			}
+		}
+		r.c.hooks.event(EventInfo{Stream: cfg.name, Partition: cfg.partition, Operation: ev.OperationType, Namespace: ev.Namespace,
+			EventID: ev.ID(), Result: ResultDeadLettered, Err: reason})
+		r.c.log.Error("event too large for the server even split: dead-lettered", "event", shortID(ev.ID()), "op", ev.OperationType,
+			"ns", ev.Namespace.String())
+		r.track.finish(r.track.add(ev.Token, ev.ClusterTime))
+		return position{resumeAfter: next}, nil
+	}
+	return pos, cause
 }

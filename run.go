@@ -39,6 +39,9 @@ func (c *Consumer) Run(ctx context.Context) error {
 }
 
 func (c *Consumer) run(ctx context.Context) error {
+	if err := c.checkSplit(ctx); err != nil {
+		return err
+	}
 	cp, err := c.cfg.store.Load(ctx, c.cfg.name, c.cfg.partition)
 	exists := err == nil
 	if err != nil && !errors.Is(err, checkpoint.ErrNotFound) {

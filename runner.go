@@ -3,6 +3,7 @@ package ferry
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ferry-io/ferry/checkpoint"
@@ -37,6 +38,20 @@ type runner struct {
 	kick       chan struct{}
 	// lastMarker is the start point of the last backfill.
 	lastMarker bson.Raw
+	// scanning: a concurrent backfill scan runs (startBackfill); no
+	// checkpoint is written meanwhile. stopScan cancels it and waits for
+	// it (nil when none was started).
+	scanning atomic.Bool
+	stopScan func()
+	// frags collects a split event's fragments (the reader's only).
+	frags fragments
+	// mode shapes the stream while getting past an oversize event.
+	mode openMode
+	// backfillStarted is when the last backfill began; noProgress counts
+	// the backfills in a row whose start marker left the oplog before
+	// streaming got past it (two fail the stream).
+	backfillStarted time.Time
+	noProgress      int
 }
 
 // item is one event on its way through a lane.
@@ -85,3 +100,21 @@ func (r *runner) failure() error {
 	defer r.errMu.Unlock()
 	return r.err
 }
+
+// openMode shapes a stream opened to get past an event the server cannot
+// return (OnOversize).
+type openMode struct {
+	// batchOne asks for one event per batch: a batch that fails then holds
+	// the oversize event alone.
+	batchOne bool
+	// drop removes fields before the split stage: dropImages the
+	// fullDocument and fullDocumentBeforeChange, dropAll everything but
+	// what identifies the event.
+	drop int
+}
+
+const (
+	dropNone = iota
+	dropImages
+	dropAll
+)

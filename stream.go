@@ -2,6 +2,7 @@ package ferry
 
 import (
 	"context"
+	"fmt"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
@@ -17,7 +18,7 @@ type position struct {
 
 // open opens the change stream at pos.
 func (r *runner) open(ctx context.Context, pos position) (*mongo.ChangeStream, error) {
-	return r.c.open(ctx, pos)
+	return r.c.open(ctx, pos, r.mode)
 }
 
 // Watch opens the consumer's change stream as Run does — its scope,
@@ -25,14 +26,28 @@ func (r *runner) open(ctx context.Context, pos position) (*mongo.ChangeStream, e
 // (startAtOperationTime), for tools that re-read a window of the stream,
 // such as reconciliation (package verify). It reads and writes no
 // checkpoint and takes no lease; the caller closes the stream.
+//
+// With SplitLargeEvents, an event over 16 MB arrives as fragments (each
+// with splitEvent {fragment, of}); its event id as Run delivers it is the
+// first fragment's (EventID of its token).
 func (c *Consumer) Watch(ctx context.Context, from bson.Timestamp) (*mongo.ChangeStream, error) {
+	if err := c.checkSplit(ctx); err != nil {
+		return nil, err
+	}
 	return c.open(ctx, position{startAt: &from})
 }
 
 // open opens the change stream at pos.
-func (c *Consumer) open(ctx context.Context, pos position) (*mongo.ChangeStream, error) {
+func (c *Consumer) open(ctx context.Context, pos position, mode ...openMode) (*mongo.ChangeStream, error) {
 	cfg := &c.cfg
+	var m openMode
+	if len(mode) > 0 {
+		m = mode[0]
+	}
 	opts := options.ChangeStream().SetMaxAwaitTime(cfg.maxAwait)
+	if m.batchOne {
+		opts.SetBatchSize(1)
+	}
 	switch cfg.fullDocument {
 	case "updateLookup":
 		opts.SetFullDocument(options.UpdateLookup)
@@ -58,7 +73,7 @@ func (c *Consumer) open(ctx context.Context, pos position) (*mongo.ChangeStream,
 	case pos.startAt != nil:
 		opts.SetStartAtOperationTime(pos.startAt)
 	}
-	pipeline := c.watchPipeline()
+	pipeline := c.watchPipeline(m.drop)
 	switch {
 	case cfg.scope.DB == "":
 		return c.client.Watch(ctx, pipeline, opts)
@@ -70,10 +85,21 @@ func (c *Consumer) open(ctx context.Context, pos position) (*mongo.ChangeStream,
 
 // watchPipeline is the user pipeline plus, for partition p of n > 1, the
 // partition filter (see partitionStage and doc.go).
-func (c *Consumer) watchPipeline() []bson.D {
+func (c *Consumer) watchPipeline(drop ...int) []bson.D {
 	out := append([]bson.D(nil), c.cfg.pipeline...)
 	if c.cfg.partitions > 1 {
 		out = append(out, partitionStage(c.cfg.partition, c.cfg.partitions))
+	}
+	switch d := append(drop, dropNone)[0]; d {
+	case dropImages:
+		out = append(out, bson.D{{Key: "$unset", Value: bson.A{"fullDocument", "fullDocumentBeforeChange"}}})
+	case dropAll:
+		out = append(out, bson.D{{Key: "$project", Value: bson.D{{Key: "_id", Value: 1}, {Key: "operationType", Value: 1},
+			{Key: "clusterTime", Value: 1}, {Key: "ns", Value: 1}, {Key: "documentKey", Value: 1}, {Key: "splitEvent", Value: 1}}}})
+	}
+	if c.split.Load() == 1 {
+		// It must be the last stage.
+		out = append(out, bson.D{{Key: "$changeStreamSplitLargeEvent", Value: bson.D{}}})
 	}
 	return out
 }
@@ -91,4 +117,30 @@ func partitionStage(p, n int) bson.D {
 			int64(p),
 		}}}}},
 	}}}}}
+}
+
+// checkSplit decides once whether the stream splits large events: when
+// SplitLargeEvents is on (the default) and the server has
+// $changeStreamSplitLargeEvent (MongoDB 7.0+, or 6.0.9+ of 6.0).
+func (c *Consumer) checkSplit(ctx context.Context) error {
+	if c.split.Load() != 0 {
+		return nil
+	}
+	if c.cfg.noSplit {
+		c.split.Store(2)
+		return nil
+	}
+	var info struct {
+		VersionArray []int32 `bson:"versionArray"`
+	}
+	if err := c.client.Database("admin").RunCommand(ctx, bson.D{{Key: "buildInfo", Value: 1}}).Decode(&info); err != nil {
+		return fmt.Errorf("ferry: read the server's version (buildInfo): %w", err)
+	}
+	v := append(info.VersionArray, 0, 0, 0)
+	if v[0] >= 7 || v[0] == 6 && v[1] == 0 && v[2] >= 9 {
+		c.split.Store(1)
+	} else {
+		c.split.Store(2)
+	}
+	return nil
 }

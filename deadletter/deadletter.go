@@ -61,13 +61,31 @@ type Entry struct {
 	DocumentKey bson.Raw `bson:"documentKey,omitempty"`
 	// Event is the change event as received (KindChange) or the scanned
 	// document (KindBackfill).
-	Event    bson.Raw  `bson:"event"`
+	Event bson.Raw `bson:"event"`
+	// ResumeAfter is the resume token after which a stream continues with
+	// the change that followed this one (ferry position set
+	// -token-from-dlq): the event's own token, or for a split event its
+	// last fragment's. Empty for backfill events and in entries written
+	// before it was recorded.
+	ResumeAfter bson.Raw `bson:"resumeAfter,omitempty"`
+	// Size is the event's size in bytes when Event was left out because
+	// the event is too large to store (over MaxEventBytes); 0 otherwise.
+	Size     int       `bson:"size,omitempty"`
 	Error    string    `bson:"error"`
 	Attempts int       `bson:"attempts"`
 	FirstAt  time.Time `bson:"firstAttemptAt"`
 	LastAt   time.Time `bson:"lastAttemptAt"`
 	Epoch    int64     `bson:"epoch"`
+	// TraceID is the trace id (32 hex digits) of the delivery that gave
+	// up, when tracing was on: it joins the entry to the delivery's spans
+	// and log lines. Empty otherwise.
+	TraceID string `bson:"traceId,omitempty"`
 }
+
+// MaxEventBytes is the largest event an entry stores whole: an entry must
+// fit a 16 MB document. A larger event's entry keeps its documentKey,
+// operation and size, and no body (replaying it needs the source).
+const MaxEventBytes = 15 << 20
 
 // Store keeps dead-lettered events.
 type Store interface {
@@ -116,6 +134,11 @@ func (m *Mongo) Put(ctx context.Context, e Entry) error {
 		set = append(set, bson.E{Key: "documentKey", Value: e.DocumentKey})
 	} else {
 		unset = append(unset, bson.E{Key: "documentKey", Value: ""})
+	}
+	if e.TraceID != "" {
+		set = append(set, bson.E{Key: "traceId", Value: e.TraceID})
+	} else {
+		unset = append(unset, bson.E{Key: "traceId", Value: ""})
 	}
 	update := bson.D{
 		{Key: "$set", Value: set},

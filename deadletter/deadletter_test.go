@@ -7,20 +7,13 @@ import (
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
-	"go.mongodb.org/mongo-driver/v2/mongo"
-	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/ferry-io/ferry/deadletter"
-	"github.com/ferry-io/ferry/mongotest"
+	"github.com/ferry-io/ferry/internal/emutest"
 )
 
 func TestMongoStore(t *testing.T) {
-	uri, _ := mongotest.URI(t)
-	client, err := mongo.Connect(options.Client().ApplyURI(uri))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer client.Disconnect(context.Background())
+	client, _ := emutest.Client(t)
 	db := client.Database("dlq_test")
 	_ = db.Drop(context.Background())
 	s := deadletter.NewMongo(db, "")

@@ -13,7 +13,7 @@ import (
 
 	"github.com/ferry-io/ferry"
 	"github.com/ferry-io/ferry/group"
-	"github.com/ferry-io/ferry/mongotest"
+	"github.com/ferry-io/ferry/internal/emutest"
 )
 
 // BenchmarkPartitionScaling applies b.N events with a 1 ms handler (one lane
@@ -23,7 +23,7 @@ import (
 func BenchmarkPartitionScaling(b *testing.B) {
 	rates := map[int]float64{}
 	for _, partitions := range []int{1, 4} {
-		uri, _ := mongotest.URI(b)
+		uri, _ := emutest.URI(b)
 		client, err := mongo.Connect(options.Client().ApplyURI(uri))
 		if err != nil {
 			b.Fatal(err)
@@ -58,7 +58,7 @@ func BenchmarkPartitionScaling(b *testing.B) {
 		for m := range partitions {
 			g, err := group.New(client, handler, group.Name("bench"), group.Partitions(partitions),
 				group.MemberID(fmt.Sprint("m", m)), group.StateDatabase(state), group.RebalanceInterval(50*time.Millisecond),
-				group.Consumer(ferry.WatchCollection(src.Name(), "c"), ferry.StartAt(ferry.StartAtTime(at)),
+				group.ConsumerOptions(ferry.WatchCollection(src.Name(), "c"), ferry.StartAt(ferry.StartAtTime(at)),
 					ferry.Concurrency(1), ferry.MaxAwaitTime(50*time.Millisecond)))
 			if err != nil {
 				b.Fatal(err)

@@ -6,7 +6,7 @@
 //		group.Name("orders"), group.Partitions(8),
 //		group.StateDatabase(client.Database("ferry")),
 //		group.DeliveryMode(group.Transactional),
-//		group.Consumer(ferry.WatchCollection("shop", "orders")),
+//		group.ConsumerOptions(ferry.WatchCollection("shop", "orders")),
 //	)
 //	err := g.Run(ctx) // cancel ctx (SIGTERM) to hand off and leave
 //
@@ -48,8 +48,9 @@
 //     partition whose checkpoint fell off the oplog rescans its own slice of
 //     the source, under its lease and delivery mode. Its sweeper (what the
 //     scan did not touch) must be given per partition with Sweeper, not
-//     through Consumer(ferry.WithSweeper(...)): a shared sweeper does not
-//     know which partition swept, and would delete the others' documents.
+//     through ConsumerOptions(ferry.WithSweeper(...)): a shared sweeper
+//     does not know which partition swept, and would delete the others'
+//     documents.
 //   - Leaving: on cancellation a member drains, checkpoints and releases its
 //     leases, so others take over at once instead of waiting for expiry.
 //   - Repartition changes the partition count explicitly, with the group
@@ -105,6 +106,16 @@
 // doubling to 5 min; one that cannot stays until the member restarts with
 // a new configuration. Any other stop (a lost lease, a network error) is
 // retried partition by partition, after a backoff from 1 s to 30 s.
+//
+// # Options
+//
+// New takes Options in the style of package ferry (see its doc): they
+// only record values, New validates once and its *ferry.ConfigError lists
+// every problem, each naming its option. The options the group passes on
+// are checked by New too: ConsumerOptions as ferry.NewConsumer checks
+// them (problems prefixed "ConsumerOptions: "), LeaseOptions as lease.New
+// does ("LeaseOptions: "), so a bad consumer option fails New rather than
+// the first partition's start.
 //
 // # Moving to a new definition
 //

@@ -12,8 +12,9 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/ferry-io/ferry"
+	"github.com/ferry-io/ferry/checkpoint/mongostore"
 	"github.com/ferry-io/ferry/group"
-	"github.com/ferry-io/ferry/mongotest"
+	"github.com/ferry-io/ferry/internal/emutest"
 )
 
 // fmember is one group member of the failed-state tests.
@@ -37,7 +38,7 @@ type fenv struct {
 
 func newFenv(t *testing.T) *fenv {
 	t.Helper()
-	uri, _ := mongotest.URI(t)
+	uri, _ := emutest.URI(t)
 	client, err := mongo.Connect(options.Client().ApplyURI(uri))
 	if err != nil {
 		t.Fatal(err)
@@ -66,7 +67,7 @@ func (e *fenv) join(id string, partitions int, copts ...ferry.Option) *fmember {
 			m.states = append(m.states, s.State)
 			m.mu.Unlock()
 		}),
-		group.Consumer(append([]ferry.Option{ferry.WatchCollection(e.source.Name(), "c"), ferry.MaxAwaitTime(50 * time.Millisecond),
+		group.ConsumerOptions(append([]ferry.Option{ferry.WatchCollection(e.source.Name(), "c"), ferry.MaxAwaitTime(50 * time.Millisecond),
 			ferry.CommitEvery(1, 20*time.Millisecond)}, copts...)...))
 	if err != nil {
 		e.t.Fatal(err)
@@ -211,24 +212,17 @@ func TestRollingDeployKeepsTheOldDefinitionRunning(t *testing.T) {
 	}
 }
 
-// TestFailureThatClearsIsRechecked: full_document_before_change required
-// without pre-images fails the stream with a failure that can clear; the
-// member re-checks with backoff, and stays failed while the condition
-// holds, with the same failure and since-time.
+// TestFailureThatClearsIsRechecked: a failure that can clear (the user
+// lacks a privilege, for as long as the fail point is on) fails the
+// stream; the member re-checks with backoff, and stays failed while the
+// condition holds, with the same failure and since-time.
 func TestFailureThatClearsIsRechecked(t *testing.T) {
 	e := newFenv(t)
-	c := e.source.Collection("c")
-	if _, err := c.InsertOne(context.Background(), bson.D{{Key: "_id", Value: int32(1)}}); err != nil {
-		t.Fatal(err)
-	}
-	m := e.join("a", 1, ferry.FullDocumentBeforeChange("required"))
-	waitState(t, m, "ran its partition", func(s group.Status) bool { return len(s.Partitions) == 1 })
-	if _, err := c.UpdateOne(context.Background(), bson.D{{Key: "_id", Value: int32(1)}}, bson.D{{Key: "$set", Value: bson.D{{Key: "x", Value: 1}}}}); err != nil {
-		t.Fatal(err)
-	}
+	e.failAggregates(13, "alwaysOn")
+	m := e.join("a", 1)
 	s := waitState(t, m, "failed", func(s group.Status) bool { return s.State == group.Failed })
-	if s.Failure.Class != ferry.FailImageMissing || !s.Failure.Clears || s.RetryAt.IsZero() {
-		t.Fatalf("status %+v: want an image-missing failure with a re-check time", s)
+	if s.Failure.Class != ferry.FailUnauthorized || !s.Failure.Clears || s.RetryAt.IsZero() {
+		t.Fatalf("status %+v: want an unauthorized failure with a re-check time", s)
 	}
 	// It re-checks (starting again) and fails again: the condition holds.
 	waitState(t, m, "re-checked", func(group.Status) bool {
@@ -247,23 +241,109 @@ func TestFailureThatClearsIsRechecked(t *testing.T) {
 	}
 }
 
+// TestImageMissingStaysFailedUntilAPositionIsSet: full_document_before_change
+// required, and an update made without pre-images: the stream fails with
+// image-missing, which does not clear by itself, so the member takes no
+// lease again while failed (the epochs stop) over several refreshes of its
+// record. A position set after the change (as ferry position set writes
+// it) with RequestRecheck ends it: the member re-checks at its next
+// refresh, recovers and delivers what follows.
+func TestImageMissingStaysFailedUntilAPositionIsSet(t *testing.T) {
+	e := newFenv(t)
+	c := e.source.Collection("c")
+	ctx := context.Background()
+	if _, err := c.InsertOne(ctx, bson.D{{Key: "_id", Value: int32(1)}}); err != nil {
+		t.Fatal(err)
+	}
+	m := e.join("a", 1, ferry.FullDocumentBeforeChange("required"))
+	waitState(t, m, "ran its partition", func(s group.Status) bool { return len(s.Partitions) == 1 })
+	e.waitClaimed(1)
+	if _, err := c.UpdateOne(ctx, bson.D{{Key: "_id", Value: int32(1)}}, bson.D{{Key: "$set", Value: bson.D{{Key: "x", Value: 1}}}}); err != nil {
+		t.Fatal(err)
+	}
+	s := waitState(t, m, "failed", func(s group.Status) bool { return s.State == group.Failed })
+	if s.Failure.Class != ferry.FailImageMissing || s.Failure.Clears || !s.RetryAt.IsZero() {
+		t.Fatalf("status %+v: want an image-missing failure that is not re-checked by itself", s)
+	}
+	epochs := e.epochs()
+	first := failureRecords(t, e)[0].UpdatedAt
+	deadline := time.Now().Add(20 * time.Second)
+	for recs := failureRecords(t, e); len(recs) != 1 || recs[0].UpdatedAt.Sub(first) < 3*time.Second; recs = failureRecords(t, e) {
+		if time.Now().After(deadline) {
+			t.Fatal("the failure record was not refreshed")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if got := e.epochs(); got != epochs {
+		t.Fatalf("lease epochs grew from %d to %d while failed", epochs, got)
+	}
+	// Move the position past the update: a start time after it.
+	cps, err := mongostore.New(e.state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp, err := cps.Load(ctx, "s", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	after := e.clusterTime()
+	cp.Token, cp.ClusterTime, cp.Pending = nil, bson.Timestamp{T: after.T, I: after.I + 1}, bson.Timestamp{}
+	if _, err := cps.Save(ctx, cp); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := group.RequestRecheck(ctx, e.state, "s"); err != nil || n != 1 {
+		t.Fatalf("RequestRecheck = %d, %v; want 1 member asked", n, err)
+	}
+	if _, err := c.InsertOne(ctx, bson.D{{Key: "_id", Value: int32(2)}}); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, m, "recovered", func(s group.Status) bool {
+		return s.State == group.Running && s.Failure == nil && len(s.Partitions) == 1
+	})
+	for deadline := time.Now().Add(20 * time.Second); m.count(2) == 0; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the insert after the new position was not delivered")
+		}
+	}
+}
+
+// failAggregates turns on a failCommand fail point for the aggregates on
+// the source collection c (mode "alwaysOn" or {times: n}), off when the
+// test ends.
+func (e *fenv) failAggregates(code int32, mode any) {
+	e.t.Helper()
+	err := e.client.Database("admin").RunCommand(context.Background(), bson.D{
+		{Key: "configureFailPoint", Value: "failCommand"},
+		{Key: "mode", Value: mode},
+		{Key: "data", Value: bson.D{{Key: "failCommands", Value: bson.A{"aggregate"}}, {Key: "errorCode", Value: code},
+			{Key: "namespace", Value: e.source.Name() + ".c"}}},
+	}).Err()
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() {
+		_ = e.client.Database("admin").RunCommand(context.Background(), bson.D{{Key: "configureFailPoint", Value: "failCommand"}, {Key: "mode", Value: "off"}}).Err()
+	})
+}
+
+// clusterTime is the source's latest cluster time.
+func (e *fenv) clusterTime() bson.Timestamp {
+	e.t.Helper()
+	var reply struct {
+		OperationTime bson.Timestamp `bson:"operationTime"`
+	}
+	if err := e.source.RunCommand(context.Background(), bson.D{{Key: "ping", Value: 1}}).Decode(&reply); err != nil || reply.OperationTime.IsZero() {
+		e.t.Fatalf("ping: operationTime %v, %v", reply.OperationTime, err)
+	}
+	return reply.OperationTime
+}
+
 // TestFailureThatClearsRecovers: a failure that clears by itself (the user
 // lacked a privilege, twice) is re-checked, and once the stream runs again
 // the member recovers: no failure, no record, events delivered.
 func TestFailureThatClearsRecovers(t *testing.T) {
 	e := newFenv(t)
-	err := e.client.Database("admin").RunCommand(context.Background(), bson.D{
-		{Key: "configureFailPoint", Value: "failCommand"},
-		{Key: "mode", Value: bson.D{{Key: "times", Value: 2}}},
-		{Key: "data", Value: bson.D{{Key: "failCommands", Value: bson.A{"aggregate"}}, {Key: "errorCode", Value: 13},
-			{Key: "namespace", Value: e.source.Name() + ".c"}}},
-	}).Err()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = e.client.Database("admin").RunCommand(context.Background(), bson.D{{Key: "configureFailPoint", Value: "failCommand"}, {Key: "mode", Value: "off"}}).Err()
-	})
+	e.failAggregates(13, bson.D{{Key: "times", Value: 2}})
 	m := e.join("a", 1)
 	s := waitState(t, m, "failed", func(s group.Status) bool { return s.State == group.Failed })
 	if s.Failure.Class != ferry.FailUnauthorized || !s.Failure.Clears {

@@ -2,6 +2,7 @@ package group
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -14,12 +15,16 @@ import (
 // one document per (stream, member):
 //
 //	{_id: "<stream>/<member>", stream, member, partition, class, message,
-//	 clears, since, retryAt: date|null, updatedAt, expiresAt}
+//	 clears, since, retryAt: date|null, updatedAt, expiresAt,
+//	 recheckRequestedAt: date (only while a re-check is requested)}
 //
 // A failed member refreshes its document while it stays failed and
 // deletes it when the stream recovers or the member stops; expiresAt
 // (updatedAt plus three refresh periods, by the server's clock, with a TTL
-// index) retires the document of a member that died failed.
+// index) retires the document of a member that died failed. A tool that
+// changed the stream's checkpoints (ferry position set, ferry reset) asks
+// the failed members to re-check at once with RequestRecheck: each does at
+// its next refresh, whether or not its failure can clear by itself.
 const FailuresCollection = "failures"
 
 // FailureRecord is a member's failed stream as recorded in the state store.
@@ -56,6 +61,21 @@ func Failures(ctx context.Context, state *mongo.Database, stream string) ([]Fail
 	return out, nil
 }
 
+// RequestRecheck asks every failed member of stream to re-check the
+// stream at its next refresh of its failure record (at most 10 s later),
+// as if its re-check time had come: for after the stream's checkpoints
+// were changed from outside (a position set, a reset), which can end a
+// failure that does not clear by itself. It returns how many failed
+// members were asked.
+func RequestRecheck(ctx context.Context, state *mongo.Database, stream string) (int, error) {
+	res, err := state.Collection(FailuresCollection).UpdateMany(ctx, bson.D{{Key: "stream", Value: stream}},
+		mongo.Pipeline{{{Key: "$set", Value: bson.D{{Key: "recheckRequestedAt", Value: "$$NOW"}}}}})
+	if err != nil {
+		return 0, fmt.Errorf("group: ask the failed members of %s to re-check: %w", stream, err)
+	}
+	return int(res.ModifiedCount), nil
+}
+
 // failureRecords writes this member's failure record.
 type failureRecords struct {
 	coll    *mongo.Collection
@@ -75,10 +95,12 @@ func (f *failureRecords) ensureIndex(ctx context.Context) error {
 	return err
 }
 
-// put writes (or refreshes) the record of a failed stream.
-func (f *failureRecords) put(ctx context.Context, s Status) error {
+// put writes (or refreshes) the record of a failed stream. It reports
+// whether a re-check was requested (RequestRecheck) since the last put,
+// and clears the request.
+func (f *failureRecords) put(ctx context.Context, s Status) (recheck bool, err error) {
 	if s.Failure == nil {
-		return nil
+		return false, nil
 	}
 	var retryAt any
 	if !s.RetryAt.IsZero() {
@@ -95,9 +117,17 @@ func (f *failureRecords) put(ctx context.Context, s Status) error {
 		{Key: "retryAt", Value: bson.D{{Key: "$literal", Value: retryAt}}},
 		{Key: "updatedAt", Value: "$$NOW"},
 		{Key: "expiresAt", Value: bson.D{{Key: "$add", Value: bson.A{"$$NOW", (3 * f.refresh).Milliseconds()}}}},
+		{Key: "recheckRequestedAt", Value: "$$REMOVE"},
 	}}}}
-	_, err := f.coll.UpdateByID(ctx, f.id(), update, options.UpdateOne().SetUpsert(true))
-	return err
+	var before struct {
+		RequestedAt time.Time `bson:"recheckRequestedAt"`
+	}
+	err = f.coll.FindOneAndUpdate(ctx, bson.D{{Key: "_id", Value: f.id()}}, update, options.FindOneAndUpdate().
+		SetUpsert(true).SetReturnDocument(options.Before).SetProjection(bson.D{{Key: "recheckRequestedAt", Value: 1}})).Decode(&before)
+	if errors.Is(err, mongo.ErrNoDocuments) {
+		return false, nil // a new record
+	}
+	return !before.RequestedAt.IsZero(), err
 }
 
 // clear deletes the record.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -17,6 +16,7 @@ import (
 	"github.com/ferry-io/ferry/checkpoint/mongostore"
 	"github.com/ferry-io/ferry/deadletter"
 	"github.com/ferry-io/ferry/internal/backoff"
+	"github.com/ferry-io/ferry/internal/optcheck"
 	"github.com/ferry-io/ferry/lease"
 	"github.com/ferry-io/ferry/ledger"
 )
@@ -43,106 +43,6 @@ var ErrLeaseLost = errors.New("group: partition lease lost")
 // ErrEpochChanged aborts a transactional effect whose lease epoch is no
 // longer current (another member took the partition over).
 var ErrEpochChanged = errors.New("group: lease epoch changed")
-
-type config struct {
-	name        string
-	partitions  int
-	ttl         time.Duration
-	memberID    string
-	state       *mongo.Database
-	consumer    []ferry.Option
-	mode        Mode
-	onAssigned  func(partition int, epoch int64)
-	onRevoked   func(partition int)
-	onLost      func(partition int, err error)
-	interval    time.Duration
-	logger      *slog.Logger
-	leaseOpts   []lease.Option
-	drain       time.Duration
-	ledgerStore *ledger.Store
-	sweeper     func(partition, partitions int) ferry.Sweeper
-	onState     func(Status)
-}
-
-// Option configures a Group.
-type Option func(*config)
-
-// Name names the group and its stream (required).
-func Name(s string) Option { return func(c *config) { c.name = s } }
-
-// Partitions sets the partition count (default 1: one active consumer with
-// hot standbys).
-func Partitions(n int) Option { return func(c *config) { c.partitions = n } }
-
-// LeaseTTL sets the partition lease TTL (default 10s). It is also the
-// member timeout (a member silent for it is no longer live) unless
-// LeaseOptions sets lease.MemberTimeout, so a crashed member's partitions
-// move to the others within about the TTL: its leases expire, its
-// membership lapses, and the next rebalance (a quarter of the TTL) claims
-// them. After a graceful stop (cancel) they move at once.
-func LeaseTTL(d time.Duration) Option { return func(c *config) { c.ttl = d } }
-
-// MemberID sets this member's id (default lease.DefaultMemberID()).
-func MemberID(id string) Option { return func(c *config) { c.memberID = id } }
-
-// StateDatabase sets where leases, members, checkpoints, the ledger and
-// dead letters live (required).
-func StateDatabase(db *mongo.Database) Option { return func(c *config) { c.state = db } }
-
-// Consumer passes options to every partition's consumer (scope, pipeline,
-// retries, ...). The group sets Stream, Partition, Epoch, Checkpoints and
-// DeadLetters itself.
-func Consumer(opts ...ferry.Option) Option {
-	return func(c *config) { c.consumer = append(c.consumer, opts...) }
-}
-
-// Sweeper sets the sweeper of each partition's backfill (see
-// ferry.WithSweeper and ferry.OnHistoryLost): f is called with the
-// partition and the partition count each time this member starts a
-// partition. A backfill scans only its own partition, so its sweep must
-// only remove that partition's documents; a sweeper passed through
-// Consumer(ferry.WithSweeper(...)) is shared by every partition, does not
-// know which one is sweeping, and (with more than one partition) would
-// delete the documents other partitions wrote before the scan began.
-// The group checks that the lease is still provably valid before each
-// sweep. mongoproj.Sink.SweepPartition fits.
-func Sweeper(f func(partition, partitions int) ferry.Sweeper) Option {
-	return func(c *config) { c.sweeper = f }
-}
-
-// DeliveryMode sets the delivery mode (default AtLeastOnce).
-func DeliveryMode(m Mode) Option { return func(c *config) { c.mode = m } }
-
-// OnAssigned, OnRevoked and OnLost are called when this member starts a
-// partition, hands one off cooperatively, or loses one; never concurrently.
-func OnAssigned(f func(partition int, epoch int64)) Option {
-	return func(c *config) { c.onAssigned = f }
-}
-
-// OnRevoked: see OnAssigned.
-func OnRevoked(f func(partition int)) Option { return func(c *config) { c.onRevoked = f } }
-
-// OnLost: see OnAssigned.
-func OnLost(f func(partition int, err error)) Option { return func(c *config) { c.onLost = f } }
-
-// RebalanceInterval sets how often the member recomputes the assignment
-// (default a quarter of the lease TTL).
-func RebalanceInterval(d time.Duration) Option { return func(c *config) { c.interval = d } }
-
-// Logger sets the logger (default: discard).
-func Logger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
-
-// OnStateChange is called with the member's Status each time its state
-// changes (Starting, Running, WaitingForSink, Failed, Draining, Stopped),
-// from the goroutine that changed it; it must not block.
-func OnStateChange(f func(Status)) Option { return func(c *config) { c.onState = f } }
-
-// LeaseOptions passes options to the lease store (member timeout,
-// heartbeat interval, clock). The member timeout defaults to the lease
-// TTL.
-func LeaseOptions(opts ...lease.Option) Option {
-	return func(c *config) { c.leaseOpts = append(c.leaseOpts, opts...) }
-}
 
 // Group is one member of a consumer group.
 type Group struct {
@@ -173,51 +73,40 @@ func (g *Group) LedgerDuplicates() int64 { return g.ledgerDuplicates.Load() }
 func (g *Group) LeaseRenewFailures() int64 { return g.leases.RenewFailures() }
 
 // New checks the options and returns a group member. Run joins the group.
+// It contacts no server. Its error, a *ferry.ConfigError, lists every
+// problem of the options, of the ConsumerOptions (as ferry.NewConsumer
+// reports them, under "ConsumerOptions: ") and of the LeaseOptions.
 func New(client *mongo.Client, handler ferry.Handler, opts ...Option) (*Group, error) {
-	cfg := config{partitions: 1, ttl: 10 * time.Second, mode: AtLeastOnce, drain: 8 * time.Second}
-	for _, o := range opts {
-		o(&cfg)
+	cfg := defaultConfig()
+	var p optcheck.Problems
+	if client == nil {
+		p.Add("client", "a connected *mongo.Client is required")
 	}
-	var problems []string
-	if cfg.name == "" {
-		problems = append(problems, "Name: a group name is required")
+	if handler == nil {
+		p.Add("handler", "a Handler is required")
 	}
-	if cfg.partitions < 1 {
-		problems = append(problems, fmt.Sprintf("Partitions: must be at least 1, got %d", cfg.partitions))
-	}
-	if cfg.ttl < time.Second/10 {
-		problems = append(problems, fmt.Sprintf("LeaseTTL: must be at least 100ms, got %v", cfg.ttl))
-	}
-	if cfg.state == nil {
-		problems = append(problems, "StateDatabase: a state database is required")
-	}
-	switch cfg.mode {
-	case AtLeastOnce, Idempotent, Transactional:
-	default:
-		problems = append(problems, fmt.Sprintf("DeliveryMode: %q is not a mode (at-least-once, idempotent, transactional)", cfg.mode))
-	}
-	if client == nil || handler == nil {
-		problems = append(problems, "client and handler are required")
-	}
-	if len(problems) > 0 {
-		return nil, &ferry.ConfigError{Problems: problems}
-	}
+	optcheck.Apply(&p, opts, func(o Option) { o.apply(&cfg) })
+	cfg.validate(&p)
 	if cfg.memberID == "" {
 		cfg.memberID = lease.DefaultMemberID()
 	}
-	if cfg.interval == 0 {
+	if !cfg.intervalSet {
 		cfg.interval = cfg.ttl / 4
 	}
 	if cfg.logger == nil {
-		cfg.logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+		cfg.logger = slog.New(slog.DiscardHandler)
+	}
+	// The options passed on are checked once what they depend on is valid
+	// (a state database, a lease TTL, a partition count), so that one bad
+	// option is not reported twice.
+	if cfg.state == nil || cfg.ttl < minLeaseTTL {
+		return nil, &ferry.ConfigError{Problems: p.List()}
 	}
 	// The member timeout follows the lease TTL, so that a crashed member
 	// stops counting as live when its leases expire (an explicit
 	// lease.MemberTimeout in LeaseOptions wins).
 	ls, err := lease.New(cfg.state, append([]lease.Option{lease.MemberTimeout(cfg.ttl)}, cfg.leaseOpts...)...)
-	if err != nil {
-		return nil, err
-	}
+	p.AddErr("LeaseOptions", err)
 	cps, err := mongostore.New(cfg.state)
 	if err != nil {
 		return nil, err
@@ -228,6 +117,20 @@ func New(client *mongo.Client, handler ferry.Handler, opts ...Option) (*Group, e
 		st:  &status{onChange: cfg.onState},
 		records: &failureRecords{coll: cfg.state.Collection(FailuresCollection), stream: cfg.name, member: cfg.memberID,
 			refresh: min(10*time.Second, max(cfg.ttl, time.Second))}}
+	if client != nil && handler != nil && cfg.partitions >= 1 {
+		_, err := ferry.NewConsumer(client, handler, g.consumerOptions(0, 0)...)
+		var ce *ferry.ConfigError
+		if errors.As(err, &ce) {
+			for _, q := range ce.Problems {
+				p.Add("ConsumerOptions", "%s", q)
+			}
+		} else if err != nil {
+			p.AddErr("ConsumerOptions", err)
+		}
+	}
+	if problems := p.List(); len(problems) > 0 {
+		return nil, &ferry.ConfigError{Problems: problems}
+	}
 	g.st.s.State = Starting
 	g.from = ferry.StartOf(cfg.consumer...).FromStream()
 	return g, nil
@@ -265,7 +168,9 @@ func (g *Group) Status() Status { return g.st.get() }
 // OnStateChange, and the member takes none of the stream's leases until it
 // re-checks. A failure that can clear (Failure.Clears) is re-checked by
 // joining again, after a backoff from 1 s doubling to 5 min; one that
-// cannot stays until ctx ends (a restart with a new configuration).
+// cannot stays until ctx ends (a restart with a new configuration) or
+// until a tool that changed the stream's checkpoints asks the failed
+// members to re-check (RequestRecheck: ferry position set, ferry reset).
 // Transient problems (the state store unreachable, a partition stopping on
 // a network error) are retried with backoff, partition by partition.
 func (g *Group) Run(ctx context.Context) error {
@@ -403,7 +308,7 @@ func (g *Group) failed(ctx context.Context, sf *streamFailure, recheck *backoff.
 		retryAt = now.Add(wait)
 	}
 	if prev.Failure == nil || prev.Failure.Class != f.Class || prev.Failure.Detail != f.Detail {
-		recheckIn := "never: only a change of configuration ends it"
+		recheckIn := "never by itself: a new configuration, or a position set or reset (RequestRecheck), ends it"
 		if f.Clears {
 			recheckIn = wait.Round(time.Millisecond).String()
 		}
@@ -416,7 +321,10 @@ func (g *Group) failed(ctx context.Context, sf *streamFailure, recheck *backoff.
 		s.State, s.Failure, s.FailedPartition, s.FailedSince, s.RetryAt = Failed, &f, sf.partition, since, retryAt
 		s.Partitions = nil
 	})
-	g.putFailureRecord(ctx)
+	if g.putFailureRecord(ctx) {
+		g.log.Info("re-checking the failed stream: its checkpoints were changed (ferry position set or reset)", "class", f.Class)
+		return true
+	}
 	refresh := time.NewTicker(g.records.refresh)
 	defer refresh.Stop()
 	var timer <-chan time.Time
@@ -433,21 +341,25 @@ func (g *Group) failed(ctx context.Context, sf *streamFailure, recheck *backoff.
 			g.log.Debug("re-checking the failed stream", "class", f.Class)
 			return true
 		case <-refresh.C:
-			g.putFailureRecord(ctx)
+			if g.putFailureRecord(ctx) {
+				g.log.Info("re-checking the failed stream: its checkpoints were changed (ferry position set or reset)", "class", f.Class)
+				return true
+			}
 		}
 	}
 }
 
 // recovered ends a failure once a re-check has run for the probation
-// period without failing again.
+// period without failing again. The failure record is deleted first, so
+// that once Status reports the recovery, Failures no longer lists it.
 func (g *Group) recovered(recheck *backoff.Backoff) {
 	prev := g.st.get()
 	if prev.Failure == nil {
 		return
 	}
+	g.clearFailureRecord()
 	g.st.update(func(s *Status) { s.Failure, s.FailedSince, s.RetryAt = nil, time.Time{}, time.Time{} })
 	recheck.Reset()
-	g.clearFailureRecord()
 	g.log.Info("stream recovered", "class", prev.Failure.Class, "failed_for", time.Since(prev.FailedSince).Round(time.Second))
 }
 
@@ -455,12 +367,16 @@ func (g *Group) recovered(recheck *backoff.Backoff) {
 // (its partition hand-offs are then logged at debug level only).
 func (g *Group) rechecking() bool { return g.st.get().Failure != nil }
 
-func (g *Group) putFailureRecord(ctx context.Context) {
+// putFailureRecord writes or refreshes the member's failure record. It
+// reports whether a re-check was requested (RequestRecheck).
+func (g *Group) putFailureRecord(ctx context.Context) bool {
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	if err := g.records.put(wctx, g.st.get()); err != nil {
+	recheck, err := g.records.put(wctx, g.st.get())
+	if err != nil {
 		g.transient("record the failure in the state store", err)
 	}
+	return recheck
 }
 
 func (g *Group) clearFailureRecord() {

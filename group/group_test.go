@@ -14,9 +14,9 @@ import (
 
 	"github.com/ferry-io/ferry"
 	"github.com/ferry-io/ferry/group"
+	"github.com/ferry-io/ferry/internal/emutest"
 	"github.com/ferry-io/ferry/internal/hashkey"
 	"github.com/ferry-io/ferry/lease"
-	"github.com/ferry-io/ferry/mongotest"
 )
 
 // cluster is one test's MongoDB and the members started on it.
@@ -38,7 +38,7 @@ type member struct {
 }
 
 func newCluster(t *testing.T) *cluster {
-	uri, _ := mongotest.URI(t)
+	uri, _ := emutest.URI(t)
 	return newClusterOn(t, uri)
 }
 
@@ -81,7 +81,7 @@ func (c *cluster) joinWithLost(id string, partitions int, onLost func(int, error
 				onLost(p, err)
 			}
 		}),
-		group.Consumer(ferry.WatchCollection(c.source.Name(), "c"), ferry.MaxAwaitTime(50*time.Millisecond),
+		group.ConsumerOptions(ferry.WatchCollection(c.source.Name(), "c"), ferry.MaxAwaitTime(50*time.Millisecond),
 			ferry.CommitEvery(10, 20*time.Millisecond)))
 	if err != nil {
 		c.t.Fatal(err)
@@ -290,7 +290,7 @@ func TestDeliveryModesAbsorbReplays(t *testing.T) {
 				g, err := group.New(client, effect, group.Name("orders"), group.Partitions(2), group.MemberID("solo"),
 					group.StateDatabase(client.Database(c.state.Name())), group.DeliveryMode(mode),
 					group.LeaseTTL(2*time.Second), group.RebalanceInterval(50*time.Millisecond),
-					group.Consumer(ferry.WatchCollection(c.source.Name(), "c"), ferry.StartAt(ferry.StartAtTime(at)),
+					group.ConsumerOptions(ferry.WatchCollection(c.source.Name(), "c"), ferry.StartAt(ferry.StartAtTime(at)),
 						ferry.MaxAwaitTime(50*time.Millisecond)))
 				if err != nil {
 					t.Fatal(err)
@@ -366,7 +366,7 @@ func TestRepartition(t *testing.T) {
 		}, group.Name("orders"), group.Partitions(partitions), group.MemberID("solo"),
 			group.StateDatabase(client.Database(c.state.Name())), group.DeliveryMode(group.Idempotent),
 			group.LeaseTTL(2*time.Second), group.RebalanceInterval(50*time.Millisecond),
-			group.Consumer(ferry.WatchCollection(c.source.Name(), "c"), ferry.MaxAwaitTime(50*time.Millisecond)))
+			group.ConsumerOptions(ferry.WatchCollection(c.source.Name(), "c"), ferry.MaxAwaitTime(50*time.Millisecond)))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -456,7 +456,7 @@ func TestSkewedClocksNeverShareAPartition(t *testing.T) {
 // advance with the server's postBatchResumeToken, so a restart resumes every
 // partition without ChangeStreamHistoryLost.
 func TestQuietPartitionsKeepTheirPlace(t *testing.T) {
-	srv := mongotest.New(t, mongotest.OplogMaxEntries(60))
+	srv := emutest.New(t, emutest.OplogMaxEntries(60))
 	c := newClusterOn(t, srv.URI())
 	const partitions = 4
 	c.join("q", partitions)
@@ -585,7 +585,7 @@ func TestSweeperPerPartition(t *testing.T) {
 				return nil
 			}
 		}),
-		group.Consumer(ferry.WatchCollection(c.source.Name(), "c"), ferry.MaxAwaitTime(50*time.Millisecond),
+		group.ConsumerOptions(ferry.WatchCollection(c.source.Name(), "c"), ferry.MaxAwaitTime(50*time.Millisecond),
 			ferry.StartAt(ferry.StartWithBackfill())))
 	if err != nil {
 		t.Fatal(err)

@@ -58,7 +58,7 @@ func runChild(spec string) error {
 		group.LeaseOptions(lease.MemberTimeout(time.Duration(ttlMS)*time.Millisecond), lease.HeartbeatInterval(time.Duration(ttlMS/5)*time.Millisecond)),
 		group.OnAssigned(func(p int, epoch int64) { say("ASSIGNED %d %d", p, epoch) }),
 		group.OnLost(func(p int, err error) { say("LOST %d", p) }),
-		group.Consumer(ferry.WatchCollection(f[1], "c"), ferry.MaxAwaitTime(50*time.Millisecond), ferry.CommitEvery(10, 20*time.Millisecond),
+		group.ConsumerOptions(ferry.WatchCollection(f[1], "c"), ferry.MaxAwaitTime(50*time.Millisecond), ferry.CommitEvery(10, 20*time.Millisecond),
 			ferry.StartAt(ferry.StartAtTime(bson.Timestamp{T: parseU32(f[7]), I: parseU32(f[8])}))))
 	if err != nil {
 		return err

@@ -146,6 +146,16 @@ func (g *Group) logLevel() slog.Level {
 	return slog.LevelInfo
 }
 
+// consumerOptions returns the options of partition p's consumer at epoch:
+// the ConsumerOptions, then the group's own, which override them.
+func (g *Group) consumerOptions(p int, epoch int64) []ferry.Option {
+	cfg := &g.cfg
+	opts := append([]ferry.Option{}, cfg.consumer...)
+	return append(opts, ferry.Stream(cfg.name), ferry.Partition(p, cfg.partitions), ferry.Epoch(epoch),
+		ferry.Checkpoints(g.cps), ferry.DeadLetters(g.dlq), ferry.DrainTimeout(min(cfg.drain, cfg.ttl/2)),
+		ferry.WithHooks(partitionStates{g.st}), ferry.LogStops(false))
+}
+
 func (g *Group) start(ctx context.Context, runs map[int]*running, p int, ended chan<- int) {
 	cfg := &g.cfg
 	held, err := g.leases.Hold(ctx, cfg.name, p, cfg.memberID, cfg.ttl)
@@ -156,10 +166,7 @@ func (g *Group) start(ctx context.Context, runs map[int]*running, p int, ended c
 		return
 	}
 	epoch := held.Epoch()
-	opts := append([]ferry.Option{}, cfg.consumer...)
-	opts = append(opts, ferry.Stream(cfg.name), ferry.Partition(p, cfg.partitions), ferry.Epoch(epoch),
-		ferry.Checkpoints(g.cps), ferry.DeadLetters(g.dlq), ferry.DrainTimeout(min(cfg.drain, cfg.ttl/2)),
-		ferry.WithHooks(partitionStates{g.st}), ferry.LogStops(false))
+	opts := g.consumerOptions(p, epoch)
 	if cfg.sweeper != nil {
 		if sweep := cfg.sweeper(p, cfg.partitions); sweep != nil {
 			opts = append(opts, ferry.WithSweeper(func(ctx context.Context, since time.Time) error {

@@ -45,6 +45,14 @@
 //     ends before Release or Leave returns, or by itself when the lease or
 //     membership is lost, closing Done.
 //
+// # Options
+//
+// New takes Options and Hold takes HoldOptions, in the style of package
+// ferry: they only record values; New (or Hold, against its ttl)
+// validates once, before it sends anything, and its error matches
+// ErrInvalid and lists every problem, each naming its option
+// ("HeartbeatInterval: 4s must be shorter than MemberTimeout (3s)").
+//
 // # Layout
 //
 // Leases: one document per (group, partition) in collection "leases",

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/ferry-io/ferry/internal/optcheck"
 )
 
 // Held is a lease kept alive in the background, in the manner of etcd's
@@ -46,15 +48,10 @@ func (s *Store) Hold(ctx context.Context, group string, partition int, owner str
 		return nil, err
 	}
 	var hc holdConfig
-	for _, o := range opts {
-		if o == nil {
-			continue
-		}
-		if err := o(&hc); err != nil {
-			return nil, err
-		}
-	}
-	if err := hc.resolve(ttl); err != nil {
+	var p optcheck.Problems
+	optcheck.Apply(&p, opts, func(o HoldOption) { o.apply(&hc) })
+	hc.validate(&p, ttl)
+	if err := p.Err(ErrInvalid); err != nil {
 		return nil, err
 	}
 	sent := s.cfg.clock.Now() // before the request: the server's $$NOW is later

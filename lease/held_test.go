@@ -10,8 +10,8 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/event"
 
+	"github.com/ferry-io/ferry/internal/emutest"
 	"github.com/ferry-io/ferry/lease"
-	"github.com/ferry-io/ferry/mongotest"
 )
 
 // ttl, renewal and margin of the Held tests: renew every 3s, valid for 8s
@@ -113,7 +113,7 @@ func TestHeldSelfFencesBeforeServerExpiry(t *testing.T) {
 	// ShutdownInProgress, as during a step-down. Without the
 	// RetryableWriteError label the driver does not retry it within the
 	// attempt's deadline (it would, until the end of validity, in real time).
-	e.srv.FailCommand(mongotest.FailPoint{Commands: []string{"findAndModify"}, ErrorCode: 91, ErrorLabels: []string{}, AppName: "a"})
+	e.srv.FailCommand(emutest.FailPoint{Commands: []string{"findAndModify"}, ErrorCode: 91, ErrorLabels: []string{}, AppName: "a"})
 	defer e.srv.ClearFailPoints()
 	clk.settle(t, h.Done())
 	for elapsed := time.Duration(0); elapsed < hTTL-hMargin-2*time.Second; {
@@ -214,7 +214,7 @@ func TestSkewedClocksNeverTwoOwners(t *testing.T) {
 	if _, err := sb.Hold(ctx, "g", 0, "b", hTTL); !errors.Is(err, lease.ErrHeld) {
 		t.Fatalf("b's Hold while a holds: %v, want ErrHeld", err)
 	}
-	e.srv.FailCommand(mongotest.FailPoint{Commands: []string{"findAndModify"}, ErrorCode: 6, ErrorLabels: []string{}, AppName: "a"})
+	e.srv.FailCommand(emutest.FailPoint{Commands: []string{"findAndModify"}, ErrorCode: 6, ErrorLabels: []string{}, AppName: "a"})
 	defer e.srv.ClearFailPoints()
 	var hb *lease.Held
 	aInvalidAt, bAt := time.Duration(-1), time.Duration(-1)

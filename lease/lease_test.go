@@ -255,10 +255,18 @@ func TestInvalidArguments(t *testing.T) {
 		{lease.MemberTimeout(0), "MemberTimeout"},
 		{lease.HeartbeatInterval(-1), "HeartbeatInterval"},
 		{lease.WithClock(nil), "WithClock"},
-		{lease.Logger(nil), "Logger"},
+		{nil, "nil option"},
 	} {
 		_, err := lease.New(e.db, c.opt)
 		check(c.field, err, c.field)
+	}
+	// Validated once, every problem named: a later option overrides an
+	// earlier one, and a nil logger means discard.
+	_, err = lease.New(e.db, lease.MemberTimeout(0), lease.MemberTimeout(time.Second), lease.Logger(nil),
+		lease.MembersCollection(""), lease.HeartbeatInterval(2*time.Second))
+	if want := "lease: invalid argument: MembersCollection: empty collection name; " +
+		"HeartbeatInterval: 2s must be shorter than MemberTimeout (1s)"; err == nil || err.Error() != want {
+		t.Errorf("New = %v, want %q", err, want)
 	}
 	_, err = lease.New(e.db, lease.MemberTimeout(time.Second), lease.HeartbeatInterval(time.Second))
 	check("heartbeat >= timeout", err, "HeartbeatInterval")

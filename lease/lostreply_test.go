@@ -8,8 +8,8 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/event"
 
+	"github.com/ferry-io/ferry/internal/emutest"
 	"github.com/ferry-io/ferry/lease"
-	"github.com/ferry-io/ferry/mongotest"
 )
 
 // A renewal or release whose reply is lost after the server applied it is
@@ -36,7 +36,7 @@ func lostReplyEnv(t *testing.T, onFailed func()) (e *env, s *lease.Store, arm fu
 		}
 	}}
 	s = e.storeOn(t, e.client(t, "", mon))
-	arm = func() { e.srv.FailRetryableWrites(mongotest.RetryableWriteFailPoint{Times: 1}) }
+	arm = func() { e.srv.FailRetryableWrites(emutest.RetryableWriteFailPoint{Times: 1}) }
 	return e, s, arm, failed
 }
 
@@ -45,7 +45,7 @@ func lostReplyEnv(t *testing.T, onFailed func()) (e *env, s *lease.Store, arm fu
 // server made, not ErrLost.
 func TestRenewReplyLost(t *testing.T) {
 	const ttl = 10 * time.Second
-	var srv *mongotest.Server
+	var srv *emutest.Server
 	e, s, arm, failed := lostReplyEnv(t, func() { srv.AdvanceClock(ttl + time.Second) })
 	srv = e.srv
 	ctx := ctx(t)

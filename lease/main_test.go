@@ -11,9 +11,9 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
+	"github.com/ferry-io/ferry/internal/emutest"
 	"github.com/ferry-io/ferry/internal/leakcheck"
 	"github.com/ferry-io/ferry/lease"
-	"github.com/ferry-io/ferry/mongotest"
 )
 
 func TestMain(m *testing.M) {
@@ -28,7 +28,7 @@ var serverEpoch = time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)
 // replica set at $FERRY_TEST_MONGODB_URI.
 type env struct {
 	uri string
-	srv *mongotest.Server
+	srv *emutest.Server
 	db  *mongo.Database
 }
 
@@ -36,7 +36,7 @@ func newEnv(t *testing.T) *env {
 	t.Helper()
 	// The emulator's clock stands still unless a test moves it with
 	// AdvanceClock, so real time spent in a test never expires a lease.
-	uri, srv := mongotest.URI(t, mongotest.Clock(func() time.Time { return serverEpoch }))
+	uri, srv := emutest.URI(t, emutest.FrozenClock(serverEpoch))
 	e := &env{uri: uri, srv: srv}
 	e.db = e.client(t, "", nil).Database("lease_" + sanitize(t.Name()))
 	if err := e.db.Drop(ctx(t)); err != nil {
@@ -50,7 +50,7 @@ func newEnv(t *testing.T) *env {
 func (e *env) needEmulator(t *testing.T, why string) {
 	t.Helper()
 	if e.srv == nil {
-		t.Skipf("needs the emulator's %s; %s points at a real server", why, mongotest.EnvURI)
+		t.Skipf("needs the emulator's %s; %s points at a real server", why, emutest.EnvURI)
 	}
 }
 

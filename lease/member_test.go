@@ -12,8 +12,8 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
+	"github.com/ferry-io/ferry/internal/emutest"
 	"github.com/ferry-io/ferry/lease"
-	"github.com/ferry-io/ferry/mongotest"
 )
 
 const (
@@ -166,7 +166,7 @@ func TestMemberLostWhenHeartbeatsFail(t *testing.T) {
 	clk := newFakeClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
 	s := e.store(t, "m", lease.WithClock(clk), lease.MemberTimeout(mTimeout), lease.HeartbeatInterval(mHeartbeat))
 	m := join(t, s, "m", nil)
-	e.srv.FailCommand(mongotest.FailPoint{Commands: []string{"update"}, ErrorCode: 6, ErrorLabels: []string{}, AppName: "m"})
+	e.srv.FailCommand(emutest.FailPoint{Commands: []string{"update"}, ErrorCode: 6, ErrorLabels: []string{}, AppName: "m"})
 	defer e.srv.ClearFailPoints()
 	for range 3 {
 		clk.settle(t, m.Done())

@@ -2,8 +2,10 @@ package lease
 
 import (
 	"log/slog"
-	"strings"
 	"time"
+
+	"github.com/ferry-io/ferry/internal/mongoname"
+	"github.com/ferry-io/ferry/internal/optcheck"
 )
 
 // Defaults used by New and Hold.
@@ -15,15 +17,23 @@ const (
 	DefaultMemberTimeout = 10 * time.Second
 )
 
-// An Option configures New. A bad option makes New fail with an error
-// matching ErrInvalid that names the option.
-type Option func(*config) error
+// An Option configures New. Option functions only record their values:
+// New applies the options in order (a later one overrides an earlier one)
+// and then validates the result once; its error matches ErrInvalid and
+// lists every problem, each naming its option. A nil option is a problem.
+// Only this package makes Options.
+type Option interface{ apply(*config) }
+
+type option func(*config)
+
+func (f option) apply(c *config) { f(c) }
 
 type config struct {
 	members           string
 	leases            string
 	memberTimeout     time.Duration
 	heartbeatInterval time.Duration // 0: memberTimeout/3
+	heartbeatSet      bool
 	clock             Clock
 	logger            *slog.Logger
 }
@@ -34,156 +44,113 @@ func defaultConfig() config {
 		leases:        DefaultLeasesCollection,
 		memberTimeout: DefaultMemberTimeout,
 		clock:         systemClock{},
-		logger:        slog.New(slog.DiscardHandler),
 	}
 }
 
-func (c *config) validate() error {
-	if c.heartbeatInterval == 0 {
-		c.heartbeatInterval = c.memberTimeout / 3
+// validate records every problem in p and resolves the defaults that
+// depend on other options.
+func (c *config) validate(p *optcheck.Problems) {
+	p.AddErr("MembersCollection", mongoname.Collection(c.members))
+	p.AddErr("LeasesCollection", mongoname.Collection(c.leases))
+	if c.clock == nil {
+		p.Add("WithClock", "nil clock (leave the option out for the system clock)")
 	}
-	if c.heartbeatInterval >= c.memberTimeout {
-		return invalid("HeartbeatInterval(%v) must be shorter than MemberTimeout(%v)", c.heartbeatInterval, c.memberTimeout)
+	if c.logger == nil {
+		c.logger = slog.New(slog.DiscardHandler)
 	}
-	return nil
-}
-
-func collectionName(option, name string) error {
+	if c.memberTimeout < time.Millisecond {
+		p.Add("MemberTimeout", "must be at least 1ms, got %v", c.memberTimeout)
+		return
+	}
 	switch {
-	case name == "":
-		return invalid("%s: empty collection name", option)
-	case strings.ContainsAny(name, "$\x00"):
-		return invalid("%s(%q): a collection name cannot contain '$' or NUL", option, name)
-	case strings.HasPrefix(name, "system."):
-		return invalid("%s(%q): the system. prefix is reserved", option, name)
+	case !c.heartbeatSet:
+		c.heartbeatInterval = c.memberTimeout / 3
+	case c.heartbeatInterval <= 0:
+		p.Add("HeartbeatInterval", "must be positive, got %v", c.heartbeatInterval)
+	case c.heartbeatInterval >= c.memberTimeout:
+		p.Add("HeartbeatInterval", "%v must be shorter than MemberTimeout (%v)", c.heartbeatInterval, c.memberTimeout)
 	}
-	return nil
 }
 
 // MembersCollection sets the collection of group members (default
 // "members").
-func MembersCollection(name string) Option {
-	return func(c *config) error {
-		if err := collectionName("MembersCollection", name); err != nil {
-			return err
-		}
-		c.members = name
-		return nil
-	}
-}
+func MembersCollection(name string) Option { return option(func(c *config) { c.members = name }) }
 
 // LeasesCollection sets the collection of partition leases (default
 // "leases").
-func LeasesCollection(name string) Option {
-	return func(c *config) error {
-		if err := collectionName("LeasesCollection", name); err != nil {
-			return err
-		}
-		c.leases = name
-		return nil
-	}
-}
+func LeasesCollection(name string) Option { return option(func(c *config) { c.leases = name }) }
 
 // MemberTimeout sets how long a member stays live after its last heartbeat,
 // judged by the server's clock (default 10s, at least 1ms). Each member
 // stores its own timeout with its heartbeat, so members configured
 // differently still agree on who is live.
-func MemberTimeout(d time.Duration) Option {
-	return func(c *config) error {
-		if d < time.Millisecond {
-			return invalid("MemberTimeout: must be at least 1ms, got %v", d)
-		}
-		c.memberTimeout = d
-		return nil
-	}
-}
+func MemberTimeout(d time.Duration) Option { return option(func(c *config) { c.memberTimeout = d }) }
 
 // HeartbeatInterval sets how often a member heartbeats (default a third of
-// the MemberTimeout). It must be shorter than the timeout.
+// the MemberTimeout). It must be positive and shorter than the timeout.
 func HeartbeatInterval(d time.Duration) Option {
-	return func(c *config) error {
-		if d <= 0 {
-			return invalid("HeartbeatInterval: must be positive, got %v", d)
-		}
-		c.heartbeatInterval = d
-		return nil
-	}
+	return option(func(c *config) { c.heartbeatInterval, c.heartbeatSet = d, true })
 }
 
 // WithClock replaces the local monotonic clock that Held and Member use to
 // judge their own validity (for tests; the default is the system clock). It
 // never affects expiry on the server.
-func WithClock(clock Clock) Option {
-	return func(c *config) error {
-		if clock == nil {
-			return invalid("WithClock: nil clock")
-		}
-		c.clock = clock
-		return nil
-	}
-}
+func WithClock(clock Clock) Option { return option(func(c *config) { c.clock = clock }) }
 
 // Logger sets where failed background renewals and heartbeats are logged,
-// at level Warn (default: discard). Losses are not logged: they are
-// reported by Done and Err.
-func Logger(l *slog.Logger) Option {
-	return func(c *config) error {
-		if l == nil {
-			return invalid("Logger: nil logger")
-		}
-		c.logger = l
-		return nil
-	}
-}
+// at level Warn (default, and when l is nil: discard). Losses are not
+// logged: they are reported by Done and Err.
+func Logger(l *slog.Logger) Option { return option(func(c *config) { c.logger = l }) }
 
-// A HoldOption configures Hold.
-type HoldOption func(*holdConfig) error
+// A HoldOption configures Hold, as an Option configures New: Hold
+// validates the result once, against the ttl, before it sends anything.
+type HoldOption interface{ apply(*holdConfig) }
+
+type holdOption func(*holdConfig)
+
+func (f holdOption) apply(c *holdConfig) { f(c) }
 
 type holdConfig struct {
 	renewInterval time.Duration // 0: ttl/3
+	renewSet      bool
 	safetyMargin  time.Duration // 0: ttl/5
+	marginSet     bool
 }
 
 // RenewInterval sets how often a Held renews its lease (default ttl/3).
 // After a failed renewal it retries four times as often, until it succeeds
-// or the lease can no longer be proven valid. It must be shorter than ttl
-// minus the safety margin.
+// or the lease can no longer be proven valid. It must be positive and
+// shorter than ttl minus the safety margin.
 func RenewInterval(d time.Duration) HoldOption {
-	return func(c *holdConfig) error {
-		if d <= 0 {
-			return invalid("RenewInterval: must be positive, got %v", d)
-		}
-		c.renewInterval = d
-		return nil
-	}
+	return holdOption(func(c *holdConfig) { c.renewInterval, c.renewSet = d, true })
 }
 
 // SafetyMargin sets how long before the lease's TTL, counted from the
 // sending of its last successful renewal, a Held stops trusting it (default
 // ttl/5). It absorbs clock-rate differences between this process and the
 // server, and clock offsets between replica-set members across a failover.
+// It must be positive and shorter than the ttl.
 func SafetyMargin(d time.Duration) HoldOption {
-	return func(c *holdConfig) error {
-		if d <= 0 {
-			return invalid("SafetyMargin: must be positive, got %v", d)
-		}
-		c.safetyMargin = d
-		return nil
-	}
+	return holdOption(func(c *holdConfig) { c.safetyMargin, c.marginSet = d, true })
 }
 
-func (c *holdConfig) resolve(ttl time.Duration) error {
-	if c.safetyMargin == 0 {
+// validate records every problem in p and resolves the defaults from ttl
+// (already checked).
+func (c *holdConfig) validate(p *optcheck.Problems, ttl time.Duration) {
+	if !c.marginSet {
 		c.safetyMargin = ttl / 5
 	}
-	if c.renewInterval == 0 {
+	if !c.renewSet {
 		c.renewInterval = ttl / 3
 	}
-	if c.safetyMargin <= 0 || c.safetyMargin >= ttl {
-		return invalid("SafetyMargin(%v) must be positive and shorter than the ttl (%v)", c.safetyMargin, ttl)
+	marginOK := c.safetyMargin > 0 && c.safetyMargin < ttl
+	if !marginOK {
+		p.Add("SafetyMargin", "%v must be positive and shorter than the ttl (%v)", c.safetyMargin, ttl)
 	}
-	if c.renewInterval <= 0 || c.renewInterval >= ttl-c.safetyMargin {
-		return invalid("RenewInterval(%v) must be positive and shorter than ttl (%v) minus SafetyMargin (%v)", c.renewInterval, ttl, c.safetyMargin)
+	switch {
+	case c.renewInterval <= 0:
+		p.Add("RenewInterval", "must be positive, got %v", c.renewInterval)
+	case marginOK && c.renewInterval >= ttl-c.safetyMargin:
+		p.Add("RenewInterval", "%v must be shorter than the ttl (%v) minus SafetyMargin (%v)", c.renewInterval, ttl, c.safetyMargin)
 	}
-	return nil
 }

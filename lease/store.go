@@ -10,6 +10,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/ferry-io/ferry/internal/optcheck"
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 )
@@ -33,19 +34,14 @@ func (s *Store) RenewFailures() int64 { return s.renewFailures.Load() }
 // index: every write addresses one document by _id, and List and Members
 // read the (small) documents of one group.
 func New(db *mongo.Database, opts ...Option) (*Store, error) {
-	if db == nil {
-		return nil, invalid("New: nil database")
-	}
 	cfg := defaultConfig()
-	for _, o := range opts {
-		if o == nil {
-			continue
-		}
-		if err := o(&cfg); err != nil {
-			return nil, err
-		}
+	var p optcheck.Problems
+	if db == nil {
+		p.Add("db", "nil database: pass the database the leases and members live in")
 	}
-	if err := cfg.validate(); err != nil {
+	optcheck.Apply(&p, opts, func(o Option) { o.apply(&cfg) })
+	cfg.validate(&p)
+	if err := p.Err(ErrInvalid); err != nil {
 		return nil, err
 	}
 	return &Store{members: db.Collection(cfg.members), leases: db.Collection(cfg.leases), cfg: cfg}, nil

@@ -52,6 +52,14 @@
 // an abort and may run once per attempt: for those, idempotent mode is the
 // strongest guarantee.
 //
+// # Options
+//
+// New takes Options and RunTransaction TxnOptions, in the style of package
+// ferry: they only record values; the function validates once, before it
+// sends anything, and its error matches ErrInvalid and lists every
+// problem, each naming its option ("Retention: must be at least 1s, got
+// 500ms").
+//
 // # Limits of both modes
 //
 //   - An entry lives Retention after it was applied. Keep Retention longer

@@ -12,6 +12,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
+	"github.com/ferry-io/ferry/internal/optcheck"
 	"github.com/ferry-io/ferry/mongoerr"
 )
 
@@ -33,11 +34,6 @@ const (
 
 // IndexName is the name of the TTL index New ensures on appliedAt.
 const IndexName = fAppliedAt + "_1"
-
-// codeIndexOptionsConflict is the server's answer to createIndexes for an
-// index whose key exists with other options (here: another
-// expireAfterSeconds, or another name).
-const codeIndexOptionsConflict = 85
 
 // Store is the ledger of one state database. It is safe for concurrent use.
 // Every method uses ctx as given: with a session context in a transaction
@@ -64,17 +60,15 @@ type Entry struct {
 // exists with another expireAfterSeconds, New changes it with collMod: the
 // retention is a property of the collection, and the last New wins.
 func New(ctx context.Context, db *mongo.Database, opts ...Option) (*Store, error) {
-	if db == nil {
-		return nil, fmt.Errorf("%w: ledger: nil database", ErrInvalid)
-	}
 	cfg := config{collection: DefaultCollection, retention: DefaultRetention}
-	for _, o := range opts {
-		if o == nil {
-			continue
-		}
-		if err := o(&cfg); err != nil {
-			return nil, err
-		}
+	var p optcheck.Problems
+	if db == nil {
+		p.Add("db", "nil database: pass the database the ledger lives in")
+	}
+	optcheck.Apply(&p, opts, func(o Option) { o.apply(&cfg) })
+	cfg.validate(&p)
+	if err := p.Err(ErrInvalid); err != nil {
+		return nil, err
 	}
 	s := &Store{coll: db.Collection(cfg.collection), retention: cfg.retention}
 	if err := s.ensureIndex(ctx); err != nil {
@@ -90,8 +84,10 @@ func (s *Store) ensureIndex(ctx context.Context) error {
 		Keys:    keys,
 		Options: options.Index().SetName(IndexName).SetExpireAfterSeconds(secs),
 	})
+	// IndexOptionsConflict: the index's key exists with other options
+	// (another expireAfterSeconds, or another name).
 	var se mongo.ServerError
-	if errors.As(err, &se) && se.HasErrorCode(codeIndexOptionsConflict) {
+	if errors.As(err, &se) && se.HasErrorCode(mongoerr.CodeIndexOptionsConflict) {
 		err = s.coll.Database().RunCommand(ctx, bson.D{
 			{Key: "collMod", Value: s.coll.Name()},
 			{Key: "index", Value: bson.D{{Key: "keyPattern", Value: keys}, {Key: "expireAfterSeconds", Value: secs}}},

@@ -12,12 +12,12 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
+	"github.com/ferry-io/ferry/internal/emutest"
 	"github.com/ferry-io/ferry/ledger"
-	"github.com/ferry-io/ferry/mongotest"
 )
 
 func TestSeenRecordRoundTrip(t *testing.T) {
-	client, srv := connect(t)
+	client, srv := emutest.Client(t)
 	s := newStore(t, freshDB(t, client))
 	ctx := t.Context()
 	id := eventID("e1")
@@ -56,7 +56,7 @@ func TestSeenRecordRoundTrip(t *testing.T) {
 }
 
 func TestRecordTwiceKeepsFirstEntry(t *testing.T) {
-	client, srv := connect(t)
+	client, srv := emutest.Client(t)
 	s := newStore(t, freshDB(t, client))
 	ctx := t.Context()
 	id := eventID("e1")
@@ -87,7 +87,7 @@ func TestRecordTwiceKeepsFirstEntry(t *testing.T) {
 }
 
 func TestRecordNewReportsDuplicate(t *testing.T) {
-	client, _ := connect(t)
+	client, _ := emutest.Client(t)
 	s := newStore(t, freshDB(t, client))
 	ctx := t.Context()
 	id := eventID("e1")
@@ -112,7 +112,7 @@ func TestRecordNewReportsDuplicate(t *testing.T) {
 // TestRecordNewConcurrent: many callers recording one event outside
 // transactions; exactly one is told it inserted.
 func TestRecordNewConcurrent(t *testing.T) {
-	client, _ := connect(t)
+	client, _ := emutest.Client(t)
 	s := newStore(t, freshDB(t, client))
 	id := eventID("race")
 	const n = 8
@@ -151,7 +151,7 @@ func TestRecordNewConcurrent(t *testing.T) {
 // TestDocumentLayout pins the stored layout operators read: no token, no
 // document, the server's date.
 func TestDocumentLayout(t *testing.T) {
-	client, _ := connect(t)
+	client, _ := emutest.Client(t)
 	db := freshDB(t, client)
 	s := newStore(t, db, ledger.Collection("applied"))
 	id := eventID("e1")
@@ -184,7 +184,7 @@ func TestDocumentLayout(t *testing.T) {
 }
 
 func TestCountAndForget(t *testing.T) {
-	client, _ := connect(t)
+	client, _ := emutest.Client(t)
 	s := newStore(t, freshDB(t, client))
 	ctx := t.Context()
 	// "a/b" shares the _id prefix "a/" with stream "a"; "a0" lies just past
@@ -247,7 +247,7 @@ func ttlIndex(t *testing.T, coll *mongo.Collection) int64 {
 }
 
 func TestTTLIndex(t *testing.T) {
-	client, _ := connect(t)
+	client, _ := emutest.Client(t)
 	db := freshDB(t, client)
 	s := newStore(t, db)
 	if got, want := ttlIndex(t, s.Collection()), int64(7*24*3600); got != want {
@@ -268,11 +268,10 @@ func TestTTLIndex(t *testing.T) {
 
 // TestTTLPruning: entries expire by age through the server's TTL monitor.
 func TestTTLPruning(t *testing.T) {
-	uri, srv := mongotest.URI(t, mongotest.TTLMonitorInterval(10*time.Millisecond))
+	client, srv := emutest.Client(t, emutest.TTLMonitorInterval(10*time.Millisecond))
 	if srv == nil {
 		t.Skip("needs the emulator's clock: a real server's TTL monitor runs every 60 s on its own clock")
 	}
-	client := connectURI(t, uri)
 	s := newStore(t, freshDB(t, client), ledger.Retention(time.Hour))
 	ctx := t.Context()
 	old, young := eventID("old"), eventID("young")
@@ -318,13 +317,21 @@ func TestInvalidArguments(t *testing.T) {
 		"zero retention":    ledger.Retention(0),
 		"sub-second":        ledger.Retention(time.Millisecond),
 		"huge retention":    ledger.Retention(1 << 62),
+		"nil option":        nil,
 	} {
 		if _, err := ledger.New(t.Context(), db, opt); !errors.Is(err, ledger.ErrInvalid) {
 			t.Errorf("%s: err = %v, want ErrInvalid", name, err)
 		}
 	}
 
-	mc, _ := connect(t)
+	// Validated once, every problem named; a later option overrides an
+	// earlier one.
+	_, err = ledger.New(t.Context(), db, ledger.Retention(0), ledger.Collection(""), ledger.Retention(time.Hour), ledger.Collection("$x"))
+	if want := `ledger: invalid argument: Collection: a collection name cannot contain '$' or NUL, got "$x"`; err == nil || err.Error() != want {
+		t.Errorf("New = %v, want %q", err, want)
+	}
+
+	mc, _ := emutest.Client(t)
 	s := newStore(t, freshDB(t, mc))
 	ctx := t.Context()
 	id := eventID("e")
@@ -369,7 +376,7 @@ func TestInvalidArguments(t *testing.T) {
 
 // TestErrorsNameTheEntry: a server error says which stream and event.
 func TestErrorsNameTheEntry(t *testing.T) {
-	client, _ := connect(t)
+	client, _ := emutest.Client(t)
 	s := newStore(t, freshDB(t, client))
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()

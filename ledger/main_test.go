@@ -14,20 +14,10 @@ import (
 
 	"github.com/ferry-io/ferry/internal/leakcheck"
 	"github.com/ferry-io/ferry/ledger"
-	"github.com/ferry-io/ferry/mongotest"
 )
 
 func TestMain(m *testing.M) {
 	leakcheck.VerifyTestMain(m)
-}
-
-// connect returns a client to the emulator (or to $FERRY_TEST_MONGODB_URI),
-// disconnected when the test ends, and the emulator (nil against a real
-// server).
-func connect(t *testing.T, opts ...mongotest.Option) (*mongo.Client, *mongotest.Server) {
-	t.Helper()
-	uri, srv := mongotest.URI(t, opts...)
-	return connectURI(t, uri), srv
 }
 
 // connectURI connects to uri, with a command monitor when mon is not nil.

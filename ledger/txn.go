@@ -13,6 +13,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/readconcern"
 	"go.mongodb.org/mongo-driver/v2/mongo/writeconcern"
 
+	"github.com/ferry-io/ferry/internal/optcheck"
 	"github.com/ferry-io/ferry/mongoerr"
 )
 
@@ -36,9 +37,15 @@ const (
 	DefaultCommitTimeout  = 10 * time.Second
 )
 
-// TxnOption configures RunTransaction. A bad option makes it fail with an
-// error matching ErrInvalid, before anything is sent.
-type TxnOption func(*txnConfig) error
+// A TxnOption configures RunTransaction, as an Option configures New:
+// RunTransaction validates the result once, before anything is sent; its
+// error matches ErrInvalid and lists every problem, each naming its
+// option.
+type TxnOption interface{ apply(*txnConfig) }
+
+type txnOption func(*txnConfig)
+
+func (f txnOption) apply(c *txnConfig) { f(c) }
 
 type txnConfig struct {
 	maxAttempts   int
@@ -48,65 +55,54 @@ type txnConfig struct {
 	onRetry       func(attempt int, err error)
 }
 
+func (c *txnConfig) validate(p *optcheck.Problems) {
+	if c.maxAttempts < 1 {
+		p.Add("MaxAttempts", "must be at least 1, got %d", c.maxAttempts)
+	}
+	if c.initial < 0 || c.max < c.initial {
+		p.Add("Backoff", "need 0 <= initial <= max, got %v and %v", c.initial, c.max)
+	}
+	if c.commitTimeout <= 0 {
+		p.Add("CommitTimeout", "must be positive, got %v", c.commitTimeout)
+	}
+	if c.txnOpts == nil {
+		p.Add("TransactionOptions", "nil options (leave the option out for snapshot and majority)")
+	}
+}
+
 // MaxAttempts bounds the runs of fn (DefaultMaxAttempts), and separately
 // the commit tries of one run while the commit's outcome is unknown. It must
 // be at least 1.
-func MaxAttempts(n int) TxnOption {
-	return func(c *txnConfig) error {
-		if n < 1 {
-			return fmt.Errorf("%w: ledger option MaxAttempts(%d): must be at least 1", ErrInvalid, n)
-		}
-		c.maxAttempts = n
-		return nil
-	}
-}
+func MaxAttempts(n int) TxnOption { return txnOption(func(c *txnConfig) { c.maxAttempts = n }) }
 
 // Backoff sets the wait before a retry: initial before the second attempt,
 // doubling up to max, each wait drawn uniformly from [d/2, d] (jitter, so
 // that conflicting transactions do not retry in lockstep). Backoff(0, 0)
 // retries at once. Defaults: DefaultBackoffInitial, DefaultBackoffMax.
+// It needs 0 <= initial <= max.
 func Backoff(initial, max time.Duration) TxnOption {
-	return func(c *txnConfig) error {
-		if initial < 0 || max < initial {
-			return fmt.Errorf("%w: ledger option Backoff(%v, %v): need 0 <= initial <= max", ErrInvalid, initial, max)
-		}
-		c.initial, c.max = initial, max
-		return nil
-	}
+	return txnOption(func(c *txnConfig) { c.initial, c.max = initial, max })
 }
 
-// CommitTimeout bounds one commitTransaction command (DefaultCommitTimeout).
-// The commit does not obey the caller's context: a cancellation after fn
-// returned must not turn a commit in flight into an unknown outcome.
+// CommitTimeout bounds one commitTransaction command (DefaultCommitTimeout;
+// it must be positive). The commit does not obey the caller's context: a
+// cancellation after fn returned must not turn a commit in flight into an
+// unknown outcome.
 func CommitTimeout(d time.Duration) TxnOption {
-	return func(c *txnConfig) error {
-		if d <= 0 {
-			return fmt.Errorf("%w: ledger option CommitTimeout(%v): must be positive", ErrInvalid, d)
-		}
-		c.commitTimeout = d
-		return nil
-	}
+	return txnOption(func(c *txnConfig) { c.commitTimeout = d })
 }
 
 // TransactionOptions replaces the transaction's options (default: read
 // concern "snapshot", write concern "majority").
 func TransactionOptions(o *options.TransactionOptionsBuilder) TxnOption {
-	return func(c *txnConfig) error {
-		if o == nil {
-			return fmt.Errorf("%w: ledger option TransactionOptions(nil)", ErrInvalid)
-		}
-		c.txnOpts = o
-		return nil
-	}
+	return txnOption(func(c *txnConfig) { c.txnOpts = o })
 }
 
 // OnRetry registers a function called before each retry with the attempt
-// that failed (from 1) and its error: for metrics and logs.
+// that failed (from 1) and its error: for metrics and logs. A nil function
+// is not called.
 func OnRetry(f func(attempt int, err error)) TxnOption {
-	return func(c *txnConfig) error {
-		c.onRetry = f
-		return nil
-	}
+	return txnOption(func(c *txnConfig) { c.onRetry = f })
 }
 
 // RunTransaction runs fn in a transaction on a new session of client and
@@ -142,12 +138,6 @@ func OnRetry(f func(attempt int, err error)) TxnOption {
 // ctx must not already carry a session (fn would otherwise write outside
 // the transaction it believes in); that is reported as ErrInvalid.
 func RunTransaction(ctx context.Context, client *mongo.Client, fn func(sctx context.Context) error, opts ...TxnOption) error {
-	if client == nil || fn == nil {
-		return fmt.Errorf("%w: RunTransaction needs a client and a function", ErrInvalid)
-	}
-	if mongo.SessionFromContext(ctx) != nil {
-		return fmt.Errorf("%w: RunTransaction: ctx already carries a session; nested transactions are not supported", ErrInvalid)
-	}
 	cfg := txnConfig{
 		maxAttempts: DefaultMaxAttempts, initial: DefaultBackoffInitial, max: DefaultBackoffMax,
 		commitTimeout: DefaultCommitTimeout,
@@ -155,13 +145,20 @@ func RunTransaction(ctx context.Context, client *mongo.Client, fn func(sctx cont
 			SetReadConcern(readconcern.Snapshot()).
 			SetWriteConcern(writeconcern.Majority()),
 	}
-	for _, o := range opts {
-		if o == nil {
-			continue
-		}
-		if err := o(&cfg); err != nil {
-			return err
-		}
+	var p optcheck.Problems
+	if client == nil {
+		p.Add("client", "nil client")
+	}
+	if fn == nil {
+		p.Add("fn", "nil function")
+	}
+	if mongo.SessionFromContext(ctx) != nil {
+		p.Add("ctx", "already carries a session; nested transactions are not supported")
+	}
+	optcheck.Apply(&p, opts, func(o TxnOption) { o.apply(&cfg) })
+	cfg.validate(&p)
+	if err := p.Err(ErrInvalid); err != nil {
+		return err
 	}
 	if err := ctx.Err(); err != nil {
 		return err

@@ -15,27 +15,27 @@ import (
 
 	"github.com/ferry-io/ferry/checkpoint"
 	"github.com/ferry-io/ferry/checkpoint/mongostore"
+	"github.com/ferry-io/ferry/internal/emutest"
 	"github.com/ferry-io/ferry/ledger"
 	"github.com/ferry-io/ferry/mongoerr"
-	"github.com/ferry-io/ferry/mongotest"
 )
 
 // fixture is a ledger and an "effects" collection in one fresh database,
 // both created outside transactions (required before MongoDB 4.4).
 type fixture struct {
 	client  *mongo.Client
-	srv     *mongotest.Server
+	srv     *emutest.Server
 	ledger  *ledger.Store
 	effects *mongo.Collection
 }
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
-	client, srv := connect(t)
+	client, srv := emutest.Client(t)
 	return fixtureOn(t, client, srv)
 }
 
-func fixtureOn(t *testing.T, client *mongo.Client, srv *mongotest.Server) *fixture {
+func fixtureOn(t *testing.T, client *mongo.Client, srv *emutest.Server) *fixture {
 	t.Helper()
 	db := freshDB(t, client)
 	if err := db.CreateCollection(t.Context(), "effects"); err != nil {
@@ -477,14 +477,14 @@ func (c *commitCounter) monitor() *event.CommandMonitor {
 }
 
 func TestRunTransactionRetriesUnknownCommitResult(t *testing.T) {
-	uri, srv := mongotest.URI(t)
+	uri, srv := emutest.URI(t)
 	if srv == nil {
 		t.Skip("needs the emulator's fail points")
 	}
 	var commits commitCounter
 	f := fixtureOn(t, connectURI(t, uri, commits.monitor()), srv)
 	id := eventID("e1")
-	srv.FailCommand(mongotest.FailPoint{
+	srv.FailCommand(emutest.FailPoint{
 		Commands: []string{"commitTransaction"}, Times: 2, ErrorCode: 8,
 		ErrorLabels: []string{"UnknownTransactionCommitResult"},
 	})
@@ -506,7 +506,7 @@ func TestRunTransactionRetriesUnknownCommitResult(t *testing.T) {
 
 	// Still unknown after MaxAttempts tries: ErrCommitUnknown, and fn is
 	// not run again.
-	srv.FailCommand(mongotest.FailPoint{
+	srv.FailCommand(emutest.FailPoint{
 		Commands: []string{"commitTransaction"}, ErrorCode: 8,
 		ErrorLabels: []string{"UnknownTransactionCommitResult"},
 	})
@@ -538,13 +538,19 @@ func TestRunTransactionInvalid(t *testing.T) {
 		"Backoff(2, 1)":        ledger.Backoff(2, 1),
 		"CommitTimeout(0)":     ledger.CommitTimeout(0),
 		"TransactionOptions()": ledger.TransactionOptions(nil),
+		"nil option":           nil,
 	} {
 		if err := ledger.RunTransaction(t.Context(), f.client, noop, opt); !errors.Is(err, ledger.ErrInvalid) {
 			t.Errorf("%s: err = %v, want ErrInvalid", name, err)
 		}
 	}
+	err := ledger.RunTransaction(t.Context(), nil, nil, ledger.MaxAttempts(0), ledger.CommitTimeout(-1))
+	if want := "ledger: invalid argument: client: nil client; fn: nil function; MaxAttempts: must be at least 1, got 0; " +
+		"CommitTimeout: must be positive, got -1ns"; err == nil || err.Error() != want {
+		t.Errorf("RunTransaction = %v, want %q", err, want)
+	}
 	// Nested: fn's context already carries the outer session.
-	err := ledger.RunTransaction(t.Context(), f.client, func(sctx context.Context) error {
+	err = ledger.RunTransaction(t.Context(), f.client, func(sctx context.Context) error {
 		return ledger.RunTransaction(sctx, f.client, noop)
 	})
 	if !errors.Is(err, ledger.ErrInvalid) {

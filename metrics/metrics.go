@@ -14,7 +14,13 @@
 // and `ferry status`: 0 when nothing is pending, otherwise now minus the
 // clusterTime of the oldest event read and not yet applied or
 // dead-lettered. It is computed at scrape time, so it grows while a
-// partition is stuck. When a partition stops on this member (handed off,
+// partition is stuck.
+//
+// Head-room (ferry_oplog_headroom_seconds) is a partition's checkpointed
+// position minus the start of the source's oplog window, which the owner
+// of the Metrics reports with OplogStart (the daemon probes it every
+// minute): the early warning before the oplog drops a position and the
+// stream fails with lost history (ChangeStreamHistoryLost). When a partition stops on this member (handed off,
 // lost, failed) every series labelled with it is removed, so a member
 // never exports a partition it no longer runs.
 package metrics
@@ -44,10 +50,16 @@ type Metrics struct {
 	queueBytes  *prometheus.GaugeVec
 	cpWrites    *prometheus.CounterVec
 	cpAge       *prometheus.Desc
+	noImage     *prometheus.CounterVec
+	headroom    *prometheus.Desc
+	window      *prometheus.Desc
 
 	mu          sync.Mutex
-	checkpoints map[[2]string]time.Time // (stream, partition) → last successful checkpoint write
-	pending     map[[2]string]time.Time // (stream, partition) → clusterTime of the oldest pending event (zero: none)
+	checkpoints map[[2]string]time.Time  // (stream, partition) → last successful checkpoint write
+	pending     map[[2]string]time.Time  // (stream, partition) → clusterTime of the oldest pending event (zero: none)
+	positions   map[[2]string]time.Time  // (stream, partition) → cluster time of the checkpointed position
+	oplogStart  map[string]time.Time     // stream → the start of its source's oplog window
+	skew        map[string]time.Duration // stream → its source's clock minus ours, when the start was found
 	now         func() time.Time
 }
 
@@ -91,12 +103,22 @@ func New(reg prometheus.Registerer) *Metrics {
 			Help: "Checkpoint writes, by result (ok, error)."}, []string{"stream", "partition", "result"}),
 		cpAge: prometheus.NewDesc("ferry_checkpoint_age_seconds",
 			"Seconds since the partition's last successful checkpoint write.", sp, nil),
+		noImage: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ferry_events_without_image_total",
+			Help: "Changes that arrived without the image the stream asks for when available (full_document or full_document_before_change whenAvailable), by image (pre, post)."},
+			[]string{"stream", "partition", "image"}),
+		headroom: prometheus.NewDesc("ferry_oplog_headroom_seconds",
+			"The partition's checkpointed position minus the start of the source's oplog window: how long until the oplog no longer holds it (negative: history already lost).", sp, nil),
+		window: prometheus.NewDesc("ferry_oplog_window_seconds",
+			"How much history the source's oplog holds: now minus the cluster time of its oldest entry.", []string{"stream"}, nil),
 		checkpoints: map[[2]string]time.Time{},
 		pending:     map[[2]string]time.Time{},
+		positions:   map[[2]string]time.Time{},
+		oplogStart:  map[string]time.Time{},
+		skew:        map[string]time.Duration{},
 		now:         time.Now,
 	}
 	reg.MustRegister(m.events, m.duration, m.retries, m.deadLetters, m.resumes, m.sinkUp, m.state, m.failures,
-		m.queueEvents, m.queueBytes, m.cpWrites, m)
+		m.queueEvents, m.queueBytes, m.cpWrites, m.noImage, m)
 	return m
 }
 
@@ -113,6 +135,12 @@ func (m *Metrics) OnEvent(i ferry.EventInfo) {
 		m.retries.WithLabelValues(i.Stream, p).Inc()
 	case ferry.ResultDeadLettered:
 		m.deadLetters.WithLabelValues(i.Stream, p).Inc()
+	}
+	if i.NoPreImage {
+		m.noImage.WithLabelValues(i.Stream, p, "pre").Inc()
+	}
+	if i.NoPostImage {
+		m.noImage.WithLabelValues(i.Stream, p, "post").Inc()
 	}
 }
 
@@ -131,6 +159,24 @@ func (m *Metrics) OnCheckpoint(i ferry.CheckpointInfo) {
 	m.cpWrites.WithLabelValues(i.Stream, p, "ok").Inc()
 	m.mu.Lock()
 	m.checkpoints[[2]string{i.Stream, p}] = m.now()
+	if !i.ClusterTime.IsZero() && i.ClusterTime.Unix() > 0 {
+		m.positions[[2]string{i.Stream, p}] = i.ClusterTime
+	}
+	m.mu.Unlock()
+}
+
+// OplogStart records the start of a stream's source oplog window (the
+// cluster time of its oldest entry, ferry.Consumer.OplogStart) and the
+// source's clock when it was found (zero: assume ours), from which
+// ferry_oplog_window_seconds (by the source's clock) and each partition's
+// ferry_oplog_headroom_seconds are computed at scrape time.
+func (m *Metrics) OplogStart(stream string, start, sourceNow time.Time) {
+	m.mu.Lock()
+	m.oplogStart[stream] = start
+	m.skew[stream] = 0
+	if !sourceNow.IsZero() {
+		m.skew[stream] = sourceNow.Sub(m.now())
+	}
 	m.mu.Unlock()
 }
 
@@ -162,13 +208,14 @@ func (m *Metrics) OnState(i ferry.StateInfo) {
 func (m *Metrics) forget(stream, p string) {
 	labels := prometheus.Labels{"stream": stream, "partition": p}
 	for _, v := range []interface{ DeletePartialMatch(prometheus.Labels) int }{
-		m.events, m.retries, m.deadLetters, m.resumes, m.sinkUp, m.queueEvents, m.queueBytes, m.cpWrites,
+		m.events, m.retries, m.deadLetters, m.resumes, m.sinkUp, m.queueEvents, m.queueBytes, m.cpWrites, m.noImage,
 	} {
 		v.DeletePartialMatch(labels)
 	}
 	m.mu.Lock()
 	delete(m.checkpoints, [2]string{stream, p})
 	delete(m.pending, [2]string{stream, p})
+	delete(m.positions, [2]string{stream, p})
 	m.mu.Unlock()
 }
 
@@ -189,10 +236,13 @@ func (m *Metrics) StreamFailure(stream, class string) {
 	m.failures.WithLabelValues(stream, class).Inc()
 }
 
-// Describe implements prometheus.Collector (checkpoint age and lag).
+// Describe implements prometheus.Collector (checkpoint age, lag, oplog
+// window and head-room).
 func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 	ch <- m.cpAge
 	ch <- m.lag
+	ch <- m.headroom
+	ch <- m.window
 }
 
 // Collect implements prometheus.Collector: checkpoint ages and lags are
@@ -206,5 +256,13 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	}
 	for k, oldest := range m.pending {
 		ch <- prometheus.MustNewConstMetric(m.lag, prometheus.GaugeValue, ferry.LagOf(now, oldest).Seconds(), k[0], k[1])
+	}
+	for stream, start := range m.oplogStart {
+		ch <- prometheus.MustNewConstMetric(m.window, prometheus.GaugeValue, max(now.Add(m.skew[stream]).Sub(start).Seconds(), 0), stream)
+	}
+	for k, at := range m.positions {
+		if start, ok := m.oplogStart[k[0]]; ok {
+			ch <- prometheus.MustNewConstMetric(m.headroom, prometheus.GaugeValue, at.Sub(start).Seconds(), k[0], k[1])
+		}
 	}
 }

@@ -109,3 +109,45 @@ func TestPartitionSeriesGoWithThePartition(t *testing.T) {
 		t.Fatalf("ferry_stream_state{state=running} = %v", v)
 	}
 }
+
+// TestOplogHeadroomAndMissingImages: head-room is the checkpointed
+// position minus the oplog window's start (negative once lost), the window
+// is now by the source's clock minus its start, both computed at scrape
+// time; an event without
+// an image it could have had counts once per image; a stopped partition's
+// head-room series goes.
+func TestOplogHeadroomAndMissingImages(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := New(reg)
+	now := time.Unix(2_000_000, 0)
+	m.now = func() time.Time { return now }
+	m.OnCheckpoint(ferry.CheckpointInfo{Stream: "s", Partition: 0, Version: 1, ClusterTime: now.Add(-30 * time.Second)})
+	m.OnCheckpoint(ferry.CheckpointInfo{Stream: "s", Partition: 1, Version: 1, ClusterTime: now.Add(-2 * time.Hour)})
+	m.OnCheckpoint(ferry.CheckpointInfo{Stream: "other", Partition: 0, Version: 1, ClusterTime: now}) // no window known: no head-room
+	m.OplogStart("s", now.Add(-time.Hour), now.Add(-5*time.Second))                                   // the source's clock 5 s behind ours
+	m.OnEvent(ferry.EventInfo{Stream: "s", Partition: 0, Operation: "update", Result: ferry.ResultApplied, NoPreImage: true, NoPostImage: true})
+	m.OnEvent(ferry.EventInfo{Stream: "s", Partition: 0, Operation: "delete", Result: ferry.ResultDeadLettered, NoPreImage: true})
+	m.OnEvent(ferry.EventInfo{Stream: "s", Partition: 0, Operation: "update", Result: ferry.ResultApplied})
+	now = now.Add(10 * time.Second)
+	want := `
+# HELP ferry_events_without_image_total Changes that arrived without the image the stream asks for when available (full_document or full_document_before_change whenAvailable), by image (pre, post).
+# TYPE ferry_events_without_image_total counter
+ferry_events_without_image_total{image="post",partition="0",stream="s"} 1
+ferry_events_without_image_total{image="pre",partition="0",stream="s"} 2
+# HELP ferry_oplog_headroom_seconds The partition's checkpointed position minus the start of the source's oplog window: how long until the oplog no longer holds it (negative: history already lost).
+# TYPE ferry_oplog_headroom_seconds gauge
+ferry_oplog_headroom_seconds{partition="0",stream="s"} 3570
+ferry_oplog_headroom_seconds{partition="1",stream="s"} -3600
+# HELP ferry_oplog_window_seconds How much history the source's oplog holds: now minus the cluster time of its oldest entry.
+# TYPE ferry_oplog_window_seconds gauge
+ferry_oplog_window_seconds{stream="s"} 3605
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want),
+		"ferry_events_without_image_total", "ferry_oplog_headroom_seconds", "ferry_oplog_window_seconds"); err != nil {
+		t.Fatal(err)
+	}
+	m.OnState(ferry.StateInfo{Stream: "s", Partition: 1, State: ferry.StateStopped})
+	if n, err := testutil.GatherAndCount(reg, "ferry_oplog_headroom_seconds"); err != nil || n != 1 {
+		t.Fatalf("head-room series after partition 1 stopped: %d, %v; want 1", n, err)
+	}
+}

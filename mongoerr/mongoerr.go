@@ -2,10 +2,14 @@
 // consumer must act on them: resume, recover from lost history, stop on an
 // invalidated stream, retry a transaction, or give up.
 //
-// One table (codes below) decides; labels attached by the server
+// One table of codes decides; labels attached by the server
 // (ResumableChangeStreamError, NonResumableChangeStreamError,
 // TransientTransactionError) take precedence over codes, as in MongoDB's
 // own drivers. Every classifier accepts wrapped errors.
+//
+// The package is also Ferry's one list of MongoDB error codes: a constant
+// for every named code Ferry or its emulator uses, and Name, the codeName
+// a server puts beside a code.
 package mongoerr
 
 import (
@@ -40,40 +44,15 @@ const (
 	Fatal Class = "fatal"
 )
 
-// Codes of the table.
-const (
-	CodeHostUnreachable         = 6
-	CodeHostNotFound            = 7
-	CodeUnauthorized            = 13
-	CodeAuthenticationFailed    = 18
-	CodeCursorNotFound          = 43
-	CodeNetworkTimeout          = 89
-	CodeShutdownInProgress      = 91
-	CodeWriteConflict           = 112
-	CodePrimarySteppedDown      = 189
-	CodeRetryChangeStream       = 234
-	CodeNoSuchTransaction       = 251
-	CodeInvalidResumeToken      = 260
-	CodeExceededTimeLimit       = 262
-	CodeChangeStreamFatalError  = 280
-	CodeChangeStreamHistoryLost = 286
-	CodeSocketException         = 9001
-	CodeNotWritablePrimary      = 10107
-	CodeDuplicateKey            = 11000
-	CodeInterruptedAtShutdown   = 11600
-	CodeInterruptedReplChange   = 11602
-	CodeNotPrimaryNoSecondaryOk = 13435
-	CodeNotPrimaryOrSecondary   = 13436
-)
-
 // resumableCodes are retried by reopening the stream (the code list MongoDB
 // drivers used before error labels, plus CursorNotFound).
 var resumableCodes = map[int32]bool{
 	CodeHostUnreachable: true, CodeHostNotFound: true, CodeCursorNotFound: true, CodeNetworkTimeout: true,
 	CodeShutdownInProgress: true, CodePrimarySteppedDown: true, CodeRetryChangeStream: true,
 	CodeExceededTimeLimit: true, CodeSocketException: true, CodeNotWritablePrimary: true,
-	CodeInterruptedAtShutdown: true, CodeInterruptedReplChange: true, CodeNotPrimaryNoSecondaryOk: true,
-	CodeNotPrimaryOrSecondary: true, 63: true, 150: true, 13388: true, 133: true,
+	CodeInterruptedAtShutdown: true, CodeInterruptedDueToReplStateChange: true, CodeNotPrimaryNoSecondaryOk: true,
+	CodeNotPrimaryOrSecondary: true, CodeStaleShardVersion: true, CodeStaleEpoch: true, CodeStaleConfig: true,
+	CodeFailedToSatisfyReadPreference: true,
 }
 
 // Classify returns what to do about err.

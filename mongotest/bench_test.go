@@ -101,3 +101,21 @@ func BenchmarkInsertMany(b *testing.B) {
 	b.StopTimer()
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "inserts/s")
 }
+
+// BenchmarkStartup is what a test pays for an in-process emulator: start
+// it, connect, one command, disconnect, close it (compare
+// internal/emutest's BenchmarkStartup, the same out of process).
+func BenchmarkStartup(b *testing.B) {
+	for b.Loop() {
+		srv := mongotest.NewServer()
+		c, err := mongo.Connect(options.Client().ApplyURI(srv.URI()))
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := c.Ping(context.Background(), nil); err != nil {
+			b.Fatal(err)
+		}
+		_ = c.Disconnect(context.Background())
+		srv.Close()
+	}
+}

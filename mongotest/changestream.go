@@ -9,8 +9,9 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
-	"github.com/ferry-io/ferry/internal/mql"
 	"github.com/ferry-io/ferry/internal/resumetoken"
+	"github.com/ferry-io/ferry/mongoerr"
+	"github.com/ferry-io/ferry/mongotest/internal/mql"
 )
 
 // changeStream is the state of one change-stream cursor: where it is in the
@@ -69,7 +70,7 @@ func splitEvent(ev bson.D, tok resumetoken.Token) ([]streamEvent, error) {
 		}
 		s := int(docSize(bson.D{el}))
 		if s > limit {
-			return nil, errorf(10334, "BSONObj size: %d (0x%X) is invalid. Size must be between 0 and 16793600(16MB): field %q of a change event is too large even for $changeStreamSplitLargeEvent", s, s, el.Key)
+			return nil, errorf(mongoerr.CodeBSONObjectTooLarge, "BSONObj size: %d (0x%X) is invalid. Size must be between 0 and 16793600(16MB): field %q of a change event is too large even for $changeStreamSplitLargeEvent", s, s, el.Key)
 		}
 		if size+s > limit && len(cur) > 0 {
 			groups = append(groups, cur)
@@ -95,7 +96,7 @@ func splitEvent(ev bson.D, tok resumetoken.Token) ([]streamEvent, error) {
 			{Key: "fragment", Value: int32(i + 1)}, {Key: "of", Value: int32(len(groups))}}}}, g...)
 		raw, err := bson.Marshal(doc)
 		if err != nil {
-			return nil, errorf(1, "cannot encode change event fragment: %v", err)
+			return nil, errorf(mongoerr.CodeInternalError, "cannot encode change event fragment: %v", err)
 		}
 		out = append(out, streamEvent{doc: doc, raw: raw, data: data, tokDoc: id})
 	}
@@ -141,11 +142,11 @@ var changeStreamStages = map[string]bool{
 func (e *engine) openChangeStream(r *request, pipeline bson.A) (bson.D, error) {
 	spec, ok := pipeline[0].(bson.D)
 	if !ok {
-		return nil, errorf(codeFailedToParse, "A pipeline stage specification object must contain exactly one field.")
+		return nil, errorf(mongoerr.CodeFailedToParse, "A pipeline stage specification object must contain exactly one field.")
 	}
 	opts, ok := spec[0].Value.(bson.D)
 	if !ok {
-		return nil, errorf(codeFailedToParse, "the $changeStream stage specification must be an object, got %s", typeName(spec[0].Value))
+		return nil, errorf(mongoerr.CodeFailedToParse, "the $changeStream stage specification must be an object, got %s", typeName(spec[0].Value))
 	}
 	cs := &changeStream{db: r.db, killed: make(chan struct{}), resumeFragment: -1, dropFragments: -1}
 	var ns string
@@ -155,7 +156,7 @@ func (e *engine) openChangeStream(r *request, pipeline bson.A) (bson.D, error) {
 		ns = r.db + "." + target
 	default:
 		if n, ok := asInt64(target); !ok || n != 1 {
-			return nil, errorf(codeFailedToParse, "Invalid aggregate namespace")
+			return nil, errorf(mongoerr.CodeFailedToParse, "Invalid aggregate namespace")
 		}
 		ns = r.db + ".$cmd.aggregate"
 	}
@@ -167,17 +168,17 @@ func (e *engine) openChangeStream(r *request, pipeline bson.A) (bson.D, error) {
 		case "resumeAfter":
 			resumeAfter, ok = o.Value.(bson.D)
 			if !ok {
-				return nil, errorf(codeTypeMismatch, "BSON field '$changeStream.resumeAfter' is the wrong type '%s', expected type 'object'", typeName(o.Value))
+				return nil, errorf(mongoerr.CodeTypeMismatch, "BSON field '$changeStream.resumeAfter' is the wrong type '%s', expected type 'object'", typeName(o.Value))
 			}
 		case "startAfter":
 			startAfter, ok = o.Value.(bson.D)
 			if !ok {
-				return nil, errorf(codeTypeMismatch, "BSON field '$changeStream.startAfter' is the wrong type '%s', expected type 'object'", typeName(o.Value))
+				return nil, errorf(mongoerr.CodeTypeMismatch, "BSON field '$changeStream.startAfter' is the wrong type '%s', expected type 'object'", typeName(o.Value))
 			}
 		case "startAtOperationTime":
 			ts, ok := o.Value.(bson.Timestamp)
 			if !ok {
-				return nil, errorf(codeTypeMismatch, "BSON field '$changeStream.startAtOperationTime' is the wrong type '%s', expected type 'timestamp'", typeName(o.Value))
+				return nil, errorf(mongoerr.CodeTypeMismatch, "BSON field '$changeStream.startAtOperationTime' is the wrong type '%s', expected type 'timestamp'", typeName(o.Value))
 			}
 			startAt = &ts
 		case "fullDocument":
@@ -186,7 +187,7 @@ func (e *engine) openChangeStream(r *request, pipeline bson.A) (bson.D, error) {
 			case "default", "updateLookup", "whenAvailable", "required":
 				cs.fullDocument = s
 			default:
-				return nil, errorf(codeBadValue, "'%v' is not a valid value for $changeStream.fullDocument", o.Value)
+				return nil, errorf(mongoerr.CodeBadValue, "'%v' is not a valid value for $changeStream.fullDocument", o.Value)
 			}
 		case "fullDocumentBeforeChange":
 			s, _ := o.Value.(string)
@@ -194,44 +195,44 @@ func (e *engine) openChangeStream(r *request, pipeline bson.A) (bson.D, error) {
 			case "off", "whenAvailable", "required":
 				cs.fullDocBefore = s
 			default:
-				return nil, errorf(codeBadValue, "'%v' is not a valid value for $changeStream.fullDocumentBeforeChange", o.Value)
+				return nil, errorf(mongoerr.CodeBadValue, "'%v' is not a valid value for $changeStream.fullDocumentBeforeChange", o.Value)
 			}
 		case "showExpandedEvents":
-			cs.showExpanded = truthy(o.Value)
+			cs.showExpanded = mql.Truthy(o.Value)
 		case "allChangesForCluster":
-			allForCluster = truthy(o.Value)
+			allForCluster = mql.Truthy(o.Value)
 		case "allowToRunOnConfigDB", "allowToRunOnSystemNS", "showMigrationEvents", "showSystemEvents", "showRawUpdateDescription", "$_generateV2ResumeTokens":
 		default:
-			return nil, errorf(codeIDLUnknownField, "BSON field '$changeStream.%s' is an unknown field.", o.Key)
+			return nil, errorf(mongoerr.CodeIDLUnknownField, "BSON field '$changeStream.%s' is an unknown field.", o.Key)
 		}
 	}
 	switch {
 	case allForCluster:
 		if r.db != "admin" || cs.coll != "" {
-			return nil, errorf(codeInvalidOptions, "$changeStream may only be run with allChangesForCluster on the admin database with {aggregate: 1}")
+			return nil, errorf(mongoerr.CodeInvalidOptions, "$changeStream may only be run with allChangesForCluster on the admin database with {aggregate: 1}")
 		}
 		cs.db = ""
 		ns = "admin.$cmd.aggregate"
 	case r.db == "admin" || r.db == "local" || r.db == "config":
-		return nil, errorf(codeInvalidNamespace, "$changeStream may not be opened on the internal %s database", r.db)
+		return nil, errorf(mongoerr.CodeInvalidNamespace, "$changeStream may not be opened on the internal %s database", r.db)
 	case strings.HasPrefix(cs.coll, "system."):
-		return nil, errorf(codeInvalidNamespace, "$changeStream may not be opened on the internal %s.%s collection", r.db, cs.coll)
+		return nil, errorf(mongoerr.CodeInvalidNamespace, "$changeStream may not be opened on the internal %s.%s collection", r.db, cs.coll)
 	}
 	if resumeAfter != nil && startAfter != nil {
-		return nil, errorf(codeLocation50865, "Do not specify both 'resumeAfter' and 'startAfter' in a $changeStream stage")
+		return nil, errorf(50865, "Do not specify both 'resumeAfter' and 'startAfter' in a $changeStream stage")
 	}
 	if startAt != nil && (resumeAfter != nil || startAfter != nil) {
-		return nil, errorf(codeLocation40674, "Only one type of resume option is allowed, but multiple were found.")
+		return nil, errorf(40674, "Only one type of resume option is allowed, but multiple were found.")
 	}
 	// The stages after $changeStream.
 	rest := pipeline[1:]
 	for i, st := range rest {
 		sd, ok := st.(bson.D)
 		if !ok || len(sd) != 1 {
-			return nil, errorf(codeFailedToParse, "A pipeline stage specification object must contain exactly one field.")
+			return nil, errorf(mongoerr.CodeFailedToParse, "A pipeline stage specification object must contain exactly one field.")
 		}
 		if sd[0].Key == "$changeStream" {
-			return nil, errorf(codeLocation40602, "$changeStream is only valid as the first stage in a pipeline")
+			return nil, errorf(mongoerr.CodeChangeStreamNotFirstStage, "$changeStream is only valid as the first stage in a pipeline")
 		}
 		if sd[0].Key == "$changeStreamSplitLargeEvent" {
 			if i != len(rest)-1 {
@@ -253,7 +254,7 @@ func (e *engine) openChangeStream(r *request, pipeline bson.A) (bson.D, error) {
 		}
 		for _, name := range p.StageNames() {
 			if !changeStreamStages[name] {
-				return nil, errorf(codeIllegalOperation, "%s is not permitted in a $changeStream pipeline", name)
+				return nil, errorf(mongoerr.CodeIllegalOperation, "%s is not permitted in a $changeStream pipeline", name)
 			}
 		}
 		if len(userStages) > 0 {
@@ -276,17 +277,17 @@ func (e *engine) openChangeStream(r *request, pipeline bson.A) (bson.D, error) {
 		}
 		raw, err := bson.Marshal(tokDoc)
 		if err != nil {
-			return nil, errorf(codeBadValue, "invalid resume token: %v", err)
+			return nil, errorf(mongoerr.CodeBadValue, "invalid resume token: %v", err)
 		}
 		tok, err := resumetoken.Parse(raw)
 		if err != nil {
 			return nil, err
 		}
 		if tok.FromInvalidate && field == "resumeAfter" {
-			return nil, errorf(codeInvalidResumeToken, "Attempting to resume a change stream using 'resumeAfter' is not allowed from an invalidate notification: %s", tokenString(tokDoc))
+			return nil, errorf(mongoerr.CodeInvalidResumeToken, "Attempting to resume a change stream using 'resumeAfter' is not allowed from an invalidate notification: %s", tokenString(tokDoc))
 		}
 		if cs.coll != "" && tok.TokenType == resumetoken.TypeEvent && tok.UUID == nil && tok.EventIdentifier != nil && !isDDLToken(tok) {
-			return nil, errorf(codeInvalidResumeToken, "Attempted to resume a single-collection stream, but the resume token does not include a UUID.")
+			return nil, errorf(mongoerr.CodeInvalidResumeToken, "Attempted to resume a single-collection stream, but the resume token does not include a UUID.")
 		}
 		if tsLess(tok.ClusterTime, first.ts) {
 			return nil, historyLost()
@@ -335,7 +336,7 @@ func (e *engine) openChangeStream(r *request, pipeline bson.A) (bson.D, error) {
 }
 
 func historyLost() *cmdError {
-	return errorf(codeChangeStreamHistoryLost, "Executor error during aggregate command on namespace :: caused by :: Resume of change stream was not possible, as the resume point may no longer be in the oplog.")
+	return errorf(mongoerr.CodeChangeStreamHistoryLost, "Executor error during aggregate command on namespace :: caused by :: Resume of change stream was not possible, as the resume point may no longer be in the oplog.")
 }
 
 func tokenString(d bson.D) string {
@@ -460,7 +461,7 @@ func (e *engine) scan(cs *changeStream, want int) error {
 					cs.skipThrough = ""
 				}
 				if cs.mustFind && !cs.found {
-					return &cmdError{Code: codeChangeStreamFatalError,
+					return &cmdError{Code: mongoerr.CodeChangeStreamFatalError,
 						Msg: "cannot resume stream; the resume token was not found. " + tokenString(bson.D{{Key: "_data", Value: cs.skipThrough}})}
 				}
 				cs.skipThrough = ""
@@ -483,7 +484,7 @@ func (e *engine) scan(cs *changeStream, want int) error {
 				}
 				id, ok := lookupTop(out, "_id")
 				if !ok || !mql.Equal(id, lookupD(ev.doc, "_id")) {
-					return &cmdError{Code: codeChangeStreamFatalError,
+					return &cmdError{Code: mongoerr.CodeChangeStreamFatalError,
 						Msg: "Encountered an event whose _id field, which contains the resume token, was modified by the pipeline. Modifying the _id field of an event makes it impossible to resume the stream from that point. Only transformations that retain the unmodified _id field are allowed."}
 				}
 			}
@@ -507,7 +508,7 @@ func (e *engine) scan(cs *changeStream, want int) error {
 					out = withRawImages(out, ent)
 				}
 				if raw, err = bson.Marshal(out); err != nil {
-					return errorf(1, "cannot encode change event: %v", err)
+					return errorf(mongoerr.CodeInternalError, "cannot encode change event: %v", err)
 				}
 				if cacheable {
 					ent.events = append(ent.events, cachedEvent{shape: shape, raw: raw})
@@ -531,7 +532,7 @@ func (e *engine) scan(cs *changeStream, want int) error {
 			if len(raw) > maxBSONObjectSize {
 				// A real server never returns an event over 16 MiB: without
 				// $changeStreamSplitLargeEvent it fails the command.
-				return errorf(10334, "Executor error during getMore :: caused by :: BSONObj size: %d (0x%X) is invalid. Size must be between 0 and 16793600(16MB) First element: _id: %s",
+				return errorf(mongoerr.CodeBSONObjectTooLarge, "Executor error during getMore :: caused by :: BSONObj size: %d (0x%X) is invalid. Size must be between 0 and 16793600(16MB) First element: _id: %s",
 					len(raw), len(raw), tokenString(bson.D{{Key: "_data", Value: ev.data}}))
 			}
 			cs.buffered = append(cs.buffered, streamEvent{doc: ev.doc, raw: raw, data: ev.data})
@@ -565,7 +566,7 @@ func (e *engine) streamGetMore(r *request, cur *cursor, n int) (bson.D, error) {
 		e.mu.Lock()
 		if e.cursors[cur.id] != cur {
 			e.mu.Unlock()
-			return nil, errorf(codeCursorNotFound, "cursor id %d not found", cur.id)
+			return nil, errorf(mongoerr.CodeCursorNotFound, "cursor id %d not found", cur.id)
 		}
 		batch, err := e.streamBatch(cs, n)
 		if err != nil {
@@ -586,7 +587,7 @@ func (e *engine) streamGetMore(r *request, cur *cursor, n int) (bson.D, error) {
 		closed := e.closed
 		e.mu.Unlock()
 		if closed {
-			return nil, errorf(11600, "interrupted at shutdown")
+			return nil, errorf(mongoerr.CodeInterruptedAtShutdown, "interrupted at shutdown")
 		}
 		select {
 		case <-wake:
@@ -596,9 +597,9 @@ func (e *engine) streamGetMore(r *request, cur *cursor, n int) (bson.D, error) {
 			e.mu.Unlock()
 			return streamReply(false, cur.id, cur.ns, nil, pbrt), nil
 		case <-cs.killed:
-			return nil, errorf(codeCursorNotFound, "cursor id %d not found", cur.id)
+			return nil, errorf(mongoerr.CodeCursorNotFound, "cursor id %d not found", cur.id)
 		case <-r.ctx.Done():
-			return nil, errorf(11600, "interrupted at shutdown")
+			return nil, errorf(mongoerr.CodeInterruptedAtShutdown, "interrupted at shutdown")
 		}
 	}
 }

@@ -3,37 +3,38 @@ package mongotest
 import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
-	"github.com/ferry-io/ferry/internal/mql"
+	"github.com/ferry-io/ferry/mongoerr"
+	"github.com/ferry-io/ferry/mongotest/internal/mql"
 )
 
 func cmdAggregate(e *engine, r *request) (bson.D, error) {
 	pv, ok := r.arg("pipeline")
 	if !ok {
-		return nil, errorf(codeFailedToParse, "BSON field 'aggregate.pipeline' is missing but a required field")
+		return nil, errorf(mongoerr.CodeFailedToParse, "BSON field 'aggregate.pipeline' is missing but a required field")
 	}
 	pipeline, ok := pv.(bson.A)
 	if !ok {
-		return nil, errorf(codeTypeMismatch, "BSON field 'aggregate.pipeline' is the wrong type '%s', expected type 'array'", typeName(pv))
+		return nil, errorf(mongoerr.CodeTypeMismatch, "BSON field 'aggregate.pipeline' is the wrong type '%s', expected type 'array'", typeName(pv))
 	}
 	if _, ok := r.arg("cursor"); !ok {
 		if _, explain := r.arg("explain"); !explain {
-			return nil, errorf(codeFailedToParse, "The 'cursor' option is required, except for aggregate with the explain argument")
+			return nil, errorf(mongoerr.CodeFailedToParse, "The 'cursor' option is required, except for aggregate with the explain argument")
 		}
 	}
 	if boolArg(r, "explain", false) {
-		return nil, errorf(codeCommandNotFound, "mongotest does not support explain")
+		return nil, errorf(mongoerr.CodeCommandNotFound, "mongotest does not support explain")
 	}
 	if len(pipeline) > 0 {
 		if st, ok := pipeline[0].(bson.D); ok && len(st) > 0 && st[0].Key == "$changeStream" {
 			if r.txnNumber != nil && r.autocommit != nil {
-				return nil, errorf(codeOperationNotSupportedInTxn, "Operation not permitted in transaction :: caused by :: $changeStream stage is not allowed in a transaction")
+				return nil, errorf(mongoerr.CodeOperationNotSupportedInTransaction, "Operation not permitted in transaction :: caused by :: $changeStream stage is not allowed in a transaction")
 			}
 			return e.openChangeStream(r, pipeline)
 		}
 	}
 	for _, st := range pipeline {
 		if sd, ok := st.(bson.D); ok && len(sd) > 0 && sd[0].Key == "$changeStream" {
-			return nil, errorf(codeLocation40602, "$changeStream is only valid as the first stage in a pipeline")
+			return nil, errorf(mongoerr.CodeChangeStreamNotFirstStage, "$changeStream is only valid as the first stage in a pipeline")
 		}
 	}
 	vars, err := e.cmdVars(r)
@@ -57,7 +58,7 @@ func cmdAggregate(e *engine, r *request) (bson.D, error) {
 			return nil, err
 		}
 		if rc, ok := lookupD(r.cmd, "readConcern").(bson.D); ok && lookupD(rc, "level") == "linearizable" {
-			return nil, errorf(codeInvalidOptions, "{aggregate: ...} cannot run with readConcern level 'linearizable' while the pipeline has a %s stage", sd[0].Key)
+			return nil, errorf(mongoerr.CodeInvalidOptions, "{aggregate: ...} cannot run with readConcern level 'linearizable' while the pipeline has a %s stage", sd[0].Key)
 		}
 		pipeline = pipeline[:i]
 	}
@@ -80,7 +81,7 @@ func cmdAggregate(e *engine, r *request) (bson.D, error) {
 		}
 	default:
 		if n, ok := asInt64(target); !ok || n != 1 {
-			return nil, errorf(codeFailedToParse, "Invalid aggregate namespace")
+			return nil, errorf(mongoerr.CodeFailedToParse, "Invalid aggregate namespace")
 		}
 		ns = r.db + ".$cmd.aggregate"
 		// Collection-less aggregates start from $documents or
@@ -93,12 +94,12 @@ func cmdAggregate(e *engine, r *request) (bson.D, error) {
 		case len(first) > 0 && first[0].Key == "$documents":
 			arr, ok := first[0].Value.(bson.A)
 			if !ok {
-				return nil, errorf(codeTypeMismatch, "$documents must be an array of objects")
+				return nil, errorf(mongoerr.CodeTypeMismatch, "$documents must be an array of objects")
 			}
 			for _, v := range arr {
 				d, ok := v.(bson.D)
 				if !ok {
-					return nil, errorf(codeTypeMismatch, "$documents must be an array of objects")
+					return nil, errorf(mongoerr.CodeTypeMismatch, "$documents must be an array of objects")
 				}
 				docs = append(docs, d)
 			}
@@ -107,7 +108,7 @@ func cmdAggregate(e *engine, r *request) (bson.D, error) {
 				return nil, err
 			}
 		default:
-			return nil, errorf(codeInvalidNamespace, "{aggregate: 1} is not valid for '%s'; a collection is required.", first)
+			return nil, errorf(mongoerr.CodeInvalidNamespace, "{aggregate: 1} is not valid for '%s'; a collection is required.", first)
 		}
 		pipeline = pipeline[1:]
 	}
@@ -121,7 +122,7 @@ func cmdAggregate(e *engine, r *request) (bson.D, error) {
 	}
 	if out != nil {
 		if r.txn != nil {
-			return nil, errorf(codeOperationNotSupportedInTxn, "Operation not permitted in transaction :: caused by :: %s cannot be used in a transaction", out.stage)
+			return nil, errorf(mongoerr.CodeOperationNotSupportedInTransaction, "Operation not permitted in transaction :: caused by :: %s cannot be used in a transaction", out.stage)
 		}
 		if err := e.writeOutput(r, out, res, vars); err != nil {
 			return nil, err

@@ -7,7 +7,8 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
-	"github.com/ferry-io/ferry/internal/mql"
+	"github.com/ferry-io/ferry/mongoerr"
+	"github.com/ferry-io/ferry/mongotest/internal/mql"
 )
 
 // The aggregation stages that write: $out and $merge, and the
@@ -42,16 +43,16 @@ func parseOutputStage(db, stage string, spec any) (*outputStage, error) {
 				case el.Key == "coll" && ok:
 					o.coll = s
 				case el.Key == "timeseries" && stage == "$out":
-					return errorf(codeNotImplemented, "$out to a time-series collection is not supported by mongotest")
+					return errorf(mongoerr.CodeNotImplemented, "$out to a time-series collection is not supported by mongotest")
 				default:
-					return errorf(codeFailedToParse, "BSON field '%s.%s' is an unknown field or has the wrong type", field, el.Key)
+					return errorf(mongoerr.CodeFailedToParse, "BSON field '%s.%s' is an unknown field or has the wrong type", field, el.Key)
 				}
 			}
 		default:
-			return errorf(codeFailedToParse, "%s must be a string or an object, not %s", field, typeName(v))
+			return errorf(mongoerr.CodeFailedToParse, "%s must be a string or an object, not %s", field, typeName(v))
 		}
 		if o.coll == "" {
-			return errorf(codeFailedToParse, "%s requires a collection name", field)
+			return errorf(mongoerr.CodeFailedToParse, "%s requires a collection name", field)
 		}
 		return validCollName(o.db, o.coll)
 	}
@@ -97,7 +98,7 @@ func parseOutputStage(db, stage string, spec any) (*outputStage, error) {
 				case "replace", "keepExisting", "merge", "fail":
 					o.whenMatched = v
 				default:
-					return nil, errorf(codeBadValue, "Enumeration value '%s' for field '$merge.whenMatched' is not a valid value.", v)
+					return nil, errorf(mongoerr.CodeBadValue, "Enumeration value '%s' for field '$merge.whenMatched' is not a valid value.", v)
 				}
 			case bson.A:
 				u, err := mql.CompileUpdate(v)
@@ -114,20 +115,20 @@ func parseOutputStage(db, stage string, spec any) (*outputStage, error) {
 			case "insert", "discard", "fail":
 				o.whenNotMatched = v
 			default:
-				return nil, errorf(codeBadValue, "Enumeration value '%v' for field '$merge.whenNotMatched' is not a valid value.", el.Value)
+				return nil, errorf(mongoerr.CodeBadValue, "Enumeration value '%v' for field '$merge.whenNotMatched' is not a valid value.", el.Value)
 			}
 		case "let":
 			l, ok := el.Value.(bson.D)
 			if !ok {
-				return nil, errorf(codeTypeMismatch, "BSON field '$merge.let' is the wrong type '%s', expected type 'object'", typeName(el.Value))
+				return nil, errorf(mongoerr.CodeTypeMismatch, "BSON field '$merge.let' is the wrong type '%s', expected type 'object'", typeName(el.Value))
 			}
 			o.let = l
 		default:
-			return nil, errorf(codeIDLUnknownField, "BSON field '$merge.%s' is an unknown field.", el.Key)
+			return nil, errorf(mongoerr.CodeIDLUnknownField, "BSON field '$merge.%s' is an unknown field.", el.Key)
 		}
 	}
 	if !hasInto {
-		return nil, errorf(40414, "BSON field '$merge.into' is missing but a required field")
+		return nil, errorf(mongoerr.CodeIDLFailedToParse, "BSON field '$merge.into' is missing but a required field")
 	}
 	if o.let != nil && o.pipeline == nil {
 		return nil, errorf(51199, "Cannot use 'let' variables with 'whenMatched: %s' mode", o.whenMatched)
@@ -139,7 +140,7 @@ func parseOutputStage(db, stage string, spec any) (*outputStage, error) {
 // target.
 func (e *engine) writeOutput(r *request, o *outputStage, docs []bson.D, vars *mql.Vars) error {
 	if c := e.coll(o.db, o.coll); c != nil && c.isView {
-		return errorf(codeCommandNotSupportedOnView, "Cannot write the results of an aggregation into a view: %s", c.ns())
+		return errorf(mongoerr.CodeCommandNotSupportedOnView, "Cannot write the results of an aggregation into a view: %s", c.ns())
 	}
 	if o.stage == "$out" {
 		return e.writeOut(r, o, docs)
@@ -228,7 +229,7 @@ func (e *engine) writeMerge(r *request, o *outputStage, docs []bson.D, vars *mql
 			case "discard":
 				continue
 			case "fail":
-				return errorf(13113, "$merge could not find a matching document in the target collection for at least one document in the source collection")
+				return errorf(mongoerr.CodeMergeStageNoMatchingDocument, "$merge could not find a matching document in the target collection for at least one document in the source collection")
 			}
 			if c == nil {
 				var err error
@@ -353,17 +354,17 @@ func hasUniqueIndexOn(c *collection, on []string) bool {
 func (e *engine) listLocalSessions(r *request, spec any) ([]bson.D, error) {
 	d, ok := spec.(bson.D)
 	if !ok {
-		return nil, errorf(codeTypeMismatch, "$listLocalSessions must be an object")
+		return nil, errorf(mongoerr.CodeTypeMismatch, "$listLocalSessions must be an object")
 	}
 	for _, el := range d {
 		switch el.Key {
 		case "allUsers":
 		case "users":
 			if a, ok := el.Value.(bson.A); !ok || len(a) > 0 {
-				return nil, errorf(codeNotImplemented, "$listLocalSessions users: mongotest has no users")
+				return nil, errorf(mongoerr.CodeNotImplemented, "$listLocalSessions users: mongotest has no users")
 			}
 		default:
-			return nil, errorf(codeIDLUnknownField, "BSON field '$listLocalSessions.%s' is an unknown field.", el.Key)
+			return nil, errorf(mongoerr.CodeIDLUnknownField, "BSON field '$listLocalSessions.%s' is an unknown field.", el.Key)
 		}
 	}
 	uid := sha256.Sum256(nil)

@@ -2,6 +2,9 @@ package mongotest
 
 import (
 	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/ferry-io/ferry/mongoerr"
+	"github.com/ferry-io/ferry/mongotest/internal/mql"
 )
 
 // cmdBulkWrite is MongoDB 8.0's client-level bulkWrite command (run on the
@@ -21,7 +24,7 @@ import (
 // write commands (a write conflict fails the whole command).
 func cmdBulkWrite(e *engine, r *request) (bson.D, error) {
 	if n, ok := asInt64(r.cmd[0].Value); !ok || n != 1 {
-		return nil, errorf(codeFailedToParse, "BSON field 'bulkWrite.bulkWrite' must be 1")
+		return nil, errorf(mongoerr.CodeFailedToParse, "BSON field 'bulkWrite.bulkWrite' must be 1")
 	}
 	ops, err := docsArg(r, "ops")
 	if err != nil {
@@ -32,19 +35,19 @@ func cmdBulkWrite(e *engine, r *request) (bson.D, error) {
 		return nil, err
 	}
 	if len(ops) == 0 {
-		return nil, errorf(codeInvalidOptions, "May not specify both an empty ops array")
+		return nil, errorf(mongoerr.CodeInvalidOptions, "May not specify both an empty ops array")
 	}
 	type ns struct{ db, coll string }
 	namespaces := make([]ns, len(nsInfo))
 	for i, v := range nsInfo {
 		d, ok := v.(bson.D)
 		if !ok {
-			return nil, errorf(codeTypeMismatch, "BSON field 'bulkWrite.nsInfo' must be an array of objects")
+			return nil, errorf(mongoerr.CodeTypeMismatch, "BSON field 'bulkWrite.nsInfo' must be an array of objects")
 		}
 		s, ok := lookupD(d, "ns").(string)
 		db, coll, valid := splitNS(s)
 		if !ok || !valid {
-			return nil, errorf(codeInvalidNamespace, "Invalid namespace specified '%s'", s)
+			return nil, errorf(mongoerr.CodeInvalidNamespace, "Invalid namespace specified '%s'", s)
 		}
 		namespaces[i] = ns{db, coll}
 	}
@@ -59,12 +62,12 @@ func cmdBulkWrite(e *engine, r *request) (bson.D, error) {
 	for i, v := range ops {
 		op, ok := v.(bson.D)
 		if !ok || len(op) == 0 {
-			return nil, errorf(codeTypeMismatch, "BSON field 'bulkWrite.ops' must be an array of objects")
+			return nil, errorf(mongoerr.CodeTypeMismatch, "BSON field 'bulkWrite.ops' must be an array of objects")
 		}
 		kind := op[0].Key
 		idx, ok := asInt64(op[0].Value)
 		if !ok || idx < 0 || int(idx) >= len(namespaces) {
-			return nil, errorf(codeBadValue, "BulkWrite ops entry %d has an invalid nsInfo index %v", i, op[0].Value)
+			return nil, errorf(mongoerr.CodeBadValue, "BulkWrite ops entry %d has an invalid nsInfo index %v", i, op[0].Value)
 		}
 		target := namespaces[idx]
 		res := bson.D{{Key: "ok", Value: 1.0}, {Key: "idx", Value: int32(i)}}
@@ -78,7 +81,7 @@ func cmdBulkWrite(e *engine, r *request) (bson.D, error) {
 			}
 		case "update":
 			spec, err := parseUpdateSpec(vars, updateStmt{q: lookupD(op, "filter"), u: lookupD(op, "updateMods"),
-				upsert: truthy(lookupD(op, "upsert")), multi: truthy(lookupD(op, "multi")), sort: lookupD(op, "sort"),
+				upsert: mql.Truthy(lookupD(op, "upsert")), multi: mql.Truthy(lookupD(op, "multi")), sort: lookupD(op, "sort"),
 				arrayFilters: lookupD(op, "arrayFilters"), collation: lookupD(op, "collation"), hint: lookupD(op, "hint"),
 				consts: lookupD(op, "constants")})
 			opErr = err
@@ -101,7 +104,7 @@ func cmdBulkWrite(e *engine, r *request) (bson.D, error) {
 			}
 		case "delete":
 			limit := int64(1)
-			if truthy(lookupD(op, "multi")) {
+			if mql.Truthy(lookupD(op, "multi")) {
 				limit = 0
 			}
 			var n int
@@ -112,7 +115,7 @@ func cmdBulkWrite(e *engine, r *request) (bson.D, error) {
 				res = append(res, bson.E{Key: "n", Value: int32(n)})
 			}
 		default:
-			return nil, errorf(codeFailedToParse, "Unrecognized bulkWrite operation '%s' in ops entry %d", kind, i)
+			return nil, errorf(mongoerr.CodeFailedToParse, "Unrecognized bulkWrite operation '%s' in ops entry %d", kind, i)
 		}
 		if opErr != nil {
 			if txnFatal(r, opErr) {
@@ -121,7 +124,7 @@ func cmdBulkWrite(e *engine, r *request) (bson.D, error) {
 			nErrors++
 			ce := asCmdError(opErr)
 			res = bson.D{{Key: "ok", Value: 0.0}, {Key: "idx", Value: int32(i)}, {Key: "code", Value: ce.Code},
-				{Key: "codeName", Value: codeName(ce.Code)}, {Key: "errmsg", Value: ce.Msg}}
+				{Key: "codeName", Value: mongoerr.Name(ce.Code)}, {Key: "errmsg", Value: ce.Msg}}
 			res = append(res, ce.Extra...)
 			if kind == "update" {
 				res = append(res, bson.E{Key: "n", Value: int32(0)}, bson.E{Key: "nModified", Value: int32(0)})
@@ -163,7 +166,7 @@ func cmdBulkWrite(e *engine, r *request) (bson.D, error) {
 // bulkInsert inserts one document of a bulkWrite.
 func (e *engine) bulkInsert(r *request, db, name string, v any) error {
 	if v == nil {
-		return errorf(codeFailedToParse, "BSON field 'bulkWrite.ops.document' is missing but a required field")
+		return errorf(mongoerr.CodeFailedToParse, "BSON field 'bulkWrite.ops.document' is missing but a required field")
 	}
 	doc, err := prepareInsert(v)
 	if err != nil {

@@ -3,7 +3,8 @@ package mongotest
 import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
-	"github.com/ferry-io/ferry/internal/mql"
+	"github.com/ferry-io/ferry/mongoerr"
+	"github.com/ferry-io/ferry/mongotest/internal/mql"
 )
 
 func cmdCount(e *engine, r *request) (bson.D, error) {
@@ -49,7 +50,7 @@ func cmdDistinct(e *engine, r *request) (bson.D, error) {
 	}
 	key, ok := lookupD(r.cmd, "key").(string)
 	if !ok {
-		return nil, errorf(codeFailedToParse, "BSON field 'distinct.key' is missing but a required field")
+		return nil, errorf(mongoerr.CodeFailedToParse, "BSON field 'distinct.key' is missing but a required field")
 	}
 	q := lookupD(r.cmd, "query")
 	f, err := compileFilter(q)

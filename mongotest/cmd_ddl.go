@@ -6,7 +6,8 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
-	"github.com/ferry-io/ferry/internal/mql"
+	"github.com/ferry-io/ferry/mongoerr"
+	"github.com/ferry-io/ferry/mongotest/internal/mql"
 )
 
 func cmdCreate(e *engine, r *request) (bson.D, error) {
@@ -28,7 +29,7 @@ func cmdCreate(e *engine, r *request) (bson.D, error) {
 			"clusteredIndex", "storageEngine", "indexOptionDefaults", "idIndex", "autoIndexId", "encryptedFields":
 			opts = append(opts, el)
 		default:
-			return nil, errorf(codeIDLUnknownField, "BSON field 'create.%s' is an unknown field.", el.Key)
+			return nil, errorf(mongoerr.CodeIDLUnknownField, "BSON field 'create.%s' is an unknown field.", el.Key)
 		}
 	}
 	if err := refuseCollation(lookupD(opts, "collation"), "a collection or view default collation"); err != nil {
@@ -41,15 +42,15 @@ func cmdCreate(e *engine, r *request) (bson.D, error) {
 		if mql.Equal(existing.options, opts) || (len(existing.options) == 0 && len(opts) == 0) {
 			return bson.D{}, nil
 		}
-		return nil, errorf(codeNamespaceExists, "Collection %s.%s already exists.", db, name)
+		return nil, errorf(mongoerr.CodeNamespaceExists, "Collection %s.%s already exists.", db, name)
 	}
 	if v, ok := lookupTop(opts, "viewOn"); ok {
 		if _, isStr := v.(string); !isStr {
-			return nil, errorf(codeTypeMismatch, "'viewOn' option must be a string")
+			return nil, errorf(mongoerr.CodeTypeMismatch, "'viewOn' option must be a string")
 		}
 		if p, ok := lookupTop(opts, "pipeline"); ok {
 			if _, isArr := p.(bson.A); !isArr {
-				return nil, errorf(codeTypeMismatch, "'pipeline' option must be an array")
+				return nil, errorf(mongoerr.CodeTypeMismatch, "'pipeline' option must be an array")
 			}
 		}
 		// A view is recorded in system.views; change streams see it as an
@@ -113,24 +114,24 @@ func cmdRenameCollection(e *engine, r *request) (bson.D, error) {
 	fdb, fcoll, ok1 := splitNS(from)
 	tdb, tcoll, ok2 := splitNS(to)
 	if !ok1 {
-		return nil, errorf(codeInvalidNamespace, "Invalid source namespace: %s", from)
+		return nil, errorf(mongoerr.CodeInvalidNamespace, "Invalid source namespace: %s", from)
 	}
 	if !ok2 {
-		return nil, errorf(codeInvalidNamespace, "Invalid target namespace: %s", to)
+		return nil, errorf(mongoerr.CodeInvalidNamespace, "Invalid target namespace: %s", to)
 	}
 	if err := validCollName(tdb, tcoll); err != nil {
 		return nil, err
 	}
 	src := e.coll(fdb, fcoll)
 	if src == nil {
-		return nil, errorf(codeNamespaceNotFound, "Source collection %s does not exist", from)
+		return nil, errorf(mongoerr.CodeNamespaceNotFound, "Source collection %s does not exist", from)
 	}
 	if from == to {
-		return nil, errorf(codeIllegalOperation, "Can't rename a collection to itself")
+		return nil, errorf(mongoerr.CodeIllegalOperation, "Can't rename a collection to itself")
 	}
 	dropTarget := boolArg(r, "dropTarget", false)
 	if e.coll(tdb, tcoll) != nil && !dropTarget {
-		return nil, errorf(codeNamespaceExists, "target namespace exists")
+		return nil, errorf(mongoerr.CodeNamespaceExists, "target namespace exists")
 	}
 	e.renameColl(src, tdb, tcoll, dropTarget)
 	return bson.D{}, nil
@@ -143,7 +144,7 @@ func cmdCollMod(e *engine, r *request) (bson.D, error) {
 	}
 	c := e.coll(db, name)
 	if c == nil {
-		return nil, errorf(codeNamespaceNotFound, "ns does not exist: %s.%s", db, name)
+		return nil, errorf(mongoerr.CodeNamespaceNotFound, "ns does not exist: %s.%s", db, name)
 	}
 	before := bson.D{{Key: "collectionOptions", Value: append(bson.D{{Key: "uuid", Value: bson.Binary{Subtype: 4, Data: c.uuid[:]}}}, c.options...)}}
 	var desc bson.D
@@ -156,23 +157,23 @@ func cmdCollMod(e *engine, r *request) (bson.D, error) {
 		case "changeStreamPreAndPostImages":
 			sub, ok := el.Value.(bson.D)
 			if !ok {
-				return nil, errorf(codeTypeMismatch, "BSON field 'collMod.changeStreamPreAndPostImages' is the wrong type, expected type 'object'")
+				return nil, errorf(mongoerr.CodeTypeMismatch, "BSON field 'collMod.changeStreamPreAndPostImages' is the wrong type, expected type 'object'")
 			}
-			c.preAndPostImages = truthy(lookupD(sub, "enabled"))
+			c.preAndPostImages = mql.Truthy(lookupD(sub, "enabled"))
 			c.options = setField(c.options, "changeStreamPreAndPostImages", sub)
 		case "index":
 			spec, ok := el.Value.(bson.D)
 			if !ok {
-				return nil, errorf(codeTypeMismatch, "BSON field 'collMod.index' is the wrong type, expected type 'object'")
+				return nil, errorf(mongoerr.CodeTypeMismatch, "BSON field 'collMod.index' is the wrong type, expected type 'object'")
 			}
 			ix := c.findIndex(lookupD(spec, "name"), lookupD(spec, "keyPattern"))
 			if ix == nil {
-				return nil, errorf(codeIndexNotFound, "cannot find index %v for ns %s", spec, c.ns())
+				return nil, errorf(mongoerr.CodeIndexNotFound, "cannot find index %v for ns %s", spec, c.ns())
 			}
 			if v, ok := lookupTop(spec, "expireAfterSeconds"); ok {
 				secs, ok := asInt64(v)
 				if !ok || secs < 0 {
-					return nil, errorf(codeInvalidOptions, "expireAfterSeconds must be a non-negative number")
+					return nil, errorf(mongoerr.CodeInvalidOptions, "expireAfterSeconds must be a non-negative number")
 				}
 				old := int64(-1)
 				if ix.expireAfterSeconds != nil {
@@ -192,7 +193,7 @@ func cmdCollMod(e *engine, r *request) (bson.D, error) {
 		case "expireAfterSeconds", "timeseries", "viewOn", "pipeline", "cappedSize", "cappedMax":
 			c.options = setField(c.options, el.Key, el.Value)
 		default:
-			return nil, errorf(codeInvalidOptions, "unknown option to collMod: %s", el.Key)
+			return nil, errorf(mongoerr.CodeInvalidOptions, "unknown option to collMod: %s", el.Key)
 		}
 		desc = append(desc, el)
 	}
@@ -336,7 +337,7 @@ func cmdCollStats(e *engine, r *request) (bson.D, error) {
 	}
 	c := e.coll(db, name)
 	if c == nil {
-		return nil, errorf(codeNamespaceNotFound, "Collection [%s.%s] not found.", db, name)
+		return nil, errorf(mongoerr.CodeNamespaceNotFound, "Collection [%s.%s] not found.", db, name)
 	}
 	return bson.D{{Key: "ns", Value: c.ns()}, {Key: "count", Value: int64(c.live)}, {Key: "nindexes", Value: int32(len(c.indexes))}}, nil
 }

@@ -3,7 +3,8 @@ package mongotest
 import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
-	"github.com/ferry-io/ferry/internal/mql"
+	"github.com/ferry-io/ferry/mongoerr"
+	"github.com/ferry-io/ferry/mongotest/internal/mql"
 )
 
 // deleteRecord removes a record and logs the delete.
@@ -31,7 +32,7 @@ type deleteStmt struct {
 // deleted; a failure may come after some deletions (multi).
 func (e *engine) applyDelete(r *request, db, name string, vars *mql.Vars, st deleteStmt) (int, error) {
 	if st.limit != 0 && st.limit != 1 {
-		return 0, errorf(codeFailedToParse, "The limit field in delete objects must be 0 or 1. Got %d", st.limit)
+		return 0, errorf(mongoerr.CodeFailedToParse, "The limit field in delete objects must be 0 or 1. Got %d", st.limit)
 	}
 	f, err := compileFilter(st.q)
 	if err != nil {
@@ -99,7 +100,7 @@ func cmdDelete(e *engine, r *request) (bson.D, error) {
 	for i, v := range stmts {
 		st, ok := v.(bson.D)
 		if !ok {
-			return nil, errorf(codeTypeMismatch, "delete statement must be an object")
+			return nil, errorf(mongoerr.CodeTypeMismatch, "delete statement must be an object")
 		}
 		limit, _ := asInt64(lookupD(st, "limit"))
 		k, err := e.applyDelete(r, db, name, vars, deleteStmt{q: lookupD(st, "q"), collation: lookupD(st, "collation"),

@@ -3,7 +3,8 @@ package mongotest
 import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
-	"github.com/ferry-io/ferry/internal/mql"
+	"github.com/ferry-io/ferry/mongoerr"
+	"github.com/ferry-io/ferry/mongotest/internal/mql"
 )
 
 func cmdFind(e *engine, r *request) (bson.D, error) {
@@ -40,7 +41,7 @@ func cmdFind(e *engine, r *request) (bson.D, error) {
 	skip, _ := asInt64(lookupD(r.cmd, "skip"))
 	limit, _ := asInt64(lookupD(r.cmd, "limit"))
 	if skip < 0 {
-		return nil, errorf(codeBadValue, "BSON field 'skip' value must be >= 0, actual value '%d'", skip)
+		return nil, errorf(mongoerr.CodeBadValue, "BSON field 'skip' value must be >= 0, actual value '%d'", skip)
 	}
 	single := boolArg(r, "singleBatch", false)
 	if limit < 0 {

@@ -3,7 +3,8 @@ package mongotest
 import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
-	"github.com/ferry-io/ferry/internal/mql"
+	"github.com/ferry-io/ferry/mongoerr"
+	"github.com/ferry-io/ferry/mongotest/internal/mql"
 )
 
 func cmdFindAndModify(e *engine, r *request) (bson.D, error) {
@@ -17,13 +18,13 @@ func cmdFindAndModify(e *engine, r *request) (bson.D, error) {
 	returnNew := boolArg(r, "new", false)
 	upsert := boolArg(r, "upsert", false)
 	if remove && hasUpdate {
-		return nil, errorf(codeFailedToParse, "Cannot specify both an update and remove=true")
+		return nil, errorf(mongoerr.CodeFailedToParse, "Cannot specify both an update and remove=true")
 	}
 	if !remove && !hasUpdate {
-		return nil, errorf(codeFailedToParse, "Either an update or remove=true must be specified")
+		return nil, errorf(mongoerr.CodeFailedToParse, "Either an update or remove=true must be specified")
 	}
 	if remove && (upsert || returnNew) {
-		return nil, errorf(codeFailedToParse, "Cannot specify both upsert=true and remove=true ")
+		return nil, errorf(mongoerr.CodeFailedToParse, "Cannot specify both upsert=true and remove=true ")
 	}
 	vars, err := e.cmdVars(r)
 	if err != nil {

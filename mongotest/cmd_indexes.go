@@ -6,7 +6,8 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
-	"github.com/ferry-io/ferry/internal/mql"
+	"github.com/ferry-io/ferry/mongoerr"
+	"github.com/ferry-io/ferry/mongotest/internal/mql"
 )
 
 // findIndex looks an index up by name or by key pattern.
@@ -40,7 +41,7 @@ func cmdCreateIndexes(e *engine, r *request) (bson.D, error) {
 		return nil, err
 	}
 	if len(specs) == 0 {
-		return nil, errorf(codeBadValue, "Must specify at least one index to create")
+		return nil, errorf(mongoerr.CodeBadValue, "Must specify at least one index to create")
 	}
 	created := e.coll(db, name) == nil
 	c, err := e.ensureColl(db, name)
@@ -52,7 +53,7 @@ func cmdCreateIndexes(e *engine, r *request) (bson.D, error) {
 	for _, v := range specs {
 		spec, ok := v.(bson.D)
 		if !ok {
-			return nil, errorf(codeTypeMismatch, "index specification must be an object")
+			return nil, errorf(mongoerr.CodeTypeMismatch, "index specification must be an object")
 		}
 		ix, err := parseIndexSpec(spec)
 		if err != nil {
@@ -60,16 +61,16 @@ func cmdCreateIndexes(e *engine, r *request) (bson.D, error) {
 		}
 		if existing := c.findIndex(ix.name, nil); existing != nil {
 			if !mql.Equal(existing.key, ix.key) {
-				return nil, errorf(codeIndexKeySpecsConflict, "An existing index has the same name as the requested index. When index names are not specified, they are auto generated and can cause conflicts. Please refer to our documentation. Requested index: %v, existing index: %v", ix.spec, existing.spec)
+				return nil, errorf(mongoerr.CodeIndexKeySpecsConflict, "An existing index has the same name as the requested index. When index names are not specified, they are auto generated and can cause conflicts. Please refer to our documentation. Requested index: %v, existing index: %v", ix.spec, existing.spec)
 			}
 			if existing.unique != ix.unique || !sameTTL(existing.expireAfterSeconds, ix.expireAfterSeconds) {
-				return nil, errorf(codeIndexOptionsConflict, "An equivalent index already exists with the same name but different options. Requested index: %v, existing index: %v", ix.spec, existing.spec)
+				return nil, errorf(mongoerr.CodeIndexOptionsConflict, "An equivalent index already exists with the same name but different options. Requested index: %v, existing index: %v", ix.spec, existing.spec)
 			}
 			note = "all indexes already exist"
 			continue
 		}
 		if existing := c.findIndex(nil, ix.key); existing != nil {
-			return nil, errorf(codeIndexOptionsConflict, "Index already exists with a different name: %s", existing.name)
+			return nil, errorf(mongoerr.CodeIndexOptionsConflict, "Index already exists with a different name: %s", existing.name)
 		}
 		if ix.unique {
 			ix.keys = make(map[string]int)
@@ -112,22 +113,22 @@ func sameTTL(a, b *int64) bool {
 func parseIndexSpec(spec bson.D) (*index, error) {
 	key, ok := lookupD(spec, "key").(bson.D)
 	if !ok || len(key) == 0 {
-		return nil, errorf(codeFailedToParse, "The 'key' field must be a non-empty object")
+		return nil, errorf(mongoerr.CodeFailedToParse, "The 'key' field must be a non-empty object")
 	}
 	for _, k := range key {
 		switch v := k.Value.(type) {
 		case int32, int64, float64:
 			if f, _ := asFloat(v); f == 0 {
-				return nil, errorf(codeBadValue, "Values in the index key pattern can't be 0: %s", k.Key)
+				return nil, errorf(mongoerr.CodeBadValue, "Values in the index key pattern can't be 0: %s", k.Key)
 			}
 		case string:
 			switch v {
 			case "hashed", "text", "2dsphere", "2d", "wildcard":
 			default:
-				return nil, errorf(codeBadValue, "Unknown index plugin '%s'", v)
+				return nil, errorf(mongoerr.CodeBadValue, "Unknown index plugin '%s'", v)
 			}
 		default:
-			return nil, errorf(codeBadValue, "Values in index key pattern must be numbers or strings")
+			return nil, errorf(mongoerr.CodeBadValue, "Values in index key pattern must be numbers or strings")
 		}
 	}
 	ix := &index{key: key}
@@ -140,23 +141,23 @@ func parseIndexSpec(spec bson.D) (*index, error) {
 		switch el.Key {
 		case "key", "name", "v", "ns":
 		case "unique":
-			ix.unique = truthy(el.Value)
+			ix.unique = mql.Truthy(el.Value)
 			if ix.unique {
 				out = append(out, bson.E{Key: "unique", Value: true})
 			}
 		case "sparse":
-			ix.sparse = truthy(el.Value)
+			ix.sparse = mql.Truthy(el.Value)
 			out = append(out, el)
 		case "expireAfterSeconds":
 			secs, ok := asInt64(el.Value)
 			if !ok || secs < 0 {
-				return nil, errorf(codeInvalidIndexSpecification, "TTL index 'expireAfterSeconds' option must be numeric and non-negative, but received: %v", el.Value)
+				return nil, errorf(mongoerr.CodeInvalidIndexSpecificationOption, "TTL index 'expireAfterSeconds' option must be numeric and non-negative, but received: %v", el.Value)
 			}
 			if len(key) != 1 {
-				return nil, errorf(codeInvalidIndexSpecification, "TTL indexes are single-field indexes, compound indexes do not support TTL")
+				return nil, errorf(mongoerr.CodeInvalidIndexSpecificationOption, "TTL indexes are single-field indexes, compound indexes do not support TTL")
 			}
 			if key[0].Key == "_id" {
-				return nil, errorf(codeInvalidIndexSpecification, "The field 'expireAfterSeconds' is not valid for an _id index specification")
+				return nil, errorf(mongoerr.CodeInvalidIndexSpecificationOption, "The field 'expireAfterSeconds' is not valid for an _id index specification")
 			}
 			ix.expireAfterSeconds = &secs
 			out = append(out, bson.E{Key: "expireAfterSeconds", Value: int32(secs)})
@@ -170,12 +171,12 @@ func parseIndexSpec(spec bson.D) (*index, error) {
 			"wildcardProjection", "storageEngine":
 			out = append(out, el)
 		default:
-			return nil, errorf(codeInvalidIndexSpecification, "The field '%s' is not valid for an index specification. Specification: %v", el.Key, spec)
+			return nil, errorf(mongoerr.CodeInvalidIndexSpecificationOption, "The field '%s' is not valid for an index specification. Specification: %v", el.Key, spec)
 		}
 	}
 	if _, partial := lookupTop(out, "partialFilterExpression"); partial && ix.unique {
 		// Uniqueness would have to skip the documents outside the filter.
-		return nil, errorf(codeNotImplemented, "unique indexes with a partialFilterExpression are not supported by mongotest")
+		return nil, errorf(mongoerr.CodeNotImplemented, "unique indexes with a partialFilterExpression are not supported by mongotest")
 	}
 	ix.spec = out
 	return ix, nil
@@ -200,7 +201,7 @@ func cmdListIndexes(e *engine, r *request) (bson.D, error) {
 	}
 	c := e.coll(db, name)
 	if c == nil {
-		return nil, errorf(codeNamespaceNotFound, "ns does not exist: %s.%s", db, name)
+		return nil, errorf(mongoerr.CodeNamespaceNotFound, "ns does not exist: %s.%s", db, name)
 	}
 	docs := make([]bson.D, 0, len(c.indexes))
 	for _, ix := range c.indexes {
@@ -220,7 +221,7 @@ func cmdDropIndexes(e *engine, r *request) (bson.D, error) {
 	}
 	c := e.coll(db, name)
 	if c == nil {
-		return nil, errorf(codeNamespaceNotFound, "ns not found %s.%s", db, name)
+		return nil, errorf(mongoerr.CodeNamespaceNotFound, "ns not found %s.%s", db, name)
 	}
 	before := len(c.indexes)
 	var targets []*index
@@ -232,29 +233,29 @@ func cmdDropIndexes(e *engine, r *request) (bson.D, error) {
 		}
 		ix := c.findIndex(v, nil)
 		if ix == nil {
-			return nil, errorf(codeIndexNotFound, "index not found with name [%s]", v)
+			return nil, errorf(mongoerr.CodeIndexNotFound, "index not found with name [%s]", v)
 		}
 		targets = append(targets, ix)
 	case bson.D:
 		ix := c.findIndex(nil, v)
 		if ix == nil {
-			return nil, errorf(codeIndexNotFound, "can't find index with key: %v", v)
+			return nil, errorf(mongoerr.CodeIndexNotFound, "can't find index with key: %v", v)
 		}
 		targets = append(targets, ix)
 	case bson.A:
 		for _, n := range v {
 			ix := c.findIndex(n, nil)
 			if ix == nil {
-				return nil, errorf(codeIndexNotFound, "index not found with name [%v]", n)
+				return nil, errorf(mongoerr.CodeIndexNotFound, "index not found with name [%v]", n)
 			}
 			targets = append(targets, ix)
 		}
 	default:
-		return nil, errorf(codeTypeMismatch, "BSON field 'dropIndexes.index' is the wrong type")
+		return nil, errorf(mongoerr.CodeTypeMismatch, "BSON field 'dropIndexes.index' is the wrong type")
 	}
 	for _, ix := range targets {
 		if ix.name == "_id_" {
-			return nil, errorf(codeInvalidOptions, "cannot drop _id index")
+			return nil, errorf(mongoerr.CodeInvalidOptions, "cannot drop _id index")
 		}
 	}
 	for _, ix := range targets {

@@ -2,6 +2,9 @@ package mongotest
 
 import (
 	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/ferry-io/ferry/mongoerr"
+	"github.com/ferry-io/ferry/mongotest/internal/mql"
 )
 
 // nsArg returns the database and the collection named by the command's
@@ -9,7 +12,7 @@ import (
 func nsArg(r *request) (string, string, error) {
 	name, ok := r.cmd[0].Value.(string)
 	if !ok || name == "" {
-		return "", "", errorf(codeInvalidNamespace, "collection name has invalid type %s", typeName(r.cmd[0].Value))
+		return "", "", errorf(mongoerr.CodeInvalidNamespace, "collection name has invalid type %s", typeName(r.cmd[0].Value))
 	}
 	return r.db, name, nil
 }
@@ -49,17 +52,17 @@ func boolArg(r *request, key string, def bool) bool {
 	if !ok {
 		return def
 	}
-	return truthy(v)
+	return mql.Truthy(v)
 }
 
 func docsArg(r *request, key string) (bson.A, error) {
 	v, ok := r.arg(key)
 	if !ok {
-		return nil, errorf(codeFailedToParse, "BSON field '%s.%s' is missing but a required field", r.name, key)
+		return nil, errorf(mongoerr.CodeFailedToParse, "BSON field '%s.%s' is missing but a required field", r.name, key)
 	}
 	a, ok := v.(bson.A)
 	if !ok {
-		return nil, errorf(codeTypeMismatch, "BSON field '%s.%s' is the wrong type '%s', expected type 'array'", r.name, key, typeName(v))
+		return nil, errorf(mongoerr.CodeTypeMismatch, "BSON field '%s.%s' is the wrong type '%s', expected type 'array'", r.name, key, typeName(v))
 	}
 	return a, nil
 }
@@ -69,7 +72,7 @@ func docsArg(r *request, key string) (bson.A, error) {
 func prepareInsert(v any) (bson.D, error) {
 	d, ok := v.(bson.D)
 	if !ok {
-		return nil, errorf(codeTypeMismatch, "document to insert must be an object, got %s", typeName(v))
+		return nil, errorf(mongoerr.CodeTypeMismatch, "document to insert must be an object, got %s", typeName(v))
 	}
 	id, has := lookupTop(d, "_id")
 	if has {
@@ -78,9 +81,9 @@ func prepareInsert(v any) (bson.D, error) {
 		}
 		switch id.(type) {
 		case bson.A:
-			return nil, errorf(codeBadValue, "The '_id' value cannot be of type array")
+			return nil, errorf(mongoerr.CodeBadValue, "The '_id' value cannot be of type array")
 		case bson.Regex:
-			return nil, errorf(codeBadValue, "can't use a regex for _id")
+			return nil, errorf(mongoerr.CodeBadValue, "can't use a regex for _id")
 		}
 		if d[0].Key == "_id" {
 			return d, nil
@@ -102,7 +105,7 @@ func prepareInsert(v any) (bson.D, error) {
 // txnFatal reports whether a write error must fail the whole command: in a
 // transaction, a write conflict is a command error, as on a real server.
 func txnFatal(r *request, err error) bool {
-	return r.txn != nil && asCmdError(err).Code == codeWriteConflict
+	return r.txn != nil && asCmdError(err).Code == mongoerr.CodeWriteConflict
 }
 
 func writeError(i int, err error) bson.D {

@@ -7,15 +7,12 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
-	"github.com/ferry-io/ferry/internal/mql"
+	"github.com/ferry-io/ferry/mongoerr"
+	"github.com/ferry-io/ferry/mongotest/internal/mql"
 )
 
 // Options shared by the CRUD commands: let variables, collations, hints,
 // and reads that report $expr errors and read through views.
-
-// codeNotImplemented is MongoDB's NotImplemented, the answer to a feature
-// mongotest deliberately does not implement (see the package doc).
-const codeNotImplemented = 238
 
 // cmdVars returns the variables of a command: $$NOW, $$CLUSTER_TIME and
 // the user variables of its let option (evaluated once, as the server
@@ -36,7 +33,7 @@ func (e *engine) cmdVars(r *request) (*mql.Vars, error) {
 func addLet(vars *mql.Vars, v any, field string) error {
 	d, ok := v.(bson.D)
 	if !ok {
-		return errorf(codeTypeMismatch, "BSON field '%s' is the wrong type '%s', expected type 'object'", field, typeName(v))
+		return errorf(mongoerr.CodeTypeMismatch, "BSON field '%s' is the wrong type '%s', expected type 'object'", field, typeName(v))
 	}
 	if len(d) == 0 {
 		return nil
@@ -66,15 +63,15 @@ func addLet(vars *mql.Vars, v any, field string) error {
 // validVarName applies MongoDB's rules for user variable names.
 func validVarName(name string) error {
 	if name == "" {
-		return errorf(codeFailedToParse, "empty variable names are not allowed")
+		return errorf(mongoerr.CodeFailedToParse, "empty variable names are not allowed")
 	}
 	first, _ := utf8.DecodeRuneInString(name)
 	if first < utf8.RuneSelf && !unicode.IsLower(first) {
-		return errorf(codeFailedToParse, "'%s' starts with an invalid character for a user variable name", name)
+		return errorf(mongoerr.CodeFailedToParse, "'%s' starts with an invalid character for a user variable name", name)
 	}
 	for _, c := range name {
 		if c < utf8.RuneSelf && !(unicode.IsLetter(c) || unicode.IsDigit(c) || c == '_') {
-			return errorf(codeFailedToParse, "'%s' contains an invalid character for a variable name: '%c'", name, c)
+			return errorf(mongoerr.CodeFailedToParse, "'%s' contains an invalid character for a variable name: '%c'", name, c)
 		}
 	}
 	return nil
@@ -102,7 +99,7 @@ func refuseCollation(spec any, what string) error {
 		return err
 	}
 	if coll != nil {
-		return errorf(codeNotImplemented, "%s other than the simple collation is not supported by mongotest", what)
+		return errorf(mongoerr.CodeNotImplemented, "%s other than the simple collation is not supported by mongotest", what)
 	}
 	return nil
 }
@@ -123,9 +120,9 @@ func checkHint(c *collection, hint any) error {
 			return nil
 		}
 	default:
-		return errorf(codeFailedToParse, "hint must be a string or an object")
+		return errorf(mongoerr.CodeFailedToParse, "hint must be a string or an object")
 	}
-	return errorf(codeBadValue, "error processing query: ns=%s planner returned error :: caused by :: hint provided does not correspond to an existing index", c.ns())
+	return errorf(mongoerr.CodeBadValue, "error processing query: ns=%s planner returned error :: caused by :: hint provided does not correspond to an existing index", c.ns())
 }
 
 // scanDocs returns the documents of c matching f as the command sees them, like
@@ -204,7 +201,7 @@ const maxViewDepth = 20
 // its pipeline (views on views resolved in turn).
 func (e *engine) viewDocs(r *request, v *collection, vars *mql.Vars, depth int) ([]bson.D, error) {
 	if depth >= maxViewDepth {
-		return nil, errorf(codeViewDepthLimitExceeded, "View depth too deep or view cycle detected; maximum depth is %d", maxViewDepth)
+		return nil, errorf(mongoerr.CodeViewDepthLimitExceeded, "View depth too deep or view cycle detected; maximum depth is %d", maxViewDepth)
 	}
 	on, _ := lookupD(v.options, "viewOn").(string)
 	src := e.coll(v.db, on)
@@ -237,14 +234,8 @@ func (e *engine) viewDocs(r *request, v *collection, vars *mql.Vars, depth int) 
 	return p.Run(docs, &vv)
 }
 
-// codeViewDepthLimitExceeded is MongoDB's ViewDepthLimitExceeded.
-const codeViewDepthLimitExceeded = 149
-
-// codeCommandNotSupportedOnView is MongoDB's CommandNotSupportedOnView.
-const codeCommandNotSupportedOnView = 166
-
 func viewWriteError(c *collection) error {
-	return errorf(codeCommandNotSupportedOnView, "Namespace %s is a view, not a collection", c.ns())
+	return errorf(mongoerr.CodeCommandNotSupportedOnView, "Namespace %s is a view, not a collection", c.ns())
 }
 
 // idFieldNames rejects $-prefixed names anywhere inside _id, as the
@@ -256,7 +247,7 @@ func idFieldNames(v any) error {
 	case bson.D:
 		for _, el := range x {
 			if strings.HasPrefix(el.Key, "$") {
-				return errorf(codeDollarPrefixedFieldName, "_id fields may not contain '$'-prefixed fields: %s is not valid for storage.", el.Key)
+				return errorf(mongoerr.CodeDollarPrefixedFieldName, "_id fields may not contain '$'-prefixed fields: %s is not valid for storage.", el.Key)
 			}
 			if err := idFieldNames(el.Value); err != nil {
 				return err
@@ -271,12 +262,6 @@ func idFieldNames(v any) error {
 	}
 	return nil
 }
-
-// codeDollarPrefixedFieldName is MongoDB's DollarPrefixedFieldName.
-const codeDollarPrefixedFieldName = 52
-
-// codeDocumentValidationFailure is MongoDB's DocumentValidationFailure.
-const codeDocumentValidationFailure = 121
 
 // validation is a collection's document validation: a query-operator
 // validator ($jsonSchema is refused with NotImplemented when the
@@ -299,13 +284,13 @@ func parseValidation(opts bson.D) (*validation, error) {
 	}
 	spec, ok := v.(bson.D)
 	if !ok {
-		return nil, errorf(codeTypeMismatch, "BSON field 'validator' is the wrong type '%s', expected type 'object'", typeName(v))
+		return nil, errorf(mongoerr.CodeTypeMismatch, "BSON field 'validator' is the wrong type '%s', expected type 'object'", typeName(v))
 	}
 	if len(spec) == 0 {
 		return nil, nil
 	}
 	if mqlContainsKey(spec, "$jsonSchema") {
-		return nil, errorf(codeNotImplemented, "$jsonSchema validators are not supported by mongotest (query-operator validators are)")
+		return nil, errorf(mongoerr.CodeNotImplemented, "$jsonSchema validators are not supported by mongotest (query-operator validators are)")
 	}
 	f, err := mql.CompileFilter(spec)
 	if err != nil {
@@ -319,14 +304,14 @@ func parseValidation(opts bson.D) (*validation, error) {
 	case "off":
 		val.off = true
 	default:
-		return nil, errorf(codeBadValue, "Enumeration value '%v' for field 'validationLevel' is not a valid value.", lvl)
+		return nil, errorf(mongoerr.CodeBadValue, "Enumeration value '%v' for field 'validationLevel' is not a valid value.", lvl)
 	}
 	switch act := lookupD(opts, "validationAction"); act {
 	case nil, "error", "errorAndLog":
 	case "warn":
 		val.warn = true
 	default:
-		return nil, errorf(codeBadValue, "Enumeration value '%v' for field 'validationAction' is not a valid value.", act)
+		return nil, errorf(mongoerr.CodeBadValue, "Enumeration value '%v' for field 'validationAction' is not a valid value.", act)
 	}
 	return val, nil
 }
@@ -369,7 +354,7 @@ func (e *engine) validate(r *request, c *collection, old, doc bson.D) error {
 		return nil
 	}
 	id, _ := lookupTop(doc, "_id")
-	return &cmdError{Code: codeDocumentValidationFailure, Msg: "Document failed validation",
+	return &cmdError{Code: mongoerr.CodeDocumentValidationFailure, Msg: "Document failed validation",
 		Extra: bson.D{{Key: "errInfo", Value: bson.D{
 			{Key: "failingDocumentId", Value: id},
 			{Key: "details", Value: bson.D{

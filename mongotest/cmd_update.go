@@ -3,7 +3,8 @@ package mongotest
 import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
-	"github.com/ferry-io/ferry/internal/mql"
+	"github.com/ferry-io/ferry/mongoerr"
+	"github.com/ferry-io/ferry/mongotest/internal/mql"
 )
 
 func (e *engine) vars() *mql.Vars {
@@ -18,7 +19,7 @@ func compileFilter(v any) (*mql.Filter, error) {
 	case bson.D:
 		return mql.CompileFilter(f)
 	}
-	return nil, errorf(codeTypeMismatch, "filter must be an object, got %s", typeName(v))
+	return nil, errorf(mongoerr.CodeTypeMismatch, "filter must be an object, got %s", typeName(v))
 }
 
 // matching returns the records matching f in natural order, at most limit
@@ -84,8 +85,8 @@ type updateStmt struct {
 
 // updateStmtOf reads an update command statement.
 func updateStmtOf(st bson.D) updateStmt {
-	return updateStmt{q: lookupD(st, "q"), u: lookupD(st, "u"), upsert: truthy(lookupD(st, "upsert")),
-		multi: truthy(lookupD(st, "multi")), sort: lookupD(st, "sort"), arrayFilters: lookupD(st, "arrayFilters"),
+	return updateStmt{q: lookupD(st, "q"), u: lookupD(st, "u"), upsert: mql.Truthy(lookupD(st, "upsert")),
+		multi: mql.Truthy(lookupD(st, "multi")), sort: lookupD(st, "sort"), arrayFilters: lookupD(st, "arrayFilters"),
 		collation: lookupD(st, "collation"), hint: lookupD(st, "hint"), consts: lookupD(st, "c")}
 }
 
@@ -96,13 +97,13 @@ func parseUpdateSpec(vars *mql.Vars, st updateStmt) (*updateSpec, error) {
 	}
 	fd, _ := st.q.(bson.D)
 	if st.u == nil {
-		return nil, errorf(codeFailedToParse, "BSON field 'update.updates.u' is missing but a required field")
+		return nil, errorf(mongoerr.CodeFailedToParse, "BSON field 'update.updates.u' is missing but a required field")
 	}
 	var opts mql.UpdateOptions
 	if st.arrayFilters != nil {
 		af, ok := st.arrayFilters.(bson.A)
 		if !ok {
-			return nil, errorf(codeTypeMismatch, "BSON field 'arrayFilters' is the wrong type '%s', expected type 'array'", typeName(st.arrayFilters))
+			return nil, errorf(mongoerr.CodeTypeMismatch, "BSON field 'arrayFilters' is the wrong type '%s', expected type 'array'", typeName(st.arrayFilters))
 		}
 		opts.ArrayFilters = af
 	}
@@ -111,11 +112,11 @@ func parseUpdateSpec(vars *mql.Vars, st updateStmt) (*updateSpec, error) {
 		return nil, err
 	}
 	if st.multi && cu.Kind() == mql.UpdateReplacement {
-		return nil, errorf(codeFailedToParse, "multi update is not supported for replacement-style update")
+		return nil, errorf(mongoerr.CodeFailedToParse, "multi update is not supported for replacement-style update")
 	}
 	if st.consts != nil {
 		if cu.Kind() != mql.UpdatePipeline {
-			return nil, errorf(codeFailedToParse, "Constants can only be specified with pipeline updates")
+			return nil, errorf(mongoerr.CodeFailedToParse, "Constants can only be specified with pipeline updates")
 		}
 		cp := *vars
 		if err := addLet(&cp, st.consts, "c"); err != nil {
@@ -254,7 +255,7 @@ func checkIDUnchanged(old, doc bson.D) error {
 	a, _ := lookupTop(old, "_id")
 	b, ok := lookupTop(doc, "_id")
 	if !ok || !mql.Equal(a, b) || typeName(a) != typeName(b) {
-		return &cmdError{Code: 66, Msg: "Performing an update on the path '_id' would modify the immutable field '_id'"}
+		return &cmdError{Code: mongoerr.CodeImmutableField, Msg: "Performing an update on the path '_id' would modify the immutable field '_id'"}
 	}
 	return nil
 }
@@ -278,7 +279,7 @@ func cmdUpdate(e *engine, r *request) (bson.D, error) {
 	for i, v := range stmts {
 		st, ok := v.(bson.D)
 		if !ok {
-			return nil, errorf(codeTypeMismatch, "update statement must be an object")
+			return nil, errorf(mongoerr.CodeTypeMismatch, "update statement must be an object")
 		}
 		spec, err := parseUpdateSpec(vars, updateStmtOf(st))
 		var res *updateResult

@@ -7,7 +7,8 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
-	"github.com/ferry-io/ferry/internal/wire"
+	"github.com/ferry-io/ferry/mongoerr"
+	"github.com/ferry-io/ferry/mongotest/internal/wire"
 )
 
 // request is one command being run.
@@ -64,6 +65,9 @@ type command struct {
 	unlocked bool
 	// adminOnly commands must be sent to the admin database.
 	adminOnly bool
+	// testControl commands run only on a server started with
+	// TestControls (testcontrols.go).
+	testControl bool
 }
 
 var commands map[string]command
@@ -118,6 +122,9 @@ func init() {
 		"commitTransaction":  {run: cmdCommitTransaction, adminOnly: true},
 		"abortTransaction":   {run: cmdAbortTransaction, adminOnly: true},
 		"bulkWrite":          {run: cmdBulkWrite, adminOnly: true},
+
+		cmdNameAdvanceClock: {run: cmdTestAdvanceClock, unlocked: true, adminOnly: true, testControl: true},
+		cmdNameNow:          {run: cmdTestNow, unlocked: true, adminOnly: true, testControl: true},
 	}
 }
 
@@ -125,7 +132,7 @@ func init() {
 // connection without replying".
 func (e *engine) run(ctx context.Context, c *conn, cmd bson.D, seqs []wire.Section1) bson.D {
 	if len(cmd) == 0 {
-		return e.errorReply(errorf(codeFailedToParse, "empty command document"), nil)
+		return e.errorReply(errorf(mongoerr.CodeFailedToParse, "empty command document"), nil)
 	}
 	r := &request{ctx: ctx, conn: c, cmd: cmd, name: cmd[0].Key, seqs: seqs}
 	for _, el := range cmd {
@@ -149,10 +156,13 @@ func (e *engine) run(ctx context.Context, c *conn, cmd bson.D, seqs []wire.Secti
 	}
 	spec, ok := commands[r.name]
 	if !ok {
-		return e.errorReply(errorf(codeCommandNotFound, "no such command: '%s'", r.name), r)
+		return e.errorReply(errorf(mongoerr.CodeCommandNotFound, "no such command: '%s'", r.name), r)
+	}
+	if spec.testControl && !e.cfg.testControls {
+		return e.errorReply(errTestControlsOff(r.name), r)
 	}
 	if spec.adminOnly && r.db != "admin" {
-		return e.errorReply(errorf(13, "%s may only be run against the admin database.", r.name), r)
+		return e.errorReply(errorf(mongoerr.CodeUnauthorized, "%s may only be run against the admin database.", r.name), r)
 	}
 	if c != nil && c.member > 0 {
 		if err := e.secondaryAllows(r); err != nil {
@@ -244,7 +254,7 @@ func (e *engine) execute(spec command, r *request) (bson.D, error) {
 	switch {
 	case r.txnNumber != nil && r.autocommit != nil:
 		if r.lsid == nil {
-			return nil, errorf(codeInvalidOptions, "Transaction numbers are only allowed on a replica set member or mongos with a session (lsid)")
+			return nil, errorf(mongoerr.CodeInvalidOptions, "Transaction numbers are only allowed on a replica set member or mongos with a session (lsid)")
 		}
 		sess, err := e.checkout(r)
 		if err != nil {
@@ -322,7 +332,7 @@ func (e *engine) errorReply(ce *cmdError, r *request) bson.D {
 		{Key: "ok", Value: 0.0},
 		{Key: "errmsg", Value: ce.Msg},
 		{Key: "code", Value: ce.Code},
-		{Key: "codeName", Value: codeName(ce.Code)},
+		{Key: "codeName", Value: mongoerr.Name(ce.Code)},
 	}
 	reply = append(reply, ce.Extra...)
 	labels := ce.Labels
@@ -403,12 +413,12 @@ func cmdGetParameter(e *engine, r *request) (bson.D, error) {
 		}
 		v, ok := lookupTop(all, el.Key)
 		if !ok {
-			return nil, errorf(codeInvalidOptions, "no option found to get")
+			return nil, errorf(mongoerr.CodeInvalidOptions, "no option found to get")
 		}
 		out = append(out, bson.E{Key: el.Key, Value: v})
 	}
 	if len(out) == 0 {
-		return nil, errorf(codeInvalidOptions, "no option found to get")
+		return nil, errorf(mongoerr.CodeInvalidOptions, "no option found to get")
 	}
 	return out, nil
 }
@@ -425,44 +435,44 @@ func cmdSetParameter(e *engine, r *request) (bson.D, error) {
 		case "ttlMonitorSleepSecs":
 			secs, ok := asInt64(el.Value)
 			if !ok || secs < 1 {
-				return nil, errorf(codeBadValue, "ttlMonitorSleepSecs must be a positive number of seconds")
+				return nil, errorf(mongoerr.CodeBadValue, "ttlMonitorSleepSecs must be a positive number of seconds")
 			}
 			was = append(was, bson.E{Key: "was", Value: int32(e.params.ttlMonitorSleep / time.Second)})
 			e.params.ttlMonitorSleep = time.Duration(secs) * time.Second
 		case "ttlMonitorEnabled":
 			b, ok := el.Value.(bool)
 			if !ok {
-				return nil, errorf(codeBadValue, "ttlMonitorEnabled must be a boolean")
+				return nil, errorf(mongoerr.CodeBadValue, "ttlMonitorEnabled must be a boolean")
 			}
 			was = append(was, bson.E{Key: "was", Value: e.params.ttlEnabled})
 			e.params.ttlEnabled = b
 		case "transactionLifetimeLimitSeconds":
 			secs, ok := asInt64(el.Value)
 			if !ok || secs < 1 {
-				return nil, errorf(codeBadValue, "transactionLifetimeLimitSeconds must be a positive number of seconds")
+				return nil, errorf(mongoerr.CodeBadValue, "transactionLifetimeLimitSeconds must be a positive number of seconds")
 			}
 			was = append(was, bson.E{Key: "was", Value: int32(e.params.txnLifetime / time.Second)})
 			e.params.txnLifetime = time.Duration(secs) * time.Second
 		case "periodicNoopIntervalSecs":
 			secs, ok := asInt64(el.Value)
 			if !ok || secs < 1 {
-				return nil, errorf(codeBadValue, "periodicNoopIntervalSecs must be a positive number of seconds")
+				return nil, errorf(mongoerr.CodeBadValue, "periodicNoopIntervalSecs must be a positive number of seconds")
 			}
 			was = append(was, bson.E{Key: "was", Value: int32(e.params.noopInterval / time.Second)})
 			e.params.noopInterval = time.Duration(secs) * time.Second
 		case "minSnapshotHistoryWindowInSeconds":
 			secs, ok := asInt64(el.Value)
 			if !ok || secs < 0 {
-				return nil, errorf(codeBadValue, "minSnapshotHistoryWindowInSeconds must be a non-negative number of seconds")
+				return nil, errorf(mongoerr.CodeBadValue, "minSnapshotHistoryWindowInSeconds must be a non-negative number of seconds")
 			}
 			was = append(was, bson.E{Key: "was", Value: int32(e.params.snapshotWindow / time.Second)})
 			e.params.snapshotWindow = time.Duration(secs) * time.Second
 		default:
-			return nil, errorf(codeInvalidOptions, "attempted to set unrecognized parameter [%s], use help:true to see options ", el.Key)
+			return nil, errorf(mongoerr.CodeInvalidOptions, "attempted to set unrecognized parameter [%s], use help:true to see options ", el.Key)
 		}
 	}
 	if n == 0 {
-		return nil, errorf(codeInvalidOptions, "no option found to set, use help:true to see options ")
+		return nil, errorf(mongoerr.CodeInvalidOptions, "no option found to set, use help:true to see options ")
 	}
 	if len(was) > 1 {
 		was = was[:1]
@@ -545,9 +555,12 @@ func replSetMembers(c *conn) bson.A {
 	return out
 }
 
-func cmdListCommands(*engine, *request) (bson.D, error) {
+func cmdListCommands(e *engine, _ *request) (bson.D, error) {
 	cmds := bson.D{}
-	for name := range commands {
+	for name, spec := range commands {
+		if spec.testControl && !e.cfg.testControls {
+			continue
+		}
 		cmds = append(cmds, bson.E{Key: name, Value: bson.D{{Key: "help", Value: ""}}})
 	}
 	return bson.D{{Key: "commands", Value: cmds}}, nil

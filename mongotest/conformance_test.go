@@ -8,8 +8,8 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/ferry-io/ferry/internal/unified"
 	"github.com/ferry-io/ferry/mongotest"
+	"github.com/ferry-io/ferry/mongotest/internal/unified"
 )
 
 // suite is one folder of ../shared/mongo-spec: MongoDB's unified tests of

@@ -9,7 +9,8 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
-	"github.com/ferry-io/ferry/internal/wire"
+	"github.com/ferry-io/ferry/mongoerr"
+	"github.com/ferry-io/ferry/mongotest/internal/wire"
 )
 
 // conn serves one client connection: it reads a request, runs it and writes
@@ -68,14 +69,14 @@ func (c *conn) serve() {
 				// A malformed OP_MSG gets an error reply when we can still
 				// frame one; the connection stays usable because the whole
 				// message was consumed.
-				reply := marshalReply(c.srv.eng.errorReply(errorf(codeFailedToParse, "invalid OP_MSG: %v", err), nil))
+				reply := marshalReply(c.srv.eng.errorReply(errorf(mongoerr.CodeFailedToParse, "invalid OP_MSG: %v", err), nil))
 				out = wire.AppendMsg(out, c.reqID, h.RequestID, 0, reply)
 				break
 			}
 			cmd, err := m.Command()
 			var reply bson.D
 			if err != nil {
-				reply = c.srv.eng.errorReply(errorf(codeFailedToParse, "invalid command: %v", err), nil)
+				reply = c.srv.eng.errorReply(errorf(mongoerr.CodeFailedToParse, "invalid command: %v", err), nil)
 			} else {
 				reply = c.srv.eng.run(c.srv.ctx, c, cmd, m.Sequences)
 			}
@@ -105,7 +106,7 @@ func (c *conn) serve() {
 func (c *conn) handleQuery(q *wire.Query) []byte {
 	var cmd bson.D
 	if err := bson.Unmarshal(q.Query, &cmd); err != nil {
-		return marshalReply(c.srv.eng.errorReply(errorf(codeFailedToParse, "invalid query document: %v", err), nil))
+		return marshalReply(c.srv.eng.errorReply(errorf(mongoerr.CodeFailedToParse, "invalid query document: %v", err), nil))
 	}
 	if len(cmd) > 0 && cmd[0].Key == "$query" {
 		if inner, ok := cmd[0].Value.(bson.D); ok {
@@ -113,13 +114,13 @@ func (c *conn) handleQuery(q *wire.Query) []byte {
 		}
 	}
 	if len(cmd) == 0 {
-		return marshalReply(c.srv.eng.errorReply(errorf(codeFailedToParse, "empty command"), nil))
+		return marshalReply(c.srv.eng.errorReply(errorf(mongoerr.CodeFailedToParse, "empty command"), nil))
 	}
 	switch cmd[0].Key {
 	case "isMaster", "ismaster", "hello":
 		return marshalReply(c.srv.eng.hello(c, cmd, cmd[0].Key != "hello"))
 	}
-	return marshalReply(c.srv.eng.errorReply(errorf(codeUnsupportedOpQueryCommand,
+	return marshalReply(c.srv.eng.errorReply(errorf(mongoerr.CodeUnsupportedOpQueryCommand,
 		"Unsupported OP_QUERY command: %s. The client driver may require an upgrade.", cmd[0].Key), nil))
 }
 
@@ -127,7 +128,7 @@ func marshalReply(d bson.D) []byte {
 	b, err := bson.Marshal(d)
 	if err != nil {
 		b, _ = bson.Marshal(bson.D{{Key: "ok", Value: 0.0}, {Key: "errmsg", Value: "mongotest: cannot encode reply: " + err.Error()},
-			{Key: "code", Value: int32(1)}, {Key: "codeName", Value: "InternalError"}})
+			{Key: "code", Value: int32(mongoerr.CodeInternalError)}, {Key: "codeName", Value: mongoerr.Name(mongoerr.CodeInternalError)}})
 	}
 	return b
 }

@@ -6,7 +6,8 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
-	"github.com/ferry-io/ferry/internal/mql"
+	"github.com/ferry-io/ferry/mongoerr"
+	"github.com/ferry-io/ferry/mongotest/internal/mql"
 )
 
 // cursor is a server-side cursor: a materialised result (find, aggregate,
@@ -94,7 +95,7 @@ func batchSizeArg(d bson.D, def int) (int, error) {
 	}
 	n, ok := asInt64(v)
 	if !ok || n < 0 {
-		return 0, errorf(codeBadValue, "batchSize must be a non-negative number")
+		return 0, errorf(mongoerr.CodeBadValue, "batchSize must be a non-negative number")
 	}
 	if n == 0 {
 		return 0, nil
@@ -109,17 +110,17 @@ func sortRefs(refs []docRef, s *mql.Sort) {
 func cmdGetMore(e *engine, r *request) (bson.D, error) {
 	id, ok := r.cmd[0].Value.(int64)
 	if !ok {
-		return nil, errorf(codeTypeMismatch, "BSON field 'getMore.getMore' is the wrong type '%s', expected type 'long'", typeName(r.cmd[0].Value))
+		return nil, errorf(mongoerr.CodeTypeMismatch, "BSON field 'getMore.getMore' is the wrong type '%s', expected type 'long'", typeName(r.cmd[0].Value))
 	}
 	collName, _ := lookupD(r.cmd, "collection").(string)
 	e.mu.Lock()
 	cur := e.cursors[id]
 	e.mu.Unlock()
 	if cur == nil {
-		return nil, errorf(codeCursorNotFound, "cursor id %d not found", id)
+		return nil, errorf(mongoerr.CodeCursorNotFound, "cursor id %d not found", id)
 	}
 	if cur.db+"."+collName != cur.ns {
-		return nil, errorf(codeBadValue, "Requested getMore on namespace '%s.%s', but cursor belongs to a different namespace %s", r.db, collName, cur.ns)
+		return nil, errorf(mongoerr.CodeBadValue, "Requested getMore on namespace '%s.%s', but cursor belongs to a different namespace %s", r.db, collName, cur.ns)
 	}
 	n, err := batchSizeArg(r.cmd, 0)
 	if err != nil {

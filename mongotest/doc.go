@@ -11,7 +11,32 @@
 //
 // In tests, URI(t) returns $FERRY_TEST_MONGODB_URI when it is set, so the
 // same test runs against a real replica set, and otherwise starts an
-// emulator that is closed when the test ends.
+// emulator that is closed when the test ends; Client(t) returns a client
+// connected to that server, disconnected when the test ends:
+//
+//	client, srv := mongotest.Client(t) // srv is nil against a real server
+//
+// The package is a module of its own (github.com/ferry-io/ferry/mongotest),
+// so that importing Ferry's library never builds the emulator; the
+// standalone server is its command, cmd/mongotest.
+//
+// # Running it in another process
+//
+// cmd/mongotest takes flags for the options (-oplog-entries, -ttl-interval,
+// -secondaries, -server-version, -frozen-clock for a Clock that stands
+// still, ...). A test that runs it as a child process, as Ferry's library
+// tests do so that the library's module never requires this one, reaches
+// the Server methods over the wire: the fail points are MongoDB's
+// configureFailPoint (failCommand, failGetMoreAfterCursorCheckout,
+// onPrimaryTransactionalWrite; mode "off" clears one), and, on a server
+// started with TestControls (-test-controls), two test-control commands on
+// the admin database, which are not MongoDB's:
+//
+//	{ferryTestAdvanceClock: <ms>}  Server.AdvanceClock by a whole number of milliseconds
+//	{ferryTestNow: 1}              Server.Now
+//
+// Both reply {now: <date>, unixNanos: <long>}. Without TestControls they
+// fail with CommandNotFound (59), naming the flag that enables them.
 //
 // # Guarantees
 //
@@ -169,7 +194,8 @@
 //	TTL                  expireAfterSeconds indexes, a monitor with a     -
 //	                     configurable interval (option or setParameter
 //	                     ttlMonitorSleepSecs), deletes as delete events
-//	server clock         Server.AdvanceClock moves $$NOW, wallTime,       -
-//	                     cluster times and TTL expiry without sleeping
+//	server clock         Server.AdvanceClock (or ferryTestAdvanceClock,   -
+//	                     see above) moves $$NOW, wallTime, cluster times
+//	                     and TTL expiry without sleeping
 //	unknown commands     -                                                59 CommandNotFound
 package mongotest

@@ -5,8 +5,9 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
-	"github.com/ferry-io/ferry/internal/mql"
 	"github.com/ferry-io/ferry/internal/resumetoken"
+	"github.com/ferry-io/ferry/mongoerr"
+	"github.com/ferry-io/ferry/mongotest/internal/mql"
 )
 
 // inScope reports whether an oplog entry concerns the stream's namespace.
@@ -106,7 +107,7 @@ func (e *engine) eventsFor(cs *changeStream, ent *oplogEntry) ([]streamEvent, er
 		if cs.fullDocBefore == "whenAvailable" || cs.fullDocBefore == "required" {
 			if !ent.preImageRecorded {
 				if cs.fullDocBefore == "required" {
-					return nil, errorf(51770, "Change stream was configured to require a pre-image for all update, delete and replace events, but no pre-image id was recorded for the event.")
+					return nil, errorf(mongoerr.CodeNoPreImageID, "Change stream was configured to require a pre-image for all update, delete and replace events, but no pre-image id was recorded for the event.")
 				}
 				ev = append(ev, bson.E{Key: "fullDocumentBeforeChange", Value: nil})
 			} else {
@@ -196,7 +197,7 @@ func (e *engine) postImage(cs *changeStream, ent *oplogEntry) (any, error) {
 			return ent.doc, nil
 		}
 		if cs.fullDocument == "required" {
-			return nil, errorf(codeNoMatchingDocument, "Change stream was configured to require a post-image for all update events, but the post-image was not found for event: %s", ent.db+"."+ent.coll)
+			return nil, errorf(mongoerr.CodeNoMatchingDocument, "Change stream was configured to require a post-image for all update events, but the post-image was not found for event: %s", ent.db+"."+ent.coll)
 		}
 		return nil, nil
 	}

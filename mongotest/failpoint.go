@@ -5,6 +5,9 @@ import (
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/ferry-io/ferry/mongoerr"
+	"github.com/ferry-io/ferry/mongotest/internal/mql"
 )
 
 // FailPoint makes chosen commands fail the way MongoDB's failCommand fail
@@ -229,11 +232,11 @@ func cmdConfigureFailPoint(e *engine, r *request) (bson.D, error) {
 	switch name {
 	case "failCommand", "failGetMoreAfterCursorCheckout", "onPrimaryTransactionalWrite":
 	default:
-		return nil, errorf(codeFailedToParse, "Cannot find FailPoint named %q (mongotest supports failCommand, failGetMoreAfterCursorCheckout and onPrimaryTransactionalWrite)", name)
+		return nil, errorf(mongoerr.CodeFailedToParse, "Cannot find FailPoint named %q (mongotest supports failCommand, failGetMoreAfterCursorCheckout and onPrimaryTransactionalWrite)", name)
 	}
 	mode, ok := r.arg("mode")
 	if !ok {
-		return nil, errorf(codeFailedToParse, "FailPoint mode is missing")
+		return nil, errorf(mongoerr.CodeFailedToParse, "FailPoint mode is missing")
 	}
 	var fp FailPoint
 	switch m := mode.(type) {
@@ -244,13 +247,13 @@ func cmdConfigureFailPoint(e *engine, r *request) (bson.D, error) {
 			return bson.D{{Key: "count", Value: int64(n)}}, nil
 		case "alwaysOn":
 		default:
-			return nil, errorf(codeBadValue, "Unknown FailPoint mode: %s", m)
+			return nil, errorf(mongoerr.CodeBadValue, "Unknown FailPoint mode: %s", m)
 		}
 	case bson.D:
 		if v, ok := lookupTop(m, "times"); ok {
 			n, ok := asInt64(v)
 			if !ok || n < 0 {
-				return nil, errorf(codeBadValue, "'times' must be a non-negative number")
+				return nil, errorf(mongoerr.CodeBadValue, "'times' must be a non-negative number")
 			}
 			if n == 0 {
 				e.fail.off(name)
@@ -261,15 +264,15 @@ func cmdConfigureFailPoint(e *engine, r *request) (bson.D, error) {
 		if v, ok := lookupTop(m, "skip"); ok {
 			n, ok := asInt64(v)
 			if !ok || n < 0 {
-				return nil, errorf(codeBadValue, "'skip' must be a non-negative number")
+				return nil, errorf(mongoerr.CodeBadValue, "'skip' must be a non-negative number")
 			}
 			fp.Skip = int(n)
 		}
 		if _, ok := lookupTop(m, "activationProbability"); ok {
-			return nil, errorf(codeBadValue, "mongotest does not support activationProbability (tests must be deterministic)")
+			return nil, errorf(mongoerr.CodeBadValue, "mongotest does not support activationProbability (tests must be deterministic)")
 		}
 	default:
-		return nil, errorf(codeTypeMismatch, "FailPoint mode must be a string or an object")
+		return nil, errorf(mongoerr.CodeTypeMismatch, "FailPoint mode must be a string or an object")
 	}
 	data, _ := lookupD(r.cmd, "data").(bson.D)
 	if name == "onPrimaryTransactionalWrite" {
@@ -287,7 +290,7 @@ func cmdConfigureFailPoint(e *engine, r *request) (bson.D, error) {
 		case "errorCode":
 			n, ok := asInt64(el.Value)
 			if !ok {
-				return nil, errorf(codeTypeMismatch, "'errorCode' must be a number")
+				return nil, errorf(mongoerr.CodeTypeMismatch, "'errorCode' must be a number")
 			}
 			fp.ErrorCode = int32(n)
 		case "errorLabels":
@@ -299,17 +302,17 @@ func cmdConfigureFailPoint(e *engine, r *request) (bson.D, error) {
 				}
 			}
 		case "closeConnection":
-			fp.CloseConnection = truthy(el.Value)
+			fp.CloseConnection = mql.Truthy(el.Value)
 		case "blockConnection":
-			if truthy(el.Value) && fp.BlockFor == 0 {
+			if mql.Truthy(el.Value) && fp.BlockFor == 0 {
 				fp.BlockFor = -1 // set by blockTimeMS
 			}
 		case "blockTimeMS":
 			n, ok := asInt64(el.Value)
 			if !ok || n < 0 {
-				return nil, errorf(codeInvalidOptions, "'blockTimeMS' must be a non-negative number")
+				return nil, errorf(mongoerr.CodeInvalidOptions, "'blockTimeMS' must be a non-negative number")
 			}
-			if fp.BlockFor != 0 || truthy(lookupD(data, "blockConnection")) {
+			if fp.BlockFor != 0 || mql.Truthy(lookupD(data, "blockConnection")) {
 				fp.BlockFor = time.Duration(n) * time.Millisecond
 			}
 		case "appName":
@@ -324,7 +327,7 @@ func cmdConfigureFailPoint(e *engine, r *request) (bson.D, error) {
 		}
 	}
 	if fp.BlockFor < 0 {
-		return nil, errorf(codeInvalidOptions, "must specify 'blockTimeMS' when 'blockConnection' is true")
+		return nil, errorf(mongoerr.CodeInvalidOptions, "must specify 'blockTimeMS' when 'blockConnection' is true")
 	}
 	if name == "failGetMoreAfterCursorCheckout" {
 		fp.Commands = []string{"getMore"}
@@ -342,17 +345,17 @@ func (e *engine) configureTransactionalWrite(fp FailPoint, data bson.D) (bson.D,
 		case "closeConnection":
 			b, ok := el.Value.(bool)
 			if !ok {
-				return nil, errorf(codeTypeMismatch, "'closeConnection' must be a boolean")
+				return nil, errorf(mongoerr.CodeTypeMismatch, "'closeConnection' must be a boolean")
 			}
 			fp.CloseConnection = b
 		case "failBeforeCommitExceptionCode":
 			n, ok := asInt64(el.Value)
 			if !ok || n == 0 {
-				return nil, errorf(codeTypeMismatch, "'failBeforeCommitExceptionCode' must be a non-zero number")
+				return nil, errorf(mongoerr.CodeTypeMismatch, "'failBeforeCommitExceptionCode' must be a non-zero number")
 			}
 			fp.failBeforeCommit = int32(n)
 		default:
-			return nil, errorf(codeBadValue, "mongotest: onPrimaryTransactionalWrite has no data field %q (it takes closeConnection and failBeforeCommitExceptionCode)", el.Key)
+			return nil, errorf(mongoerr.CodeBadValue, "mongotest: onPrimaryTransactionalWrite has no data field %q (it takes closeConnection and failBeforeCommitExceptionCode)", el.Key)
 		}
 	}
 	e.fail.set("onPrimaryTransactionalWrite", fp)

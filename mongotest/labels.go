@@ -4,28 +4,36 @@ package mongotest
 // (src/mongo/db/error_labels.cpp; MONGO-SEMANTICS §5.2). A failCommand fail
 // point that gives errorLabels replaces all of them.
 
+import "github.com/ferry-io/ferry/mongoerr"
+
 // transientTxnCodes are the codes isTransientTransactionError accepts
 // outright: WriteConflict, LockTimeout, PreparedTransactionInProgress,
 // StaleDbVersion, ShardCannotRefreshDueToLocksHeld, the tenant migration
 // codes, the snapshot errors (SnapshotTooOld, StaleChunkHistory,
 // SnapshotUnavailable, MigrationConflict) and the NeedRetargetting errors.
-var transientTxnCodes = map[int32]bool{112: true, 24: true, 267: true, 249: true, 343: true, 325: true, 326: true,
-	239: true, 246: true, 250: true, 272: true, 63: true, 150: true, 13388: true}
+var transientTxnCodes = map[int32]bool{
+	mongoerr.CodeWriteConflict: true, mongoerr.CodeLockTimeout: true, mongoerr.CodePreparedTransactionInProgress: true,
+	mongoerr.CodeStaleDbVersion: true, mongoerr.CodeShardCannotRefreshDueToLocksHeld: true,
+	325: true, 326: true, // the tenant migration codes, no longer in error_codes.yml
+	mongoerr.CodeSnapshotTooOld: true, mongoerr.CodeSnapshotUnavailable: true, mongoerr.CodeStaleChunkHistory: true,
+	mongoerr.CodeMigrationConflict: true,
+	mongoerr.CodeStaleShardVersion: true, mongoerr.CodeStaleEpoch: true, mongoerr.CodeStaleConfig: true,
+}
 
 // isTransientTransactionError is the server's rule for
 // TransientTransactionError: a failure that left nothing behind, so the
 // whole transaction may be retried.
 func isTransientTransactionError(code int32, hasWCE, commitOrAbort bool) bool {
-	if code == 358 { // InternalTransactionNotSupported
+	if code == mongoerr.CodeInternalTransactionNotSupported {
 		return false
 	}
 	if transientTxnCodes[code] {
 		return true
 	}
 	if commitOrAbort {
-		return code == codeNoSuchTransaction && !hasWCE
+		return code == mongoerr.CodeNoSuchTransaction && !hasWCE
 	}
-	return retriableCodes[code] || code == codeNoSuchTransaction
+	return retriableCodes[code] || code == mongoerr.CodeNoSuchTransaction
 }
 
 func isCommitOrAbort(name string) bool {
@@ -57,7 +65,7 @@ func (e *engine) replyLabels(code, wceCode int32, r *request) []string {
 	}
 	switch {
 	case !labelled && code != 0 && wceCode == 0 && (r.name == "aggregate" || r.name == "getMore") &&
-		(retriableCodes[code] || networkCodes[code] || needRetargettingCodes[code] || code == 234 || code == 133) &&
+		(retriableCodes[code] || networkCodes[code] || needRetargettingCodes[code] || code == mongoerr.CodeRetryChangeStream || code == mongoerr.CodeFailedToSatisfyReadPreference) &&
 		e.isChangeStreamRequest(r):
 		labels = append(labels, "ResumableChangeStreamError")
 	case nonResumableStreamCodes[code]:

@@ -5,7 +5,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
-	"github.com/ferry-io/ferry/internal/mql"
+	"github.com/ferry-io/ferry/mongotest/internal/mql"
 )
 
 // Oplog operation kinds. Each entry becomes zero or more change events,

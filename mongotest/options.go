@@ -27,6 +27,7 @@ type config struct {
 	maxMessageSize  int
 	release         release
 	secondaries     int
+	testControls    bool
 	err             error // from an option
 }
 
@@ -124,3 +125,11 @@ func Clock(now func() time.Time) Option { return optionFunc(func(c *config) { c.
 
 // Logger sets a logger for connection-level problems (default: discard).
 func Logger(l *slog.Logger) Option { return optionFunc(func(c *config) { c.logger = l }) }
+
+// TestControls enables the test-control commands ({ferryTestAdvanceClock:
+// ms} and {ferryTestNow: 1} on the admin database, see the package doc's
+// "Test controls"), which let a test that runs the emulator in another
+// process do what Server.AdvanceClock and Server.Now do in-process. They
+// are off by default: a server started without this option refuses them
+// with CommandNotFound (59) and says how to enable them.
+func TestControls() Option { return optionFunc(func(c *config) { c.testControls = true }) }

@@ -5,6 +5,9 @@ import (
 	"fmt"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/ferry-io/ferry/mongoerr"
+	"github.com/ferry-io/ferry/mongotest/internal/mql"
 )
 
 // Retryable writes (MONGO-SEMANTICS §8.1), as a replica-set primary does
@@ -114,7 +117,7 @@ func (e *engine) checkout(r *request) (*session, error) {
 		case <-r.ctx.Done():
 			e.mu.Lock()
 			e.sessionWaits--
-			return nil, errorf(11600, "interrupted at shutdown")
+			return nil, errorf(mongoerr.CodeInterruptedAtShutdown, "interrupted at shutdown")
 		}
 		// The session may have been ended and removed meanwhile.
 		s = e.sessionFor(r.lsid)
@@ -139,11 +142,11 @@ func (e *engine) checkin(s *session) {
 // Callers hold e.mu.
 func (e *engine) runRetryable(spec command, r *request) (bson.D, error) {
 	if r.lsid == nil {
-		return nil, errorf(codeInvalidOptions, "Transaction numbers are only allowed on a replica set member or mongos with a session (lsid)")
+		return nil, errorf(mongoerr.CodeInvalidOptions, "Transaction numbers are only allowed on a replica set member or mongos with a session (lsid)")
 	}
 	name := canonicalName(r.name)
 	if !isWriteCommand(name) {
-		return nil, errorf(codeNotARetryableWriteCommand,
+		return nil, errorf(mongoerr.CodeNotARetryableWriteCommand,
 			"txnNumber may only be provided for multi-document transactions and retryable write commands. autocommit:false was not provided, and %s is not a retryable write command.", r.name)
 	}
 	if err := checkRetryableStatements(r); err != nil {
@@ -160,11 +163,11 @@ func (e *engine) runRetryable(spec command, r *request) (bson.D, error) {
 	num := *r.txnNumber
 	switch {
 	case num < sess.txnNumber:
-		return nil, errorf(codeTransactionTooOld,
+		return nil, errorf(mongoerr.CodeTransactionTooOld,
 			"Retryable write with txnNumber %d is prohibited on session %s because a newer retryable write with txnNumber %d has already started on this session.",
 			num, sessionName(sess.lsid), sess.txnNumber)
 	case num == sess.txnNumber && sess.txn != nil:
-		return nil, errorf(codeInvalidOptions, "Must specify autocommit=false on all operations of a multi-statement transaction.")
+		return nil, errorf(mongoerr.CodeInvalidOptions, "Must specify autocommit=false on all operations of a multi-statement transaction.")
 	case num > sess.txnNumber:
 		// A newer txnNumber ends whatever the session did before,
 		// aborting a transaction still in progress.
@@ -177,7 +180,7 @@ func (e *engine) runRetryable(spec command, r *request) (bson.D, error) {
 	}
 	rs := &sess.retry
 	if rs.cmd != name {
-		return nil, errorf(codeIncompleteTransactionHistory,
+		return nil, errorf(mongoerr.CodeIncompleteTransactionHistory,
 			"txnNumber %d on session %s was used by a %s command; a %s cannot reuse it", num, sessionName(sess.lsid), rs.cmd, r.name)
 	}
 	r.retry = rs
@@ -195,8 +198,8 @@ func checkRetryableStatements(r *request) error {
 	case "update":
 		stmts, _ := lookupD(r.cmd, "updates").(bson.A)
 		for _, v := range stmts {
-			if st, ok := v.(bson.D); ok && truthy(lookupD(st, "multi")) {
-				return errorf(codeInvalidOptions, "Cannot use (or request) retryable writes with multi=true")
+			if st, ok := v.(bson.D); ok && mql.Truthy(lookupD(st, "multi")) {
+				return errorf(mongoerr.CodeInvalidOptions, "Cannot use (or request) retryable writes with multi=true")
 			}
 		}
 	case "delete":
@@ -208,10 +211,10 @@ func checkRetryableStatements(r *request) error {
 			}
 			limit, ok := lookupTop(st, "limit")
 			if !ok {
-				return errorf(codeIDLFailedToParse, "BSON field 'delete.deletes.limit' is missing but a required field")
+				return errorf(mongoerr.CodeIDLFailedToParse, "BSON field 'delete.deletes.limit' is missing but a required field")
 			}
 			if n, _ := asInt64(limit); n == 0 {
-				return errorf(codeInvalidOptions, "Cannot use (or request) retryable writes with limit=0")
+				return errorf(mongoerr.CodeInvalidOptions, "Cannot use (or request) retryable writes with limit=0")
 			}
 		}
 	}

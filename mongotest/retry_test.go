@@ -13,8 +13,8 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
-	"github.com/ferry-io/ferry/internal/wire"
 	"github.com/ferry-io/ferry/mongotest"
+	"github.com/ferry-io/ferry/mongotest/internal/wire"
 )
 
 // retryable sends cmd as a retryable write of sess with txnNumber n, the

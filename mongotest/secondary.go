@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/ferry-io/ferry/mongoerr"
 )
 
 // Secondaries. A Server started with Secondaries(n) is a replica set of
@@ -80,20 +82,20 @@ var secondaryReads = map[string]bool{
 // transactions and fail points are refused.
 func (e *engine) secondaryAllows(r *request) error {
 	if r.autocommit != nil {
-		return errorf(codeNotWritablePrimary, "not primary: transactions run on the primary only")
+		return errorf(mongoerr.CodeNotWritablePrimary, "not primary: transactions run on the primary only")
 	}
 	switch {
 	case r.name == "configureFailPoint":
-		return errorf(238, "mongotest: fail points are set on the primary, not on a secondary") // NotImplemented
+		return errorf(mongoerr.CodeNotImplemented, "mongotest: fail points are set on the primary, not on a secondary")
 	case r.name == "aggregate" && pipelineWrites(r):
-		return errorf(codeNotWritablePrimary, "not primary")
+		return errorf(mongoerr.CodeNotWritablePrimary, "not primary")
 	case secondaryReads[r.name]:
 		rp, _ := lookupD(r.cmd, "$readPreference").(bson.D)
 		if mode, _ := lookupD(rp, "mode").(string); mode == "" || strings.EqualFold(mode, "primary") {
-			return errorf(codeNotPrimaryNoSecondaryOk, "not primary and secondaryOk=false")
+			return errorf(mongoerr.CodeNotPrimaryNoSecondaryOk, "not primary and secondaryOk=false")
 		}
 	case isWriteCommand(r.name) || writeConcernCommands[r.name] || r.txnNumber != nil:
-		return errorf(codeNotWritablePrimary, "not primary")
+		return errorf(mongoerr.CodeNotWritablePrimary, "not primary")
 	}
 	return nil
 }

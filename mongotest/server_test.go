@@ -18,8 +18,7 @@ import (
 // $FERRY_TEST_MONGODB_URI) and a database unique to the test.
 func connect(t *testing.T, opts ...mongotest.Option) (*mongo.Client, *mongo.Database, *mongotest.Server) {
 	t.Helper()
-	uri, srv := mongotest.URI(t, opts...)
-	client := connectClient(t, options.Client().ApplyURI(uri))
+	client, srv := mongotest.Client(t, opts...)
 	return client, testDB(t, client), srv
 }
 

@@ -4,6 +4,8 @@ import (
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/ferry-io/ferry/mongoerr"
 )
 
 // Logical sessions. The server keeps a session's state (its transaction,
@@ -21,12 +23,12 @@ const sessionTimeout = 30 * time.Minute
 func cmdEndSessions(e *engine, r *request) (bson.D, error) {
 	ids, ok := r.cmd[0].Value.(bson.A)
 	if !ok {
-		return nil, errorf(codeTypeMismatch, "BSON field '%s' is the wrong type '%s', expected type 'array'", r.name, typeName(r.cmd[0].Value))
+		return nil, errorf(mongoerr.CodeTypeMismatch, "BSON field '%s' is the wrong type '%s', expected type 'array'", r.name, typeName(r.cmd[0].Value))
 	}
 	for _, v := range ids {
 		lsid, ok := v.(bson.D)
 		if !ok {
-			return nil, errorf(codeTypeMismatch, "%s: each session must be an object {id: UUID}", r.name)
+			return nil, errorf(mongoerr.CodeTypeMismatch, "%s: each session must be an object {id: UUID}", r.name)
 		}
 		e.endSession(sessionKey(lsid))
 	}
@@ -86,15 +88,15 @@ func checkSessionOptions(r *request) error {
 	start, hasStart := r.arg("startTransaction")
 	switch {
 	case r.txnNumber != nil && r.lsid == nil:
-		return errorf(codeInvalidOptions, "Transaction number requires a session ID to also be specified")
+		return errorf(mongoerr.CodeInvalidOptions, "Transaction number requires a session ID to also be specified")
 	case r.autocommit != nil && r.txnNumber == nil:
-		return errorf(codeInvalidOptions, "'autocommit' field requires a transaction number to also be specified")
+		return errorf(mongoerr.CodeInvalidOptions, "'autocommit' field requires a transaction number to also be specified")
 	case r.autocommit != nil && *r.autocommit:
-		return errorf(codeInvalidOptions, "Specifying autocommit=true is not allowed.")
+		return errorf(mongoerr.CodeInvalidOptions, "Specifying autocommit=true is not allowed.")
 	case hasStart && start != true:
-		return errorf(codeFailedToParse, "specifying startTransaction=false is not allowed")
+		return errorf(mongoerr.CodeFailedToParse, "specifying startTransaction=false is not allowed")
 	case hasStart && r.autocommit == nil:
-		return errorf(codeInvalidOptions, "Must specify autocommit=false on all operations of a multi-statement transaction.")
+		return errorf(mongoerr.CodeInvalidOptions, "Must specify autocommit=false on all operations of a multi-statement transaction.")
 	}
 	return nil
 }

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/ferry-io/ferry/mongoerr"
 )
 
 // Snapshot reads outside transactions (readConcern {level: "snapshot",
@@ -114,12 +116,12 @@ func (e *engine) snapshotAt(at bson.Timestamp) (int64, error) {
 	}
 	e.snapHist.lastUse = now
 	if tsLess(e.lastTS, at) {
-		return 0, errorf(codeInvalidOptions, "readConcern atClusterTime %d.%d is newer than the latest cluster time %d.%d",
+		return 0, errorf(mongoerr.CodeInvalidOptions, "readConcern atClusterTime %d.%d is newer than the latest cluster time %d.%d",
 			at.T, at.I, e.lastTS.T, e.lastTS.I)
 	}
 	snap := e.oplog.seqAfter(at)
 	if int64(at.T) < now.Add(-e.params.snapshotWindow).Unix() || snap < e.snapHist.from {
-		return 0, errorf(codeSnapshotTooOld, "Read timestamp Timestamp(%d, %d) is older than the oldest available timestamp.", at.T, at.I)
+		return 0, errorf(mongoerr.CodeSnapshotTooOld, "Read timestamp Timestamp(%d, %d) is older than the oldest available timestamp.", at.T, at.I)
 	}
 	return snap, nil
 }
@@ -136,15 +138,15 @@ func (e *engine) checkReadConcern(r *request) error {
 	at, hasAt := lookupD(rc, "atClusterTime").(bson.Timestamp)
 	if level != "snapshot" {
 		if _, given := lookupTop(rc, "atClusterTime"); given {
-			return errorf(codeInvalidOptions, "readConcern atClusterTime is only valid with level \"snapshot\"")
+			return errorf(mongoerr.CodeInvalidOptions, "readConcern atClusterTime is only valid with level \"snapshot\"")
 		}
 		return nil
 	}
 	if !snapshotReadCommands[r.name] || r.name == "aggregate" && pipelineWrites(r) {
-		return errorf(codeInvalidOptions, "Command %s does not support { readConcern: { level: \"snapshot\" } } outside a multi-document transaction", r.name)
+		return errorf(mongoerr.CodeInvalidOptions, "Command %s does not support { readConcern: { level: \"snapshot\" } } outside a multi-document transaction", r.name)
 	}
 	if r.name == "aggregate" && e.isChangeStreamRequest(r) {
-		return errorf(codeInvalidOptions, "$changeStream does not support { readConcern: { level: \"snapshot\" } }")
+		return errorf(mongoerr.CodeInvalidOptions, "$changeStream does not support { readConcern: { level: \"snapshot\" } }")
 	}
 	if !hasAt {
 		at = e.lastTS

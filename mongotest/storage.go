@@ -8,6 +8,9 @@ import (
 	"strings"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/ferry-io/ferry/mongoerr"
+	"github.com/ferry-io/ferry/mongotest/internal/mql"
 )
 
 // database is a named set of collections.
@@ -79,7 +82,7 @@ func (e *engine) coll(db, name string) *collection {
 func (e *engine) ensureColl(db, name string) (*collection, error) {
 	if c := e.coll(db, name); c != nil {
 		if c.isView {
-			return nil, errorf(166, "Namespace %s.%s is a view, not a collection", db, name)
+			return nil, errorf(mongoerr.CodeCommandNotSupportedOnView, "Namespace %s.%s is a view, not a collection", db, name)
 		}
 		return c, nil
 	}
@@ -91,10 +94,10 @@ func (e *engine) ensureColl(db, name string) (*collection, error) {
 
 func validCollName(db, name string) error {
 	if db == "" || strings.ContainsAny(db, "/\\. \"$") {
-		return errorf(codeInvalidNamespace, "Invalid database name: '%s'", db)
+		return errorf(mongoerr.CodeInvalidNamespace, "Invalid database name: '%s'", db)
 	}
 	if name == "" || strings.Contains(name, "$") || strings.HasPrefix(name, ".") {
-		return errorf(codeInvalidNamespace, "Invalid collection name: %s", name)
+		return errorf(mongoerr.CodeInvalidNamespace, "Invalid collection name: %s", name)
 	}
 	return nil
 }
@@ -109,7 +112,7 @@ func (e *engine) createColl(db, name string, options bson.D) *collection {
 		switch o.Key {
 		case "changeStreamPreAndPostImages":
 			if sub, ok := o.Value.(bson.D); ok {
-				c.preAndPostImages = truthy(lookupD(sub, "enabled"))
+				c.preAndPostImages = mql.Truthy(lookupD(sub, "enabled"))
 			}
 		case "viewOn":
 			c.isView = true
@@ -325,7 +328,7 @@ func (c *collection) dupKeyError(ix *index, kv bson.D) *cmdError {
 	for _, f := range ix.key {
 		pattern = append(pattern, f)
 	}
-	return &cmdError{Code: codeDuplicateKey,
+	return &cmdError{Code: mongoerr.CodeDuplicateKey,
 		Msg:   fmt.Sprintf("E11000 duplicate key error collection: %s index: %s dup key: { %s }", c.ns(), ix.name, strings.Join(parts, ", ")),
 		Extra: bson.D{{Key: "keyPattern", Value: pattern}, {Key: "keyValue", Value: kv}}}
 }
@@ -453,20 +456,4 @@ func lookupPath(d bson.D, path string) (any, bool) {
 		}
 	}
 	return cur, true
-}
-
-func truthy(v any) bool {
-	switch x := v.(type) {
-	case nil:
-		return false
-	case bool:
-		return x
-	case int32:
-		return x != 0
-	case int64:
-		return x != 0
-	case float64:
-		return x != 0
-	}
-	return true
 }

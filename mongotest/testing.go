@@ -1,8 +1,12 @@
 package mongotest
 
 import (
+	"context"
 	"os"
 	"testing"
+
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
 )
 
 // EnvURI names the environment variable that points tests at a real
@@ -32,4 +36,21 @@ func URI(tb testing.TB, opts ...Option) (string, *Server) {
 	}
 	s := New(tb, opts...)
 	return s.URI(), s
+}
+
+// Client returns a client for a test, connected to the server URI(tb, opts...)
+// names (a fresh emulator, or $FERRY_TEST_MONGODB_URI), and disconnected when
+// the test ends, before the emulator stops. The second result is the
+// emulator, nil against a real server, as with URI. A test that needs other
+// client options (a command monitor, a shorter server selection timeout)
+// calls URI and connects itself.
+func Client(tb testing.TB, opts ...Option) (*mongo.Client, *Server) {
+	tb.Helper()
+	uri, s := URI(tb, opts...)
+	client, err := mongo.Connect(options.Client().ApplyURI(uri))
+	if err != nil {
+		tb.Fatalf("mongotest: connect to the test server: %v", err)
+	}
+	tb.Cleanup(func() { _ = client.Disconnect(context.Background()) })
+	return client, s
 }

@@ -5,7 +5,8 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
-	"github.com/ferry-io/ferry/internal/mql"
+	"github.com/ferry-io/ferry/mongoerr"
+	"github.com/ferry-io/ferry/mongotest/internal/mql"
 )
 
 // Multi-document transactions (MONGO-SEMANTICS §8).
@@ -151,19 +152,19 @@ func (e *engine) sessionFor(lsid bson.D) *session {
 // the command carries startTransaction. Callers hold e.mu.
 func (e *engine) txnFor(r *request) (*txn, error) {
 	if r.lsid == nil {
-		return nil, errorf(codeInvalidOptions, "Transaction numbers are only allowed on a replica set member or mongos with a session (lsid)")
+		return nil, errorf(mongoerr.CodeInvalidOptions, "Transaction numbers are only allowed on a replica set member or mongos with a session (lsid)")
 	}
 	if *r.autocommit {
-		return nil, errorf(codeInvalidOptions, "autocommit:true is not supported; omit autocommit for a retryable write")
+		return nil, errorf(mongoerr.CodeInvalidOptions, "autocommit:true is not supported; omit autocommit for a retryable write")
 	}
 	sess := e.sessionFor(r.lsid)
 	num := *r.txnNumber
 	if num < sess.txnNumber {
-		return nil, errorf(codeTransactionTooOld, "Cannot start transaction %d on session %s because a newer transaction %d has already started", num, sessionName(sess.lsid), sess.txnNumber)
+		return nil, errorf(mongoerr.CodeTransactionTooOld, "Cannot start transaction %d on session %s because a newer transaction %d has already started", num, sessionName(sess.lsid), sess.txnNumber)
 	}
 	if boolArg(r, "startTransaction", false) {
 		if num == sess.txnNumber && sess.txn != nil {
-			return nil, errorf(codeNoSuchTransaction, "Given transaction number %d does not match any in-progress transactions. The active transaction number is %d", num, sess.txnNumber)
+			return nil, errorf(mongoerr.CodeNoSuchTransaction, "Given transaction number %d does not match any in-progress transactions. The active transaction number is %d", num, sess.txnNumber)
 		}
 		if sess.txn != nil && sess.txn.state == txnActive {
 			e.abortTxn(sess.txn)
@@ -172,7 +173,7 @@ func (e *engine) txnFor(r *request) (*txn, error) {
 		if rc, ok := lookupD(r.cmd, "readConcern").(bson.D); ok {
 			if at, ok := lookupD(rc, "atClusterTime").(bson.Timestamp); ok {
 				if level, _ := lookupD(rc, "level").(string); level != "snapshot" {
-					return nil, errorf(codeInvalidOptions, "readConcern atClusterTime is only valid with level \"snapshot\"")
+					return nil, errorf(mongoerr.CodeInvalidOptions, "readConcern atClusterTime is only valid with level \"snapshot\"")
 				}
 				var err error
 				if snap, err = e.snapshotAt(at); err != nil {
@@ -188,13 +189,13 @@ func (e *engine) txnFor(r *request) (*txn, error) {
 	}
 	t := sess.txn
 	if num != sess.txnNumber || t == nil {
-		return nil, errorf(codeNoSuchTransaction, "Given transaction number %d does not match any in-progress transactions. The active transaction number is %d", num, sess.txnNumber)
+		return nil, errorf(mongoerr.CodeNoSuchTransaction, "Given transaction number %d does not match any in-progress transactions. The active transaction number is %d", num, sess.txnNumber)
 	}
 	switch t.state {
 	case txnAborted:
-		return nil, errorf(codeNoSuchTransaction, "Transaction with { txnNumber: %d } has been aborted.", num)
+		return nil, errorf(mongoerr.CodeNoSuchTransaction, "Transaction with { txnNumber: %d } has been aborted.", num)
 	case txnCommitted:
-		return nil, errorf(256, "Transaction with { txnNumber: %d } has been committed.", num)
+		return nil, errorf(mongoerr.CodeTransactionCommitted, "Transaction with { txnNumber: %d } has been committed.", num)
 	}
 	return t, nil
 }
@@ -251,9 +252,9 @@ func (e *engine) waitTxn(r *request, t *txn) error {
 	case <-t.done:
 		return nil
 	case <-r.ctx.Done():
-		return errorf(11600, "interrupted at shutdown")
+		return errorf(mongoerr.CodeInterruptedAtShutdown, "interrupted at shutdown")
 	case <-timer.C:
-		return errorf(codeMaxTimeMSExpired, "operation exceeded time limit waiting for a transaction to end")
+		return errorf(mongoerr.CodeMaxTimeMSExpired, "operation exceeded time limit waiting for a transaction to end")
 	}
 }
 
@@ -271,7 +272,7 @@ func (e *engine) reapTxns() {
 }
 
 func writeConflict() *cmdError {
-	return errorf(codeWriteConflict, "Write conflict during plan execution and yielding is disabled. :: Please retry your operation or multi-document transaction.")
+	return errorf(mongoerr.CodeWriteConflict, "Write conflict during plan execution and yielding is disabled. :: Please retry your operation or multi-document transaction.")
 }
 
 func (t *txn) locals(c *collection) map[string]*txnDoc {
@@ -544,7 +545,7 @@ var txnCommands = map[string]bool{
 // runTxn runs a command that belongs to a transaction. Callers hold e.mu.
 func (e *engine) runTxn(spec command, r *request) (bson.D, error) {
 	if !txnCommands[r.name] {
-		return nil, errorf(codeOperationNotSupportedInTxn, "Cannot run '%s' in a multi-document transaction.", r.name)
+		return nil, errorf(mongoerr.CodeOperationNotSupportedInTransaction, "Cannot run '%s' in a multi-document transaction.", r.name)
 	}
 	if r.name == "commitTransaction" {
 		// Committing again a transaction that committed succeeds.
@@ -580,20 +581,20 @@ func (e *engine) runTxn(spec command, r *request) (bson.D, error) {
 // NoSuchTransaction.
 func cmdCommitTransaction(e *engine, r *request) (bson.D, error) {
 	if r.lsid == nil || r.txnNumber == nil {
-		return nil, errorf(codeInvalidOptions, "commitTransaction must be run within a transaction (lsid and txnNumber)")
+		return nil, errorf(mongoerr.CodeInvalidOptions, "commitTransaction must be run within a transaction (lsid and txnNumber)")
 	}
 	sess := e.sessionFor(r.lsid)
 	if sess.txnNumber == *r.txnNumber && sess.txn != nil && sess.txn.state == txnCommitted {
 		return bson.D{}, nil
 	}
-	return nil, errorf(codeNoSuchTransaction, "Transaction with { txnNumber: %d } has been aborted.", *r.txnNumber)
+	return nil, errorf(mongoerr.CodeNoSuchTransaction, "Transaction with { txnNumber: %d } has been aborted.", *r.txnNumber)
 }
 
 func cmdAbortTransaction(e *engine, r *request) (bson.D, error) {
 	if r.lsid == nil || r.txnNumber == nil {
-		return nil, errorf(codeInvalidOptions, "abortTransaction must be run within a transaction (lsid and txnNumber)")
+		return nil, errorf(mongoerr.CodeInvalidOptions, "abortTransaction must be run within a transaction (lsid and txnNumber)")
 	}
-	return nil, errorf(codeNoSuchTransaction, "Transaction with { txnNumber: %d } has been aborted.", *r.txnNumber)
+	return nil, errorf(mongoerr.CodeNoSuchTransaction, "Transaction with { txnNumber: %d } has been aborted.", *r.txnNumber)
 }
 
 // docRef is a document a command read: the committed record it comes from

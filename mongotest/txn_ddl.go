@@ -2,6 +2,8 @@ package mongotest
 
 import (
 	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/ferry-io/ferry/mongoerr"
 )
 
 // DDL inside transactions (MongoDB 4.4+): create, and createIndexes on a
@@ -44,7 +46,7 @@ func (e *engine) collInTxn(db, name string) *collection {
 // transaction; the oplog entries it appends are kept there too.
 func (e *engine) runTxnStatement(spec command, r *request, t *txn) (bson.D, error) {
 	if _, ok := r.arg("writeConcern"); ok {
-		return nil, errorf(codeInvalidOptions, "writeConcern is not allowed within a multi-statement transaction")
+		return nil, errorf(mongoerr.CodeInvalidOptions, "writeConcern is not allowed within a multi-statement transaction")
 	}
 	switch r.name {
 	case "create", "createIndexes":
@@ -55,9 +57,9 @@ func (e *engine) runTxnStatement(spec command, r *request, t *txn) (bson.D, erro
 		committed := e.committedColl(db, name)
 		switch {
 		case r.name == "create" && (committed != nil || e.collInTxn(db, name) != nil):
-			return nil, errorf(codeNamespaceExists, "Collection %s.%s already exists.", db, name)
+			return nil, errorf(mongoerr.CodeNamespaceExists, "Collection %s.%s already exists.", db, name)
 		case r.name == "createIndexes" && committed != nil && e.collInTxn(db, name) == nil:
-			return nil, errorf(codeOperationNotSupportedInTxn,
+			return nil, errorf(mongoerr.CodeOperationNotSupportedInTransaction,
 				"Cannot create new indexes on existing collection %s.%s in a multi-document transaction.", db, name)
 		}
 	}

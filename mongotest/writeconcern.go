@@ -2,6 +2,8 @@ package mongotest
 
 import (
 	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/ferry-io/ferry/mongoerr"
 )
 
 // Write concern. Every member applies a write as the primary commits it,
@@ -43,8 +45,8 @@ func (e *engine) writeConcernError(r *request) bson.D {
 			return nil
 		}
 		return bson.D{
-			{Key: "code", Value: int32(codeUnknownReplWriteConcern)},
-			{Key: "codeName", Value: codeName(codeUnknownReplWriteConcern)},
+			{Key: "code", Value: int32(mongoerr.CodeUnknownReplWriteConcern)},
+			{Key: "codeName", Value: mongoerr.Name(mongoerr.CodeUnknownReplWriteConcern)},
 			{Key: "errmsg", Value: "No write concern mode named '" + x + "' found in replica set configuration"},
 			{Key: "errInfo", Value: errInfo},
 		}
@@ -54,8 +56,8 @@ func (e *engine) writeConcernError(r *request) bson.D {
 			return nil
 		}
 		return bson.D{
-			{Key: "code", Value: int32(codeUnsatisfiableWriteConcern)},
-			{Key: "codeName", Value: codeName(codeUnsatisfiableWriteConcern)},
+			{Key: "code", Value: int32(mongoerr.CodeUnsatisfiableWriteConcern)},
+			{Key: "codeName", Value: mongoerr.Name(mongoerr.CodeUnsatisfiableWriteConcern)},
 			{Key: "errmsg", Value: "Not enough data-bearing nodes"},
 			{Key: "errInfo", Value: errInfo},
 		}
@@ -79,7 +81,7 @@ func normalizeWCE(wce bson.D) bson.D {
 	for _, el := range wce {
 		out = append(out, el)
 		if el.Key == "code" {
-			out = append(out, bson.E{Key: "codeName", Value: codeName(int32(code))})
+			out = append(out, bson.E{Key: "codeName", Value: mongoerr.Name(int32(code))})
 		}
 	}
 	return out

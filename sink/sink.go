@@ -42,6 +42,17 @@
 // header); Handler waits that long, within its context, before returning the
 // error, so ferry's next attempt comes no sooner.
 //
+// # Options
+//
+// Every sink's New takes that package's Options, in the style of package
+// ferry: they only record values; New validates its arguments and options
+// once, before it contacts anything, and its error matches the package's
+// ErrInvalidOption and lists every problem, each naming its option or
+// argument ("Topic: may contain only ASCII letters, digits, '.', '_' and
+// '-', got \"a/b\""), never a secret. The checks a configuration file
+// needs are exported (webhook.CheckHeader, kafka.CheckTopic, ...), so that
+// the ferry daemon's `ferry validate` refuses exactly what New would.
+//
 // Every sink passes the shared behaviour suite in package sinktest.
 package sink
 

@@ -243,6 +243,11 @@ func readWindow(ctx context.Context, cfg Config, p int) ([]windowEvent, error) {
 	var out []windowEvent
 	for {
 		if cs.TryNext(ctx) {
+			if v, err := cs.Current.LookupErr("splitEvent"); err == nil {
+				if n, ok := v.Document().Lookup("fragment").AsInt64OK(); ok && n > 1 {
+					continue // a split event counts once, by its first fragment (its event id)
+				}
+			}
 			ev, err := ferry.ParseEvent(cs.Current, p, 0)
 			if err != nil {
 				return nil, fmt.Errorf("verify: partition %d: %w", p, err)

@@ -16,6 +16,11 @@
 //
 // Context cancellation is checked before each operation; a bbolt transaction
 // in progress is not interrupted (they take microseconds to milliseconds).
+//
+// Open takes Options (LockTimeout, Clock, FileMode) in the style of package
+// ferry: they only record values, Open validates once, before it touches
+// the file, and its error matches checkpoint.ErrInvalid and lists every
+// problem, each naming its option.
 package boltstore
 
 import (
@@ -31,6 +36,7 @@ import (
 
 	"github.com/ferry-io/ferry/checkpoint"
 	"github.com/ferry-io/ferry/checkpoint/internal/record"
+	"github.com/ferry-io/ferry/internal/optcheck"
 )
 
 // ErrLocked is wrapped by Open's error when the file stayed locked by
@@ -56,16 +62,14 @@ var _ checkpoint.Store = (*Store)(nil)
 // process.
 func Open(path string, opts ...Option) (s *Store, err error) {
 	cfg := defaults()
-	for _, o := range opts {
-		if o == nil {
-			continue
-		}
-		if err := o(&cfg); err != nil {
-			return nil, err
-		}
-	}
+	var p optcheck.Problems
 	if path == "" {
-		return nil, fmt.Errorf("%w: boltstore: empty path", checkpoint.ErrInvalid)
+		p.Add("path", "empty path: name the store's file, such as ferry.db")
+	}
+	optcheck.Apply(&p, opts, func(o Option) { o.apply(&cfg) })
+	cfg.validate(&p)
+	if err := p.Err(checkpoint.ErrInvalid); err != nil {
+		return nil, err
 	}
 	var db *bbolt.DB
 	defer func() {

@@ -162,6 +162,7 @@ func TestOpenErrors(t *testing.T) {
 		"negative lock timeout": {boltstore.LockTimeout(-time.Second)},
 		"nil clock":             {boltstore.Clock(nil)},
 		"mode without owner rw": {boltstore.FileMode(0o400)},
+		"nil option":            {nil},
 	} {
 		_, err := boltstore.Open(filepath.Join(dir, "x.db"), opts...)
 		if !errors.Is(err, checkpoint.ErrInvalid) {
@@ -170,6 +171,14 @@ func TestOpenErrors(t *testing.T) {
 	}
 	if _, err := boltstore.Open(""); !errors.Is(err, checkpoint.ErrInvalid) {
 		t.Errorf("empty path: err = %v, want ErrInvalid", err)
+	}
+	// Validated once, every problem named; a later option overrides an
+	// earlier one.
+	_, err := boltstore.Open("", boltstore.LockTimeout(0), boltstore.LockTimeout(time.Second), boltstore.Clock(nil), boltstore.FileMode(0o400))
+	if want := "checkpoint: invalid argument: path: empty path: name the store's file, such as ferry.db; " +
+		"Clock: nil clock (leave the option out for time.Now); " +
+		"FileMode: want permission bits including owner read and write (0600), got -r--------"; err == nil || err.Error() != want {
+		t.Errorf("Open = %v, want %q", err, want)
 	}
 	if _, err := boltstore.Open(filepath.Join(dir, "missing-dir", "x.db")); err == nil {
 		t.Error("Open in a missing directory succeeded")

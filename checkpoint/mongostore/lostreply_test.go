@@ -13,7 +13,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/ferry-io/ferry/checkpoint"
-	"github.com/ferry-io/ferry/mongotest"
+	"github.com/ferry-io/ferry/internal/emutest"
 )
 
 // TestSaveReplyLost: the server applies a Save (the first one, an upsert,
@@ -25,9 +25,9 @@ import (
 // duplicate key (ErrFenced too): a false fence that would stop the
 // partition although its checkpoint is saved.
 func TestSaveReplyLost(t *testing.T) {
-	uri, srv := mongotest.URI(t)
+	uri, srv := emutest.URI(t)
 	if srv == nil {
-		t.Skipf("needs the emulator's onPrimaryTransactionalWrite fail point from Go; %s points at a real server", mongotest.EnvURI)
+		t.Skipf("needs the emulator's onPrimaryTransactionalWrite fail point from Go; %s points at a real server", emutest.EnvURI)
 	}
 	var failed atomic.Int32
 	mon := &event.CommandMonitor{Failed: func(_ context.Context, ev *event.CommandFailedEvent) {
@@ -53,7 +53,7 @@ func TestSaveReplyLost(t *testing.T) {
 	cp := sample(t, "orders", 3)
 	var saved checkpoint.Checkpoint
 	for i, version := range []int64{0, 1} {
-		srv.FailRetryableWrites(mongotest.RetryableWriteFailPoint{Times: 1})
+		srv.FailRetryableWrites(emutest.RetryableWriteFailPoint{Times: 1})
 		cp.Version = version
 		saved, err = s.Save(ctx, cp)
 		if errors.Is(err, checkpoint.ErrFenced) {

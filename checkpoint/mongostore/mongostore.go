@@ -38,6 +38,10 @@
 //   - New creates no index and sends nothing; List filters on the stream
 //     field and sorts by partition, a scan of this (small) collection.
 //   - The store never logs, and its errors never contain a token.
+//
+// New takes Options (Collection) in the style of package ferry: they only
+// record values, New validates once and its error matches
+// checkpoint.ErrInvalid and lists every problem, each naming its option.
 package mongostore
 
 import (
@@ -53,6 +57,7 @@ import (
 
 	"github.com/ferry-io/ferry/checkpoint"
 	"github.com/ferry-io/ferry/checkpoint/internal/record"
+	"github.com/ferry-io/ferry/internal/optcheck"
 )
 
 // Store is a checkpoint.Store in a MongoDB collection. It is safe for
@@ -66,17 +71,15 @@ var _ checkpoint.Store = (*Store)(nil)
 
 // New returns a store in db. It does not contact the server.
 func New(db *mongo.Database, opts ...Option) (*Store, error) {
-	if db == nil {
-		return nil, fmt.Errorf("%w: mongostore: nil database", checkpoint.ErrInvalid)
-	}
 	cfg := config{collection: DefaultCollection}
-	for _, o := range opts {
-		if o == nil {
-			continue
-		}
-		if err := o(&cfg); err != nil {
-			return nil, err
-		}
+	var p optcheck.Problems
+	if db == nil {
+		p.Add("db", "nil database: pass the database the checkpoints live in")
+	}
+	optcheck.Apply(&p, opts, func(o Option) { o.apply(&cfg) })
+	cfg.validate(&p)
+	if err := p.Err(checkpoint.ErrInvalid); err != nil {
+		return nil, err
 	}
 	return &Store{coll: db.Collection(cfg.collection)}, nil
 }

@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -16,21 +17,8 @@ import (
 	"github.com/ferry-io/ferry/checkpoint"
 	"github.com/ferry-io/ferry/checkpoint/checkpointtest"
 	"github.com/ferry-io/ferry/checkpoint/mongostore"
-	"github.com/ferry-io/ferry/mongotest"
+	"github.com/ferry-io/ferry/internal/emutest"
 )
-
-// connect returns a client to the emulator (or to $FERRY_TEST_MONGODB_URI),
-// disconnected when the test ends.
-func connect(t *testing.T) *mongo.Client {
-	t.Helper()
-	uri, _ := mongotest.URI(t)
-	client, err := mongo.Connect(options.Client().ApplyURI(uri))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { client.Disconnect(context.Background()) })
-	return client
-}
 
 // freshDB returns a database no other test uses, dropped when the test ends
 // (so the suite can share a real replica set).
@@ -54,7 +42,7 @@ func newStore(t *testing.T, db *mongo.Database, opts ...mongostore.Option) *mong
 }
 
 func TestContract(t *testing.T) {
-	client := connect(t)
+	client, _ := emutest.Client(t)
 	checkpointtest.Run(t, func(t *testing.T) checkpoint.Store {
 		s, err := mongostore.New(freshDB(t, client))
 		if err != nil {
@@ -78,7 +66,8 @@ func sample(t *testing.T, stream string, partition int) checkpoint.Checkpoint {
 // TestDocumentLayout pins the stored layout that operators read and other
 // tools may query.
 func TestDocumentLayout(t *testing.T) {
-	db := freshDB(t, connect(t))
+	client, _ := emutest.Client(t)
+	db := freshDB(t, client)
 	s := newStore(t, db, mongostore.Collection("cp"))
 	cp := sample(t, "shop.orders", 7)
 	cp.ClusterTime = bson.Timestamp{T: 1700000000, I: 3}
@@ -114,15 +103,10 @@ func TestDocumentLayout(t *testing.T) {
 // TestUpdatedAtIsServerTime checks that UpdatedAt comes from the server's
 // clock, not the client's (emulator only: it moves the server's clock).
 func TestUpdatedAtIsServerTime(t *testing.T) {
-	uri, srv := mongotest.URI(t)
+	client, srv := emutest.Client(t)
 	if srv == nil {
 		t.Skip("needs the emulator's clock control")
 	}
-	client, err := mongo.Connect(options.Client().ApplyURI(uri))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer client.Disconnect(context.Background())
 	s := newStore(t, client.Database("ferry"))
 	first, err := s.Save(t.Context(), sample(t, "orders", 0))
 	if err != nil {
@@ -142,7 +126,7 @@ func TestUpdatedAtIsServerTime(t *testing.T) {
 // TestSaveInTransaction checks that a Save given a session context in a
 // transaction belongs to it: gone when it aborts, visible when it commits.
 func TestSaveInTransaction(t *testing.T) {
-	client := connect(t)
+	client, _ := emutest.Client(t)
 	db := freshDB(t, client)
 	ctx := t.Context()
 	s := newStore(t, db)
@@ -257,7 +241,10 @@ func TestNewErrors(t *testing.T) {
 			t.Errorf("Collection(%q): err = %v, want ErrInvalid", name, err)
 		}
 	}
-	if _, err := mongostore.New(db, mongostore.Collection("ferry_checkpoints")); err != nil {
+	if _, err := mongostore.New(db, nil); !errors.Is(err, checkpoint.ErrInvalid) || !strings.Contains(err.Error(), "nil option") {
+		t.Errorf("a nil option: err = %v, want ErrInvalid naming the nil option", err)
+	}
+	if _, err := mongostore.New(db, mongostore.Collection(""), mongostore.Collection("ferry_checkpoints")); err != nil {
 		t.Errorf("a valid collection name: %v", err)
 	}
 }

@@ -1,35 +1,31 @@
 package mongostore
 
 import (
-	"fmt"
-	"strings"
-
-	"github.com/ferry-io/ferry/checkpoint"
+	"github.com/ferry-io/ferry/internal/mongoname"
+	"github.com/ferry-io/ferry/internal/optcheck"
 )
 
 // DefaultCollection is the collection New uses unless told otherwise.
 const DefaultCollection = "checkpoints"
 
-// Option configures New. A bad option makes New fail with an error matching
-// checkpoint.ErrInvalid.
-type Option func(*config) error
+// An Option configures New. Option functions only record their values:
+// New applies the options in order (a later one overrides an earlier one)
+// and then validates the result once; its error matches
+// checkpoint.ErrInvalid and lists every problem, each naming its option.
+// A nil option is a problem. Only this package makes Options.
+type Option interface{ apply(*config) }
+
+type option func(*config)
+
+func (f option) apply(c *config) { f(c) }
 
 type config struct {
 	collection string
 }
 
-// Collection sets the collection's name (DefaultCollection by default).
-func Collection(name string) Option {
-	return func(c *config) error {
-		switch {
-		case name == "":
-			return fmt.Errorf("%w: mongostore option Collection: empty name", checkpoint.ErrInvalid)
-		case strings.ContainsAny(name, "$\x00"):
-			return fmt.Errorf("%w: mongostore option Collection(%q): a collection name cannot contain '$' or NUL", checkpoint.ErrInvalid, name)
-		case strings.HasPrefix(name, "system."):
-			return fmt.Errorf("%w: mongostore option Collection(%q): the system. prefix is reserved", checkpoint.ErrInvalid, name)
-		}
-		c.collection = name
-		return nil
-	}
+func (c *config) validate(p *optcheck.Problems) {
+	p.AddErr("Collection", mongoname.Collection(c.collection))
 }
+
+// Collection sets the collection's name (DefaultCollection by default).
+func Collection(name string) Option { return option(func(c *config) { c.collection = name }) }

@@ -6,6 +6,8 @@ import (
 	"strconv"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/ferry-io/ferry/mongoerr"
 )
 
 // Parse decodes a resume token document as given in resumeAfter or
@@ -52,11 +54,11 @@ func docString(doc bson.Raw) string {
 // As on the server, bytes after the end-of-key marker are ignored.
 func Decode(data string, typeBits []byte) (Token, error) {
 	if len(data)%2 != 0 {
-		return Token{}, newErr(CodeFailedToParse, "resume token string was not a valid hex string")
+		return Token{}, newErr(mongoerr.CodeFailedToParse, "resume token string was not a valid hex string")
 	}
 	ks, err := hex.DecodeString(data)
 	if err != nil {
-		return Token{}, newErr(CodeFailedToParse, "resume token string was not a valid hex string")
+		return Token{}, newErr(mongoerr.CodeFailedToParse, "resume token string was not a valid hex string")
 	}
 	tb, err := newTypeBitsReader(typeBits)
 	if err != nil {
@@ -188,7 +190,7 @@ func tokenFromElements(elems []element) (Token, error) {
 	}
 	if e.t != bsonNull {
 		if e.t != bsonBinary || e.v[4] != 4 || binary.LittleEndian.Uint32(e.v) != 16 {
-			return t, newErr(CodeInvalidUUID, "uuid must be a 16-byte binary field with UUID (4) subtype")
+			return t, newErr(mongoerr.CodeInvalidUUID, "uuid must be a 16-byte binary field with UUID (4) subtype")
 		}
 		t.UUID = append([]byte(nil), e.v[5:21]...)
 	}
@@ -207,7 +209,7 @@ func tokenFromElements(elems []element) (Token, error) {
 	}
 	var id bson.D
 	if err := bson.Unmarshal(e.v, &id); err != nil {
-		return t, newErr(CodeFailedToParse, "Resume Token eventIdentifier: %v", err)
+		return t, newErr(mongoerr.CodeFailedToParse, "Resume Token eventIdentifier: %v", err)
 	}
 	if id == nil {
 		id = bson.D{}

@@ -1,6 +1,10 @@
 package resumetoken
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/ferry-io/ferry/mongoerr"
+)
 
 // Error is a resume-token parse or validation error. Code is the error code a
 // real server returns for the same malformation (src/mongo/db/pipeline/
@@ -13,14 +17,14 @@ type Error struct {
 
 func (e *Error) Error() string { return fmt.Sprintf("%s (code %d)", e.Msg, e.Code) }
 
-// Codes used by this package. Names follow src/mongo/base/error_codes.yml;
-// the numeric-only ones are the server's assertion ids.
-const (
-	CodeFailedToParse int32 = 9   // bad hex, undecodable values
-	codeOverflow      int32 = 15  // truncated KeyString / type bits (BufReader)
-	CodeInvalidUUID   int32 = 207 // UUID slot holds something other than BinData(4) of 16 bytes
-	codeUnsupported   int32 = 9   // values this package cannot encode or decode (decimal continuations)
-)
+// The codes this package returns are mongoerr's: CodeFailedToParse (bad
+// hex, undecodable values), CodeOverflow (a truncated KeyString or type
+// bits, as the server's BufReader reports) and CodeInvalidUUID (the UUID
+// slot holds something other than BinData(4) of 16 bytes).
+
+// codeUnsupported is the code of values this package cannot encode or
+// decode (decimal continuations).
+const codeUnsupported = mongoerr.CodeFailedToParse
 
 func newErr(code int32, format string, args ...any) *Error {
 	return &Error{Code: code, Msg: fmt.Sprintf(format, args...)}

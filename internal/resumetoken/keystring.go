@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"math"
 	"strconv"
+
+	"github.com/ferry-io/ferry/mongoerr"
 )
 
 // maxDepth is the server's default maximum BSON nesting depth, enforced when
@@ -21,9 +23,9 @@ type encoder struct {
 // validated BSON document, but every read is still bounds-checked.
 func (e *encoder) value(t byte, v []byte, depth int) error {
 	if depth > maxDepth {
-		return newErr(codeOverflow, "document nested too deeply")
+		return newErr(mongoerr.CodeOverflow, "document nested too deeply")
 	}
-	short := func() error { return newErr(CodeFailedToParse, "truncated BSON value of type 0x%02x", t) }
+	short := func() error { return newErr(mongoerr.CodeFailedToParse, "truncated BSON value of type 0x%02x", t) }
 	switch t {
 	case bsonMinKey:
 		e.buf = append(e.buf, ctMinKey)
@@ -183,7 +185,7 @@ func (e *encoder) value(t byte, v []byte, depth int) error {
 		}
 		e.buf = append(e.buf, 0)
 	default:
-		return newErr(CodeFailedToParse, "unknown BSON type 0x%02x", t)
+		return newErr(mongoerr.CodeFailedToParse, "unknown BSON type 0x%02x", t)
 	}
 	return nil
 }
@@ -194,7 +196,7 @@ func (e *encoder) objectBody(doc []byte, depth int) error {
 	err := forEachElement(doc, func(t byte, name string, v []byte) error {
 		g, ok := genericCType(t)
 		if !ok {
-			return newErr(CodeFailedToParse, "unknown BSON type 0x%02x", t)
+			return newErr(mongoerr.CodeFailedToParse, "unknown BSON type 0x%02x", t)
 		}
 		e.buf = append(e.buf, g)
 		e.buf = append(e.buf, name...)
@@ -308,18 +310,18 @@ func fixedSize(t byte) (int, bool) {
 // forEachElement calls f for each element of a BSON document.
 func forEachElement(doc []byte, f func(t byte, name string, v []byte) error) error {
 	if len(doc) < 5 {
-		return newErr(CodeFailedToParse, "truncated BSON document")
+		return newErr(mongoerr.CodeFailedToParse, "truncated BSON document")
 	}
 	rest := doc[4 : len(doc)-1]
 	for len(rest) > 0 {
 		t := rest[0]
 		name, after, ok := cstring(rest[1:])
 		if !ok {
-			return newErr(CodeFailedToParse, "unterminated BSON field name")
+			return newErr(mongoerr.CodeFailedToParse, "unterminated BSON field name")
 		}
 		n, ok := valueSize(t, after)
 		if !ok {
-			return newErr(CodeFailedToParse, "invalid BSON value of type 0x%02x in field %q", t, name)
+			return newErr(mongoerr.CodeFailedToParse, "invalid BSON value of type 0x%02x in field %q", t, name)
 		}
 		if err := f(t, name, after[:n]); err != nil {
 			return err
@@ -340,7 +342,7 @@ type decoder struct {
 
 func (d *decoder) byte1() (byte, error) {
 	if d.off >= len(d.b) {
-		return 0, ksErr(codeOverflow, "unexpected end of KeyString")
+		return 0, ksErr(mongoerr.CodeOverflow, "unexpected end of KeyString")
 	}
 	c := d.b[d.off]
 	d.off++
@@ -349,7 +351,7 @@ func (d *decoder) byte1() (byte, error) {
 
 func (d *decoder) take(n int) ([]byte, error) {
 	if n < 0 || len(d.b)-d.off < n {
-		return nil, ksErr(codeOverflow, "unexpected end of KeyString")
+		return nil, ksErr(mongoerr.CodeOverflow, "unexpected end of KeyString")
 	}
 	s := d.b[d.off : d.off+n]
 	d.off += n
@@ -401,7 +403,7 @@ func (d *decoder) stringLike() (string, error) {
 // BSON element named key.
 func (d *decoder) value(ctype byte, dst []byte, key string, depth int) ([]byte, error) {
 	if depth > maxDepth {
-		return nil, ksErr(codeOverflow, "KeyString encoding exceeded maximum allowable BSON nesting depth")
+		return nil, ksErr(mongoerr.CodeOverflow, "KeyString encoding exceeded maximum allowable BSON nesting depth")
 	}
 	switch ctype {
 	case ctMinKey:
@@ -488,7 +490,7 @@ func (d *decoder) value(ctype byte, dst []byte, key string, depth int) ([]byte, 
 			return nil, err
 		}
 		if n > uint64(len(d.b)) {
-			return nil, ksErr(codeOverflow, "unexpected end of KeyString")
+			return nil, ksErr(mongoerr.CodeOverflow, "unexpected end of KeyString")
 		}
 		data, err := d.take(int(n))
 		if err != nil {
@@ -517,7 +519,7 @@ func (d *decoder) value(ctype byte, dst []byte, key string, depth int) ([]byte, 
 		}
 		n := uint64(binary.BigEndian.Uint32(s))
 		if n > uint64(len(d.b)) {
-			return nil, ksErr(codeOverflow, "unexpected end of KeyString")
+			return nil, ksErr(mongoerr.CodeOverflow, "unexpected end of KeyString")
 		}
 		ns, err := d.take(int(n))
 		if err != nil {

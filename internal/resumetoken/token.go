@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/ferry-io/ferry/mongoerr"
 )
 
 // Token types.
@@ -109,7 +111,7 @@ func (t Token) encode() ([]byte, []byte, error) {
 	if t.EventIdentifier != nil {
 		raw, err := bson.Marshal(t.EventIdentifier)
 		if err != nil {
-			return nil, nil, newErr(CodeFailedToParse, "eventIdentifier: %v", err)
+			return nil, nil, newErr(mongoerr.CodeFailedToParse, "eventIdentifier: %v", err)
 		}
 		if err := e.value(bsonDocument, raw, 1); err != nil {
 			return nil, nil, err
@@ -135,13 +137,13 @@ func (t Token) check() error {
 	case t.TokenType != TypeEvent && t.TokenType != TypeHighWaterMark:
 		return newErr(51057, "Token type %d not recognized", t.TokenType)
 	case t.Version == 0 && (t.TokenType != TypeEvent || t.FromInvalidate):
-		return newErr(CodeFailedToParse, "version 0 tokens have no tokenType or fromInvalidate")
+		return newErr(mongoerr.CodeFailedToParse, "version 0 tokens have no tokenType or fromInvalidate")
 	case t.TxnOpIndex < 0:
 		return newErr(50794, "Invalid Resume Token: txnOpIndex should be non-negative")
 	case t.TxnOpIndex > maxSmallInt:
 		return newErr(50855, "Resume Token txnOpIndex is not an integer")
 	case t.UUID != nil && len(t.UUID) != 16:
-		return newErr(CodeInvalidUUID, "uuid must be 16 bytes, got %d", len(t.UUID))
+		return newErr(mongoerr.CodeInvalidUUID, "uuid must be 16 bytes, got %d", len(t.UUID))
 	case t.TokenType == TypeHighWaterMark && (t.TxnOpIndex > 0 || t.FromInvalidate || t.UUID != nil || t.EventIdentifier != nil || t.FragmentNum != nil):
 		return newErr(6189505, "Invalid high water mark token")
 	case t.UUID == nil && t.EventIdentifier != nil && t.Version < 2:

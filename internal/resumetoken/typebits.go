@@ -1,6 +1,10 @@
 package resumetoken
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+
+	"github.com/ferry-io/ferry/mongoerr"
+)
 
 // KeyString type bits: the information that KeyString drops to keep equal
 // values of different BSON types comparing equal (int32 5, int64 5 and double
@@ -84,19 +88,19 @@ func newTypeBitsReader(b []byte) (*typeBitsReader, error) {
 	case first > 0x80:
 		n := int(first & 0x7f)
 		if len(b)-1 < n {
-			return nil, ksErr(codeOverflow, "type bits declare %d bytes, have %d", n, len(b)-1)
+			return nil, ksErr(mongoerr.CodeOverflow, "type bits declare %d bytes, have %d", n, len(b)-1)
 		}
 		return &typeBitsReader{data: b[1 : 1+n]}, nil
 	default:
 		if len(b) < 5 {
-			return nil, ksErr(codeOverflow, "truncated long type bits size")
+			return nil, ksErr(mongoerr.CodeOverflow, "truncated long type bits size")
 		}
 		n := binary.LittleEndian.Uint32(b[1:])
 		if n <= tbMaxShortBytes {
 			return nil, ksErr(50910, "Invalid overlong encoding.")
 		}
 		if uint64(len(b)-5) < uint64(n) {
-			return nil, ksErr(codeOverflow, "type bits declare %d bytes, have %d", n, len(b)-5)
+			return nil, ksErr(mongoerr.CodeOverflow, "type bits declare %d bytes, have %d", n, len(b)-5)
 		}
 		return &typeBitsReader{data: b[5 : 5+int(n)]}, nil
 	}

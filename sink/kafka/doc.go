@@ -15,6 +15,7 @@
 //	headers:
 //	        ferry-event-id: <event id>   (ferry.Event.ID, the idempotency key)
 //	        ferry-epoch:    <lease epoch>
+//	        traceparent:    <W3C traceparent> (only when tracing is on: the delivery's span)
 //
 // The key is rendered canonically whatever Canonical says, so the partition
 // of a document never changes with the value format.
@@ -79,4 +80,11 @@
 // Ferry therefore uses the idempotent producer (no duplicates within a
 // session, ordered partitions) and leaves cross-session duplicates to the
 // receiver, keyed by ferry-event-id, as for every other sink.
+//
+// # Options
+//
+// New validates the seed brokers and every option once (see package sink,
+// "Options"); its error matches ErrInvalidOption and lists every problem.
+// Kafka's topic rules and the broker address rules are exported for
+// configuration files: CheckTopic and CheckBroker.
 package kafka

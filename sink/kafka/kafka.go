@@ -10,9 +10,10 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/ferry-io/ferry"
+	"github.com/ferry-io/ferry/internal/extjson"
+	"github.com/ferry-io/ferry/internal/optcheck"
 	"github.com/ferry-io/ferry/sink"
 )
 
@@ -23,86 +24,14 @@ const (
 	EventIDHeader = "ferry-event-id"
 	// EpochHeader carries the lease epoch the event was produced under.
 	EpochHeader = "ferry-epoch"
+	// TraceParentHeader carries the W3C traceparent of the delivery's span
+	// (ferry.TraceParent of the handler's context), when tracing is on.
+	TraceParentHeader = "traceparent"
 )
 
 // DefaultTimeout bounds one produce (until the broker's ack) without
 // Timeout.
 const DefaultTimeout = 10 * time.Second
-
-// Option configures a Sink.
-type Option func(*config) error
-
-type config struct {
-	topic      string
-	canonical  bool
-	timeout    time.Duration
-	clientOpts []kgo.Opt
-	// Test hooks (export_test.go).
-	fault     func(*ferry.Event) error
-	noProduce bool
-}
-
-// Topic sets the topic every event is produced to (required).
-func Topic(name string) Option {
-	return func(c *config) error {
-		if err := validTopic(name); err != nil {
-			return fmt.Errorf("kafka: Topic(%q): %w", name, err)
-		}
-		c.topic = name
-		return nil
-	}
-}
-
-// Canonical renders record values as canonical rather than relaxed Extended
-// JSON. Keys are canonical always.
-func Canonical() Option {
-	return func(c *config) error { c.canonical = true; return nil }
-}
-
-// Timeout bounds each produce, until the broker's ack (default 10s).
-func Timeout(d time.Duration) Option {
-	return func(c *config) error {
-		if d <= 0 {
-			return fmt.Errorf("kafka: Timeout(%s): must be positive", d)
-		}
-		c.timeout = d
-		return nil
-	}
-}
-
-// ClientOptions adds options to kgo.NewClient (SASL, TLS, client id,
-// linger, ...). They come after the sink's own, so they override them;
-// do not disable idempotence or lower the required acks, or the guarantees
-// of the package doc no longer hold.
-func ClientOptions(opts ...kgo.Opt) Option {
-	return func(c *config) error {
-		for i, o := range opts {
-			if o == nil {
-				return fmt.Errorf("kafka: ClientOptions: option %d is nil", i)
-			}
-		}
-		c.clientOpts = append(c.clientOpts, opts...)
-		return nil
-	}
-}
-
-// validTopic applies Kafka's rules for topic names.
-func validTopic(name string) error {
-	switch {
-	case name == "":
-		return errors.New("empty topic name")
-	case name == "." || name == "..":
-		return errors.New("topic name cannot be '.' or '..'")
-	case len(name) > 249:
-		return errors.New("topic name longer than 249 characters")
-	}
-	for _, r := range name {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-') {
-			return fmt.Errorf("character %q not allowed (only ASCII letters, digits, '.', '_' and '-')", r)
-		}
-	}
-	return nil
-}
 
 // Sink produces change events to a Kafka topic. It is safe for concurrent
 // use.
@@ -119,26 +48,20 @@ var _ sink.Sink = (*Sink)(nil)
 // New returns an unconnected sink producing to the cluster reached through
 // the seed brokers ("host:port").
 func New(brokers []string, opts ...Option) (*Sink, error) {
+	cfg := config{timeout: DefaultTimeout}
+	var p optcheck.Problems
 	if len(brokers) == 0 {
-		return nil, errors.New("kafka: New: no seed brokers")
+		p.Add("brokers", "no seed brokers: list at least one host:port")
 	}
 	for i, b := range brokers {
-		if b == "" {
-			return nil, fmt.Errorf("kafka: New: seed broker %d is empty", i)
-		}
+		p.AddErr(fmt.Sprintf("brokers[%d]", i), CheckBroker(b))
 	}
-	s := &Sink{brokers: append([]string(nil), brokers...), cfg: config{timeout: DefaultTimeout}}
-	for _, o := range opts {
-		if o == nil {
-			return nil, errors.New("kafka: New: nil option")
-		}
-		if err := o(&s.cfg); err != nil {
-			return nil, err
-		}
+	optcheck.Apply(&p, opts, func(o Option) { o.apply(&cfg) })
+	cfg.validate(&p)
+	if err := p.Err(ErrInvalidOption); err != nil {
+		return nil, err
 	}
-	if s.cfg.topic == "" {
-		return nil, errors.New("kafka: New: no topic (use kafka.Topic)")
-	}
+	s := &Sink{brokers: append([]string(nil), brokers...), cfg: cfg}
 	return s, nil
 }
 
@@ -226,7 +149,7 @@ func (s *Sink) Write(ctx context.Context, batch []*ferry.Event) error {
 		pending   = make([]bool, len(batch))
 	)
 	sink.Submit(ctx, batch, be, func(i int, ev *ferry.Event) error {
-		rec, err := s.record(ev)
+		rec, err := s.record(ctx, ev)
 		if err != nil {
 			return err
 		}
@@ -286,8 +209,8 @@ func (s *Sink) Write(ctx context.Context, batch []*ferry.Event) error {
 }
 
 // record builds the record of an event.
-func (s *Sink) record(ev *ferry.Event) (*kgo.Record, error) {
-	value, err := bson.MarshalExtJSON(ev.Raw, s.cfg.canonical, false)
+func (s *Sink) record(ctx context.Context, ev *ferry.Event) (*kgo.Record, error) {
+	value, err := extjson.Marshal(ev.Raw, s.cfg.canonical)
 	if err != nil {
 		return nil, sink.Permanent(fmt.Errorf("kafka: event %s: rendering Extended JSON: %w", ev.ID(), err))
 	}
@@ -295,7 +218,7 @@ func (s *Sink) record(ev *ferry.Event) (*kgo.Record, error) {
 	if err != nil {
 		return nil, sink.Permanent(fmt.Errorf("kafka: event %s: rendering the documentKey: %w", ev.ID(), err))
 	}
-	return &kgo.Record{
+	rec := &kgo.Record{
 		Topic: s.cfg.topic,
 		Key:   key,
 		Value: value,
@@ -303,7 +226,11 @@ func (s *Sink) record(ev *ferry.Event) (*kgo.Record, error) {
 			{Key: EventIDHeader, Value: []byte(ev.ID())},
 			{Key: EpochHeader, Value: []byte(strconv.FormatInt(ev.Epoch, 10))},
 		},
-	}, nil
+	}
+	if tp := ferry.TraceParent(ctx); tp != "" {
+		rec.Headers = append(rec.Headers, kgo.RecordHeader{Key: TraceParentHeader, Value: []byte(tp)})
+	}
+	return rec, nil
 }
 
 // recordKey returns the documentKey as canonical Extended JSON, or the
@@ -312,7 +239,7 @@ func recordKey(ev *ferry.Event) ([]byte, error) {
 	if len(ev.DocumentKey) == 0 {
 		return []byte(ev.Namespace.String()), nil
 	}
-	return bson.MarshalExtJSON(ev.DocumentKey, true, false)
+	return extjson.Marshal(ev.DocumentKey, true)
 }
 
 // permanentErrs are the broker (or client-side) rejections retrying cannot

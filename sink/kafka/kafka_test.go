@@ -27,21 +27,28 @@ func TestNewValidation(t *testing.T) {
 		opts    []kafka.Option
 		want    string
 	}{
-		{"no brokers", nil, []kafka.Option{kafka.Topic("t")}, "no seed brokers"},
-		{"empty broker", []string{""}, []kafka.Option{kafka.Topic("t")}, "seed broker 0 is empty"},
-		{"no topic", []string{"h:9092"}, nil, "no topic"},
-		{"empty topic", []string{"h:9092"}, []kafka.Option{kafka.Topic("")}, "empty topic name"},
-		{"bad topic", []string{"h:9092"}, []kafka.Option{kafka.Topic("a b")}, "not allowed"},
-		{"dot topic", []string{"h:9092"}, []kafka.Option{kafka.Topic("..")}, "cannot be"},
-		{"long topic", []string{"h:9092"}, []kafka.Option{kafka.Topic(strings.Repeat("x", 250))}, "longer than 249"},
-		{"bad timeout", []string{"h:9092"}, []kafka.Option{kafka.Topic("t"), kafka.Timeout(0)}, "must be positive"},
+		{"no brokers", nil, []kafka.Option{kafka.Topic("t")}, "brokers: no seed brokers"},
+		{"empty broker", []string{""}, []kafka.Option{kafka.Topic("t")}, "brokers[0]: must not be empty"},
+		{"broker without port", []string{"h"}, []kafka.Option{kafka.Topic("t")}, "brokers[0]: has no port"},
+		{"broker with scheme", []string{"h:1", "kafka://h:9092"}, []kafka.Option{kafka.Topic("t")}, "brokers[1]: must be host:port without a scheme"},
+		{"no topic", []string{"h:9092"}, nil, "Topic: required"},
+		{"empty topic", []string{"h:9092"}, []kafka.Option{kafka.Topic("")}, "Topic: must not be empty"},
+		{"bad topic", []string{"h:9092"}, []kafka.Option{kafka.Topic("a b")}, "Topic: may contain only ASCII letters"},
+		{"dot topic", []string{"h:9092"}, []kafka.Option{kafka.Topic("..")}, `Topic: cannot be "." or ".."`},
+		{"long topic", []string{"h:9092"}, []kafka.Option{kafka.Topic(strings.Repeat("x", 250))}, "Topic: must be at most 249 characters, got 250"},
+		{"bad timeout", []string{"h:9092"}, []kafka.Option{kafka.Topic("t"), kafka.Timeout(0)}, "Timeout: must be positive"},
 		{"nil option", []string{"h:9092"}, []kafka.Option{kafka.Topic("t"), nil}, "nil option"},
-		{"nil client option", []string{"h:9092"}, []kafka.Option{kafka.Topic("t"), kafka.ClientOptions(nil)}, "option 0 is nil"},
+		{"nil client option", []string{"h:9092"}, []kafka.Option{kafka.Topic("t"), kafka.ClientOptions(nil)}, "ClientOptions: option 0 is nil"},
+		// Validated once, every problem named; a later option overrides
+		// an earlier one.
+		{"every problem", []string{""}, []kafka.Option{kafka.Timeout(0), kafka.Timeout(time.Second), kafka.Topic("a/b")},
+			"kafka: invalid option: brokers[0]: must not be empty: write a host:port address such as \"kafka-1:9092\"; " +
+				"Topic: may contain only ASCII letters, digits, '.', '_' and '-', got \"a/b\""},
 	}
 	for _, c := range cases {
 		_, err := kafka.New(c.brokers, c.opts...)
-		if err == nil || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("%s: New = %v, want an error containing %q", c.name, err, c.want)
+		if !errors.Is(err, kafka.ErrInvalidOption) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: New = %v, want ErrInvalidOption containing %q", c.name, err, c.want)
 		}
 	}
 	if _, err := kafka.New([]string{"h:9092"}, kafka.Topic("ferry.events-1_x")); err != nil {

@@ -34,10 +34,11 @@ func startCluster(t testing.TB, partitions int32) *kfake.Cluster {
 
 // record is one record read back from the topic.
 type record struct {
-	partition int32
-	offset    int64
-	key       string
-	d         sinktest.Delivery
+	partition   int32
+	offset      int64
+	key         string
+	d           sinktest.Delivery
+	traceParent string
 }
 
 // receiver consumes the topic with its own kgo client.
@@ -140,7 +141,13 @@ func toRecord(rec *kgo.Record) record {
 		}
 	}
 	d.Body = rec.Value
-	return record{partition: rec.Partition, offset: rec.Offset, key: string(rec.Key), d: d}
+	out := record{partition: rec.Partition, offset: rec.Offset, key: string(rec.Key), d: d}
+	for _, h := range rec.Headers {
+		if h.Key == kafka.TraceParentHeader {
+			out.traceParent = string(h.Value)
+		}
+	}
+	return out
 }
 
 func (r *receiver) Received() []sinktest.Delivery {

@@ -4,10 +4,7 @@ import (
 	"context"
 	"testing"
 
-	"go.mongodb.org/mongo-driver/v2/mongo"
-	"go.mongodb.org/mongo-driver/v2/mongo/options"
-
-	"github.com/ferry-io/ferry/mongotest"
+	"github.com/ferry-io/ferry/internal/emutest"
 	"github.com/ferry-io/ferry/sink"
 	"github.com/ferry-io/ferry/sink/mongoproj"
 	"github.com/ferry-io/ferry/sink/sinktest"
@@ -18,12 +15,7 @@ import (
 // the no-op baseline: the same sink with the update command skipped
 // (sinktest.Benchmark).
 func BenchmarkWrite(b *testing.B) {
-	uri, _ := mongotest.URI(b)
-	client, err := mongo.Connect(options.Client().ApplyURI(uri))
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = client.Disconnect(context.Background()) })
+	client, _ := emutest.Client(b)
 	sinktest.Benchmark(b, "mongoproj", "mongotest", func(b *testing.B, baseline bool) sink.Sink {
 		var opts []mongoproj.Option
 		name := "target"

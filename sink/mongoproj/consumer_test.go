@@ -268,14 +268,22 @@ func TestBackfillAndSweepConverge(t *testing.T) {
 	run(t, e.client, cnt.handle, consumerOpts(t, source,
 		ferry.StartAt(ferry.StartWithBackfill()), ferry.WithSweeper(e.s.Sweep))...)
 	cnt.waitFor(t, len(docs))
-	// A change after the backfill is streamed (and proves the sweep ran:
-	// the stream starts only after it).
+	// A change made during or after the backfill is streamed (with a
+	// sweeper the stream is applied while the scan runs).
 	if _, err := source.UpdateOne(ctx, bson.D{{Key: "_id", Value: int32(3)}}, bson.D{{Key: "$set", Value: bson.D{{Key: "v", Value: "after"}}}}); err != nil {
 		t.Fatal(err)
 	}
 	cnt.waitFor(t, len(docs)+1)
 	if cnt.bf != len(docs) {
 		t.Errorf("backfill events = %d, want %d", cnt.bf, len(docs))
+	}
+	// The sweep runs once the scan's events are applied: wait for it.
+	deadline := time.Now().Add(20 * time.Second)
+	for n, _ := e.target.CountDocuments(ctx, bson.D{}); n != int64(len(docs)); n, _ = e.target.CountDocuments(ctx, bson.D{}) {
+		if time.Now().After(deadline) {
+			break // the checks below say what is left
+		}
+		time.Sleep(5 * time.Millisecond) // polling the target
 	}
 	if !sameDocs(t, source, e.target) {
 		t.Fatal("projection differs from the source after backfill and sweep")

@@ -1,5 +1,6 @@
 // Package mongoproj is a sink that maintains a projection (a read model) of
-// the source in a target MongoDB collection, keyed by the documentKey's _id.
+// the source in a target MongoDB collection, keyed by the documentKey: its
+// _id, or on a sharded collection the whole documentKey (see "Keys").
 //
 //	s, err := mongoproj.New(client.Database("read").Collection("orders"))
 //	if err := s.Connect(ctx); err != nil { ... }
@@ -30,7 +31,25 @@
 // Every document the sink writes carries a hidden field, Field ("_ferry"):
 //
 //	_ferry: {ct: <clusterTime>, tok: <resume token _data>, op, id: <event id>,
-//	         epoch, at: <server time of the write ($$NOW)>, del: true (tombstones), bf: true (backfill)}
+//	         epoch, at: <server time of the write ($$NOW)>, del: true (tombstones), bf: true (backfill),
+//	         key: true (the _id is the whole documentKey)}
+//
+// # Keys
+//
+// A target document's _id is its source document's _id when the event's
+// documentKey is {_id} (an unsharded collection, or one sharded on _id).
+// On a collection sharded on other fields the documentKey is those fields
+// then _id ({region: "eu", _id: 7}), and _id is unique only per shard, so
+// the target _id is that whole documentKey, in the server's field order
+// (look a document up with {_id: {region: "eu", _id: 7}}), and the stamp
+// has key: true. Two documents with one _id on two shards are then two
+// documents, and a document moved across shards by a change of its shard
+// key value — a delete under the old documentKey and an insert under the
+// new, which the server may send in either order — ends live under its new
+// key and a tombstone under the old. Keyed by _id alone, an insert seen
+// before the delete would leave it deleted. A document without a value for
+// a shard key field has that field left out of its documentKey by the
+// server, and so of its key.
 //
 // # Guarantees
 //
@@ -62,7 +81,12 @@
 //   - Backfill: backfill events (documents scanned after a lost history)
 //     replace whatever the target holds, tombstones included, and store no
 //     ct, so every streamed event after the scan's start marker supersedes
-//     them. Sweep(ctx, since), a ferry.Sweeper, then deletes every target
+//     them. With a sweeper the consumer streams from the marker while the
+//     scan runs (see package ferry, "Backfill"); a scanned copy then never
+//     overwrites what a streamed change since the scan began wrote (its
+//     stamp's ct at or after the marker, its at at or after the scan's
+//     start: the change may be newer than the copy), and replaces anything
+//     else. Sweep(ctx, since), a ferry.Sweeper, then deletes every target
 //     document not written since the scan began (documents deleted while
 //     the history was lost, stale tombstones, documents the sink never
 //     wrote); SweepPartition(p, n) does the same for the documents of one
@@ -77,9 +101,14 @@
 //
 // # Limits
 //
-//   - One source collection per target: the projection is keyed by _id
-//     alone, so two source collections with colliding _ids would overwrite
-//     each other. Events of any namespace are applied.
+//   - One source collection per target: the projection is keyed by
+//     documentKey alone, so two source collections with colliding keys
+//     would overwrite each other. Events of any namespace are applied.
+//   - Sharding a projected collection (or changing its shard key) changes
+//     its documents' keys: rebuild the projection with a backfill.
+//   - ferry verify's projection diff compares by _id: on a collection
+//     sharded on other fields it reports every document (use it on
+//     unsharded collections).
 //   - An update event whose fullDocument is null is skipped. Under
 //     "updateLookup" that is right (the document was deleted before the
 //     lookup; its delete, or a later insert, follows), but under
@@ -98,4 +127,10 @@
 //   - Backfill writes are unconditional: a zombie consumer (fenced off but
 //     still writing) could interleave with them; the group's fencing in
 //     transactional mode prevents that.
+//
+// # Options
+//
+// New validates the target's database and collection names and its
+// options once (see package sink, "Options"); its error matches
+// ErrInvalidOption and lists every problem. It contacts no server.
 package mongoproj

@@ -27,9 +27,9 @@ import (
 	"github.com/ferry-io/ferry/checkpoint/mongostore"
 	"github.com/ferry-io/ferry/group"
 	"github.com/ferry-io/ferry/internal/childproc"
+	"github.com/ferry-io/ferry/internal/emutest"
 	"github.com/ferry-io/ferry/internal/resumetoken"
 	"github.com/ferry-io/ferry/lease"
-	"github.com/ferry-io/ferry/mongotest"
 	"github.com/ferry-io/ferry/sink"
 	"github.com/ferry-io/ferry/sink/mongoproj"
 )
@@ -125,7 +125,7 @@ func runGroupChild(raw string) error {
 		group.LeaseOptions(lease.MemberTimeout(spec.TTL), lease.HeartbeatInterval(spec.TTL/5)),
 		group.OnAssigned(func(p int, epoch int64) { say("ASSIGNED %d %d", p, epoch) }),
 		group.Sweeper(s.SweepPartition),
-		group.Consumer(
+		group.ConsumerOptions(
 			ferry.WatchCollection(spec.SourceDB, spec.SourceColl),
 			ferry.FullDocument("updateLookup"),
 			ferry.StartAt(ferry.StartAtTime(spec.Start)),
@@ -333,7 +333,7 @@ func TestGroupProjectionEqualsSourceAfterKillsAndHistoryLost(t *testing.T) {
 	// Cold documents (_id coldFirst...) are inserted once, projected,
 	// then changed only while every member is down.
 	const oplogBytes, coldFirst, coldDocs = 4 << 20, int32(1000), 40
-	uri, srv := mongotest.URI(t, mongotest.OplogMaxBytes(oplogBytes))
+	uri, srv := emutest.URI(t, emutest.OplogMaxBytes(oplogBytes))
 	if srv == nil {
 		t.Skip("needs the emulator: the history loss is forced with its oplog bound")
 	}

@@ -13,7 +13,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/ferry-io/ferry"
-	"github.com/ferry-io/ferry/mongotest"
+	"github.com/ferry-io/ferry/internal/emutest"
 	"github.com/ferry-io/ferry/sink"
 	"github.com/ferry-io/ferry/sink/mongoproj"
 )
@@ -27,12 +27,7 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	uri, _ := mongotest.URI(t)
-	client, err := mongo.Connect(options.Client().ApplyURI(uri))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = client.Disconnect(context.Background()) })
+	client, _ := emutest.Client(t)
 	target := client.Database("mongoproj_test").Collection(collName(t))
 	_ = target.Drop(context.Background())
 	s, err := mongoproj.New(target)
@@ -222,8 +217,15 @@ func TestTransactional(t *testing.T) {
 }
 
 func TestNewValidates(t *testing.T) {
-	if _, err := mongoproj.New(nil); err == nil {
-		t.Fatal("New(nil) succeeded")
+	if _, err := mongoproj.New(nil); !errors.Is(err, mongoproj.ErrInvalidOption) {
+		t.Fatalf("New(nil) = %v, want ErrInvalidOption", err)
+	}
+	// Every problem named at once; no server is contacted.
+	e := newEnv(t)
+	_, err := mongoproj.New(e.target.Database().Client().Database("a.b").Collection("system.x"), mongoproj.NoIndex(), nil)
+	if want := `mongoproj: invalid option: target: "a.b" is not a valid MongoDB database name (at most 63 bytes, none of / \ . space " $ * < > : | ? NUL); ` +
+		`target: the system. prefix is reserved, got "system.x"; nil option: option 2 of 2 is nil (leave it out)`; err == nil || err.Error() != want {
+		t.Errorf("New = %v, want %q", err, want)
 	}
 }
 
@@ -274,5 +276,50 @@ func TestBatchStopsAtFirstWriteError(t *testing.T) {
 	}
 	if e.doc(t, 3) == nil || e.doc(t, 4) == nil || lookupD(e.doc(t, 1), "u") != int32(5) {
 		t.Fatalf("after the retry: documents %v %v %v", e.doc(t, 1), e.doc(t, 3), e.doc(t, 4))
+	}
+}
+
+// scanned builds a backfill event of document id, as a concurrent scan
+// with the given marker and start hands it over.
+func scanned(t *testing.T, id, n int, marker bson.Timestamp, started time.Time) *ferry.Event {
+	t.Helper()
+	doc, err := bson.Marshal(bson.D{{Key: "_id", Value: int32(id)}, {Key: "v", Value: int32(n)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, _ := bson.Marshal(bson.D{{Key: "_id", Value: int32(id)}})
+	return &ferry.Event{OperationType: ferry.OperationBackfill, Namespace: ferry.Namespace{DB: "shop", Coll: "orders"},
+		DocumentKey: key, FullDocument: doc, Raw: doc, Token: key, Epoch: 1, Backfill: true,
+		ScanStarted: started, ScanMarker: marker}
+}
+
+// TestConcurrentScanKeepsNewerStreamedChanges: while a backfill scan runs
+// with the stream applied from its marker, a scanned copy never overwrites
+// what a streamed change since the scan began wrote (it may be older than
+// that change), but it does replace anything else: an older change, and a
+// stamp the projection held from before the scan (even one with a later
+// clusterTime, as after a restore of the source).
+func TestConcurrentScanKeepsNewerStreamedChanges(t *testing.T) {
+	e := newEnv(t)
+	marker := bson.Timestamp{T: 200, I: 1}
+	// Document 1: changed after the marker, applied before its scanned copy.
+	started := time.Now().Add(-time.Minute)
+	e.write(t, change("update", 1, v(5), 201, 1, 0))
+	e.write(t, scanned(t, 1, 4, marker, started))
+	wantV(t, e.doc(t, 1), 5)
+	// Document 2: last changed before the marker: the scanned copy wins.
+	e.write(t, change("update", 2, v(1), 150, 1, 0))
+	e.write(t, scanned(t, 2, 2, marker, started))
+	wantV(t, e.doc(t, 2), 2)
+	// Document 3: a stamp after the marker but written before the scan
+	// began (a projection ahead of a restored source): the scan wins.
+	e.write(t, change("update", 3, v(9), 300, 1, 0))
+	e.write(t, scanned(t, 3, 3, marker, time.Now().Add(time.Minute)))
+	wantV(t, e.doc(t, 3), 3)
+	// Document 4: deleted after the marker: the tombstone stays.
+	e.write(t, change("insert", 4, v(1), 100, 1, 0), change("delete", 4, nil, 202, 1, 0))
+	e.write(t, scanned(t, 4, 1, marker, started))
+	if d := e.doc(t, 4); d != nil {
+		t.Fatalf("a scanned copy resurrected a document deleted after the marker: %v", d)
 	}
 }

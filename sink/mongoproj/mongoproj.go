@@ -12,14 +12,27 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/ferry-io/ferry"
+	"github.com/ferry-io/ferry/internal/mongoname"
+	"github.com/ferry-io/ferry/internal/optcheck"
 	"github.com/ferry-io/ferry/sink"
 )
 
 // Field is the hidden field every document the sink writes carries.
 const Field = "_ferry"
 
-// Option configures a Sink.
-type Option func(*config) error
+// ErrInvalidOption is wrapped by every error New returns about its
+// arguments and options.
+var ErrInvalidOption = errors.New("mongoproj: invalid option")
+
+// An Option configures a Sink. Option functions only record their values:
+// New applies the options in order and then validates the result once; its
+// error matches ErrInvalidOption and lists every problem, each naming its
+// option. A nil option is a problem. Only this package makes Options.
+type Option interface{ apply(*config) }
+
+type option func(*config)
+
+func (f option) apply(c *config) { f(c) }
 
 type config struct {
 	index   bool
@@ -29,7 +42,7 @@ type config struct {
 
 // NoIndex stops Connect from creating the index on _ferry.at that Sweep
 // and PurgeTombstones use.
-func NoIndex() Option { return func(c *config) error { c.index = false; return nil } }
+func NoIndex() Option { return option(func(c *config) { c.index = false }) }
 
 // Sink maintains a projection of the source in a target collection. It is
 // safe for concurrent use.
@@ -43,20 +56,21 @@ var _ sink.Sink = (*Sink)(nil)
 
 // New returns a sink writing to target. It does not connect: Connect does.
 func New(target *mongo.Collection, opts ...Option) (*Sink, error) {
-	if target == nil {
-		return nil, errors.New("mongoproj: target collection is nil")
-	}
-	if target.Name() == "" || target.Database() == nil || target.Database().Name() == "" {
-		return nil, errors.New("mongoproj: target collection needs a database and a collection name")
-	}
 	cfg := config{index: true}
-	for _, o := range opts {
-		if o == nil {
-			continue
+	var p optcheck.Problems
+	if target == nil {
+		p.Add("target", "nil collection: pass the collection the projection is written to")
+	} else {
+		if db := target.Database(); db == nil {
+			p.Add("target", "the collection has no database")
+		} else {
+			p.AddErr("target", mongoname.Database(db.Name()))
 		}
-		if err := o(&cfg); err != nil {
-			return nil, err
-		}
+		p.AddErr("target", mongoname.Collection(target.Name()))
+	}
+	optcheck.Apply(&p, opts, func(o Option) { o.apply(&cfg) })
+	if err := p.Err(ErrInvalidOption); err != nil {
+		return nil, err
 	}
 	return &Sink{target: target, cfg: cfg}, nil
 }
@@ -129,6 +143,11 @@ func (s *Sink) SweepPartition(p, n int) ferry.Sweeper {
 	return func(ctx context.Context, since time.Time) error { return s.sweep(ctx, since, p, n) }
 }
 
+// sourceID is the source document's _id of a target document: its _id, or
+// _id._id when the target _id is the whole documentKey (stamp key: true).
+var sourceID = bson.D{{Key: "$cond", Value: bson.A{
+	bson.D{{Key: "$eq", Value: bson.A{"$" + Field + ".key", true}}}, "$_id._id", "$_id"}}}
+
 func (s *Sink) sweep(ctx context.Context, since time.Time, p, n int) error {
 	if !s.connected.Load() {
 		return sink.ErrNotConnected
@@ -139,7 +158,7 @@ func (s *Sink) sweep(ctx context.Context, since time.Time, p, n int) error {
 			return fmt.Errorf("mongoproj: sweep %s: partition %d is out of range [0, %d)", s.ns(), p, n)
 		}
 		filter = append(filter, bson.E{Key: "$expr", Value: bson.D{{Key: "$eq", Value: bson.A{
-			bson.D{{Key: "$abs", Value: bson.D{{Key: "$mod", Value: bson.A{bson.D{{Key: "$toHashedIndexKey", Value: "$_id"}}, int64(n)}}}}},
+			bson.D{{Key: "$abs", Value: bson.D{{Key: "$mod", Value: bson.A{bson.D{{Key: "$toHashedIndexKey", Value: sourceID}}, int64(n)}}}}},
 			int64(p),
 		}}}})
 	}

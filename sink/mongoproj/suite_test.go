@@ -14,7 +14,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/ferry-io/ferry"
-	"github.com/ferry-io/ferry/mongotest"
+	"github.com/ferry-io/ferry/internal/emutest"
 	"github.com/ferry-io/ferry/sink"
 	"github.com/ferry-io/ferry/sink/mongoproj"
 	"github.com/ferry-io/ferry/sink/sinktest"
@@ -45,7 +45,7 @@ func collName(t *testing.T) string {
 func newReceiver(t *testing.T) *receiver {
 	t.Helper()
 	r := &receiver{t: t, started: map[int64]bson.Raw{}, fail: map[string]sinktest.Fault{}}
-	uri, _ := mongotest.URI(t)
+	uri, _ := emutest.URI(t)
 	name := collName(t)
 	mon := &event.CommandMonitor{
 		Started: func(_ context.Context, e *event.CommandStartedEvent) {

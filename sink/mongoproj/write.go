@@ -10,6 +10,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/ferry-io/ferry"
+	"github.com/ferry-io/ferry/mongoerr"
 	"github.com/ferry-io/ferry/sink"
 )
 
@@ -49,26 +50,32 @@ func (s *Sink) update(ev *ferry.Event) (*mongo.UpdateOneModel, error) {
 		if err != nil {
 			return nil, err
 		}
-		replacement = guarded(ev, mergeStamp(ev.FullDocument, st))
+		replacement = guarded(ev, mergeStamp(ev, ev.FullDocument, st))
 	case "delete":
 		st, err := stamp(ev, true)
 		if err != nil {
 			return nil, err
 		}
-		id, err := docID(ev)
+		id, whole, err := targetID(ev)
 		if err != nil {
 			return nil, err
+		}
+		if whole {
+			st = append(st, bson.E{Key: "key", Value: true})
 		}
 		replacement = guarded(ev, bson.D{{Key: "_id", Value: bson.D{{Key: "$literal", Value: id}}}, {Key: Field, Value: st}})
 	case "backfill":
 		if ev.FullDocument == nil {
 			return nil, sink.Permanent(errors.New("mongoproj: backfill event without a document"))
 		}
-		replacement = mergeStamp(ev.FullDocument, backfillStamp(ev))
+		replacement = mergeStamp(ev, ev.FullDocument, backfillStamp(ev))
+		if !ev.ScanStarted.IsZero() {
+			replacement = scanGuarded(ev, replacement)
+		}
 	default:
 		return nil, nil // drop, rename, invalidate, DDL: no document to project
 	}
-	id, err := docID(ev)
+	id, _, err := targetID(ev)
 	if err != nil {
 		return nil, err
 	}
@@ -147,13 +154,36 @@ func guarded(ev *ferry.Event, next any) bson.D {
 	}}}
 }
 
-// mergeStamp is the expression for doc (taken literally) with the stamp as
-// its Field.
-func mergeStamp(doc bson.Raw, st bson.D) bson.D {
-	return bson.D{{Key: "$mergeObjects", Value: bson.A{
-		bson.D{{Key: "$literal", Value: doc}},
-		bson.D{{Key: Field, Value: st}},
+// scanGuarded returns the expression that keeps the stored document when
+// a streamed event applied since the concurrent scan began wrote it (its
+// stamp has a clusterTime at or after the scan's marker and was written at
+// or after the scan's start): that change is newer than the scanned copy
+// may be. Anything else — no stamp, an older one, a stamp the projection
+// held before the scan (for instance one from before a restore of the
+// source, with a later clusterTime) — is replaced, as a backfill does.
+func scanGuarded(ev *ferry.Event, next any) bson.D {
+	streamedSince := bson.D{{Key: "$and", Value: bson.A{
+		bson.D{{Key: "$ne", Value: bson.A{bson.D{{Key: "$type", Value: "$" + Field + ".ct"}}, "missing"}}},
+		bson.D{{Key: "$gte", Value: bson.A{"$" + Field + ".ct", ev.ScanMarker}}},
+		bson.D{{Key: "$gte", Value: bson.A{"$" + Field + ".at", ev.ScanStarted}}},
 	}}}
+	return bson.D{{Key: "$cond", Value: bson.D{
+		{Key: "if", Value: streamedSince},
+		{Key: "then", Value: "$$ROOT"},
+		{Key: "else", Value: next},
+	}}}
+}
+
+// mergeStamp is the expression for doc (taken literally) with the stamp as
+// its Field, and, when ev's target _id is its whole documentKey (a sharded
+// collection), that documentKey as _id and key: true in the stamp.
+func mergeStamp(ev *ferry.Event, doc bson.Raw, st bson.D) bson.D {
+	parts := bson.A{bson.D{{Key: "$literal", Value: doc}}}
+	if id, whole, err := targetID(ev); err == nil && whole {
+		parts = append(parts, bson.D{{Key: "_id", Value: bson.D{{Key: "$literal", Value: id}}}})
+		st = append(st, bson.E{Key: "key", Value: true})
+	}
+	return bson.D{{Key: "$mergeObjects", Value: append(parts, bson.D{{Key: Field, Value: st}})}}
 }
 
 // stamp is the expression of the hidden field for a streamed event.
@@ -191,15 +221,25 @@ func backfillStamp(ev *ferry.Event) bson.D {
 	}
 }
 
-func docID(ev *ferry.Event) (bson.RawValue, error) {
+// targetID is the _id of ev's document in the target: the whole
+// documentKey, as a document, when it has more than _id (the shard key's
+// fields on a sharded collection, where _id is unique only per shard; whole
+// is then true), else its _id.
+func targetID(ev *ferry.Event) (id bson.RawValue, whole bool, err error) {
 	if ev.DocumentKey == nil {
-		return bson.RawValue{}, sink.Permanent(fmt.Errorf("mongoproj: %s event %s has no documentKey", ev.OperationType, shortID(ev)))
+		return bson.RawValue{}, false, sink.Permanent(fmt.Errorf("mongoproj: %s event %s has no documentKey", ev.OperationType, shortID(ev)))
 	}
-	id, err := ev.DocumentKey.LookupErr("_id")
+	elems, err := ev.DocumentKey.Elements()
 	if err != nil {
-		return bson.RawValue{}, sink.Permanent(fmt.Errorf("mongoproj: %s event %s: documentKey has no _id", ev.OperationType, shortID(ev)))
+		return bson.RawValue{}, false, sink.Permanent(fmt.Errorf("mongoproj: %s event %s: documentKey: %w", ev.OperationType, shortID(ev), err))
 	}
-	return id, nil
+	if _, err := ev.DocumentKey.LookupErr("_id"); err != nil {
+		return bson.RawValue{}, false, sink.Permanent(fmt.Errorf("mongoproj: %s event %s: documentKey has no _id", ev.OperationType, shortID(ev)))
+	}
+	if len(elems) == 1 {
+		return elems[0].Value(), false, nil
+	}
+	return bson.RawValue{Type: bson.TypeEmbeddedDocument, Value: ev.DocumentKey}, true, nil
 }
 
 func tokenData(ev *ferry.Event) string {
@@ -236,14 +276,14 @@ func shortID(ev *ferry.Event) string {
 // permanentCodes are server errors retrying cannot fix: the document is
 // rejected as it is.
 var permanentCodes = map[int32]bool{
-	2:     true, // BadValue
-	14:    true, // TypeMismatch
-	52:    true, // DollarPrefixedFieldName
-	66:    true, // ImmutableField (_id differs from the documentKey)
-	121:   true, // DocumentValidationFailure
-	10334: true, // BSONObjectTooLarge
-	17419: true, // document too large after the update
-	13:    true, // Unauthorized
+	mongoerr.CodeBadValue:                  true,
+	mongoerr.CodeTypeMismatch:              true,
+	mongoerr.CodeDollarPrefixedFieldName:   true,
+	mongoerr.CodeImmutableField:            true, // _id differs from the documentKey
+	mongoerr.CodeDocumentValidationFailure: true,
+	mongoerr.CodeBSONObjectTooLarge:        true,
+	17419:                                  true, // document too large after the update
+	mongoerr.CodeUnauthorized:              true,
 }
 
 // classify marks server rejections of the document permanent; everything

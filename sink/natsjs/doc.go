@@ -14,6 +14,7 @@
 //
 //	Nats-Msg-Id: <event id>      (ferry.Event.ID, the idempotency key)
 //	Ferry-Epoch: <lease epoch>
+//	traceparent: <W3C traceparent> (only when tracing is on: the delivery's span)
 //
 // # Guarantees
 //
@@ -60,4 +61,10 @@
 // once keeps the Nats-Msg-Id of what it applied (in the same transaction as
 // the effect, or as a unique key) and skips ids it has seen; Ferry-Epoch
 // tells an older lease holder's write from a newer one's.
+//
+// # Options
+//
+// New validates the server URLs and every option once (see package sink,
+// "Options"); its error matches ErrInvalidOption and lists every problem,
+// without the URLs' credentials.
 package natsjs

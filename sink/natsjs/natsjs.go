@@ -13,9 +13,10 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/ferry-io/ferry"
+	"github.com/ferry-io/ferry/internal/extjson"
+	"github.com/ferry-io/ferry/internal/optcheck"
 	"github.com/ferry-io/ferry/sink"
 )
 
@@ -23,6 +24,9 @@ import (
 const (
 	// EpochHeader carries the lease epoch the event was published under.
 	EpochHeader = "Ferry-Epoch"
+	// TraceParentHeader carries the W3C traceparent of the delivery's span
+	// (ferry.TraceParent of the handler's context), when tracing is on.
+	TraceParentHeader = "traceparent"
 )
 
 // DefaultSubject is the subject template used without Subject.
@@ -30,62 +34,6 @@ const DefaultSubject = "ferry.{db}.{coll}.{op}"
 
 // DefaultTimeout bounds one publish (until its ack) without Timeout.
 const DefaultTimeout = 10 * time.Second
-
-// Option configures a Sink.
-type Option func(*config) error
-
-type config struct {
-	subject   *template
-	canonical bool
-	timeout   time.Duration
-	natsOpts  []nats.Option
-	// Test hooks (export_test.go).
-	fault     func(*ferry.Event) error
-	noPublish bool
-}
-
-// Subject sets the subject template; {db}, {coll} and {op} are replaced by
-// the event's database, collection and operation type.
-func Subject(tmpl string) Option {
-	return func(c *config) error {
-		t, err := parseTemplate(tmpl)
-		if err != nil {
-			return err
-		}
-		c.subject = t
-		return nil
-	}
-}
-
-// Canonical renders events as canonical rather than relaxed Extended JSON.
-func Canonical() Option {
-	return func(c *config) error { c.canonical = true; return nil }
-}
-
-// Timeout bounds each publish, until its ack arrives (default 10s).
-func Timeout(d time.Duration) Option {
-	return func(c *config) error {
-		if d <= 0 {
-			return fmt.Errorf("natsjs: Timeout(%s): must be positive", d)
-		}
-		c.timeout = d
-		return nil
-	}
-}
-
-// NATSOptions adds options to nats.Connect (credentials, TLS, name, ...).
-// By default the connection is named "ferry" and reconnects forever.
-func NATSOptions(opts ...nats.Option) Option {
-	return func(c *config) error {
-		for i, o := range opts {
-			if o == nil {
-				return fmt.Errorf("natsjs: NATSOptions: option %d is nil", i)
-			}
-		}
-		c.natsOpts = append(c.natsOpts, opts...)
-		return nil
-	}
-}
 
 // Sink publishes change events to JetStream. It is safe for concurrent use.
 type Sink struct {
@@ -106,26 +54,25 @@ var _ sink.Sink = (*Sink)(nil)
 // nats.Connect takes. Credentials in the URLs (nats://user:password@host,
 // nats://token@host) never appear in errors.
 func New(url string, opts ...Option) (*Sink, error) {
-	if url == "" {
-		return nil, errors.New("natsjs: New: empty server URL")
-	}
-	where, secrets, err := serverURLs(url)
-	if err != nil {
-		return nil, err
-	}
 	def, err := parseTemplate(DefaultSubject)
 	if err != nil {
 		return nil, err
 	}
-	s := &Sink{url: url, where: where, secrets: secrets, cfg: config{subject: def, timeout: DefaultTimeout}}
-	for _, o := range opts {
-		if o == nil {
-			return nil, errors.New("natsjs: New: nil option")
-		}
-		if err := o(&s.cfg); err != nil {
-			return nil, err
-		}
+	cfg := config{subject: def, timeout: DefaultTimeout}
+	var p optcheck.Problems
+	var where string
+	var secrets []string
+	if url == "" {
+		p.Add("url", "empty server URL: write one such as nats://127.0.0.1:4222")
+	} else if where, secrets, err = serverURLs(url); err != nil {
+		p.AddErr("url", err)
 	}
+	optcheck.Apply(&p, opts, func(o Option) { o.apply(&cfg) })
+	cfg.validate(&p)
+	if err := p.Err(ErrInvalidOption); err != nil {
+		return nil, err
+	}
+	s := &Sink{url: url, where: where, secrets: secrets, cfg: cfg}
 	return s, nil
 }
 
@@ -176,7 +123,7 @@ func serverURLs(raw string) (where string, secrets []string, err error) {
 			if len(parts) > 1 {
 				which = fmt.Sprintf("server URL %d of %d", i+1, len(parts))
 			}
-			return "", nil, fmt.Errorf("natsjs: New: %s does not parse as a URL (percent-encode reserved characters such as '@', ':', '/' in the user name and password)", which)
+			return "", nil, fmt.Errorf("%s does not parse as a URL (percent-encode reserved characters such as '@', ':', '/' in the user name and password)", which)
 		}
 		if u.User != nil {
 			// user:password, or a token alone (nats://token@host): the
@@ -282,13 +229,16 @@ func (s *Sink) Write(ctx context.Context, batch []*ferry.Event) error {
 // publish publishes one event and waits for its ack.
 func (s *Sink) publish(ctx context.Context, js jetstream.JetStream, ev *ferry.Event) error {
 	subject := s.cfg.subject.render(ev)
-	data, err := bson.MarshalExtJSON(ev.Raw, s.cfg.canonical, false)
+	data, err := extjson.Marshal(ev.Raw, s.cfg.canonical)
 	if err != nil {
 		return sink.Permanent(fmt.Errorf("natsjs: event %s: rendering Extended JSON: %w", ev.ID(), err))
 	}
 	msg := &nats.Msg{Subject: subject, Data: data, Header: nats.Header{}}
 	msg.Header.Set(jetstream.MsgIDHeader, ev.ID())
 	msg.Header.Set(EpochHeader, strconv.FormatInt(ev.Epoch, 10))
+	if tp := ferry.TraceParent(ctx); tp != "" {
+		msg.Header.Set(TraceParentHeader, tp)
+	}
 	if s.cfg.fault != nil {
 		if err := s.cfg.fault(ev); err != nil {
 			return s.classify(ctx, js, ev, subject, err)

@@ -38,11 +38,20 @@ func TestNewValidation(t *testing.T) {
 		{"empty token", "nats://x", []natsjs.Option{natsjs.Subject("ferry..{db}")}, "empty token"},
 		{"trailing dot", "nats://x", []natsjs.Option{natsjs.Subject("ferry.{db}.")}, "empty token"},
 		{"nil option", "nats://x", []natsjs.Option{nil}, "nil option"},
+		{"nil nats option", "nats://x", []natsjs.Option{natsjs.NATSOptions(nil)}, "NATSOptions: option 0 is nil"},
+		// Validated once, every problem named, no credential shown; a
+		// later option overrides an earlier one.
+		{"every problem", "nats://u:s3cret x@h", []natsjs.Option{natsjs.Timeout(0), natsjs.Timeout(time.Second), natsjs.Subject("a.>")},
+			"natsjs: invalid option: url: the server URL does not parse as a URL (percent-encode reserved characters such as '@', ':', '/' in the user name and password); " +
+				"Subject: wildcard '>': a publish subject must be literal"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := natsjs.New(c.url, c.opts...)
-			if err == nil || !strings.Contains(err.Error(), c.want) {
-				t.Errorf("New = %v, want an error containing %q", err, c.want)
+			if !errors.Is(err, natsjs.ErrInvalidOption) || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("New = %v, want ErrInvalidOption containing %q", err, c.want)
+			}
+			if err != nil && strings.Contains(err.Error(), "s3cret") {
+				t.Errorf("New = %v: the error shows the URL's password", err)
 			}
 		})
 	}

@@ -23,6 +23,7 @@
 //	              ferry-epoch:     <lease epoch>
 //	              ferry-operation: <operationType> (insert, update, delete, ...)
 //	              ferry-namespace: <db.coll>
+//	              traceparent:     <W3C traceparent> (only when tracing is on: the delivery's span)
 //
 // The attributes let subscriptions filter without reading the data, e.g.
 // `attributes.ferry-operation = "delete"`.
@@ -73,4 +74,11 @@
 // redeliveries of one message, the event id removes replays of one change,
 // and ordering keys keep each document's changes in order. ferry-epoch
 // tells an older lease holder's publish from a newer one's.
+//
+// # Options
+//
+// New validates the project, the topic and every option once (see package
+// sink, "Options"); its error matches ErrInvalidOption and lists every
+// problem. Pub/Sub's naming rules are exported for configuration files:
+// CheckProject and CheckTopic.
 package pubsub

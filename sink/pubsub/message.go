@@ -1,15 +1,16 @@
 package pubsub
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
 	"strconv"
 
 	gps "cloud.google.com/go/pubsub/v2"
-	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/ferry-io/ferry"
+	"github.com/ferry-io/ferry/internal/extjson"
 	"github.com/ferry-io/ferry/sink"
 )
 
@@ -24,6 +25,10 @@ const (
 	OperationAttribute = "ferry-operation"
 	// NamespaceAttribute carries the event's namespace, "db.coll".
 	NamespaceAttribute = "ferry-namespace"
+	// TraceParentAttribute carries the W3C traceparent of the delivery's
+	// span (ferry.TraceParent of the handler's context), when tracing is
+	// on.
+	TraceParentAttribute = "traceparent"
 )
 
 // MaxOrderingKeyBytes is Pub/Sub's limit on an ordering key; longer keys
@@ -34,8 +39,8 @@ const MaxOrderingKeyBytes = 1024
 const maxAttributeValueBytes = 1024
 
 // message builds the message of an event.
-func (s *Sink) message(ev *ferry.Event) (*gps.Message, error) {
-	data, err := bson.MarshalExtJSON(ev.Raw, s.cfg.canonical, false)
+func (s *Sink) message(ctx context.Context, ev *ferry.Event) (*gps.Message, error) {
+	data, err := extjson.Marshal(ev.Raw, s.cfg.canonical)
 	if err != nil {
 		return nil, sink.Permanent(fmt.Errorf("pubsub: event %s: rendering Extended JSON: %w", ev.ID(), err))
 	}
@@ -53,6 +58,9 @@ func (s *Sink) message(ev *ferry.Event) (*gps.Message, error) {
 	if ns := ev.Namespace.String(); ns != "" && len(ns) <= maxAttributeValueBytes {
 		attrs[NamespaceAttribute] = ns
 	}
+	if tp := ferry.TraceParent(ctx); tp != "" {
+		attrs[TraceParentAttribute] = tp
+	}
 	return &gps.Message{Data: data, Attributes: attrs, OrderingKey: key}, nil
 }
 
@@ -64,7 +72,7 @@ func OrderingKey(ev *ferry.Event) (string, error) {
 	if len(ev.DocumentKey) == 0 {
 		key = ev.Namespace.String()
 	} else {
-		b, err := bson.MarshalExtJSON(ev.DocumentKey, true, false)
+		b, err := extjson.Marshal(ev.DocumentKey, true)
 		if err != nil {
 			return "", err
 		}

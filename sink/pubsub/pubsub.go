@@ -17,68 +17,13 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/ferry-io/ferry"
+	"github.com/ferry-io/ferry/internal/optcheck"
 	"github.com/ferry-io/ferry/sink"
 )
 
 // DefaultTimeout bounds one publish (until Pub/Sub's ack, the client's
 // internal retries included) without Timeout.
 const DefaultTimeout = 10 * time.Second
-
-// Option configures a Sink.
-type Option func(*config) error
-
-type config struct {
-	canonical  bool
-	timeout    time.Duration
-	emulator   string
-	clientOpts []option.ClientOption
-	// Test hooks (export_test.go).
-	fault     func(*ferry.Event) error
-	noPublish bool
-}
-
-// Canonical renders message data as canonical rather than relaxed Extended
-// JSON. Ordering keys are canonical always.
-func Canonical() Option {
-	return func(c *config) error { c.canonical = true; return nil }
-}
-
-// Timeout bounds each publish, until Pub/Sub's ack (default 10s).
-func Timeout(d time.Duration) Option {
-	return func(c *config) error {
-		if d <= 0 {
-			return fmt.Errorf("pubsub: Timeout(%s): must be positive", d)
-		}
-		c.timeout = d
-		return nil
-	}
-}
-
-// Emulator connects to a Pub/Sub emulator (or pstest) at host:port, without
-// TLS and without credentials.
-func Emulator(hostport string) Option {
-	return func(c *config) error {
-		if hostport == "" || strings.Contains(hostport, "/") || !strings.Contains(hostport, ":") {
-			return fmt.Errorf("pubsub: Emulator(%q): want host:port", hostport)
-		}
-		c.emulator = hostport
-		return nil
-	}
-}
-
-// ClientOptions adds options to pubsub.NewClient (credentials, a regional
-// endpoint, ...). They come after the sink's own, so they override them.
-func ClientOptions(opts ...option.ClientOption) Option {
-	return func(c *config) error {
-		for i, o := range opts {
-			if o == nil {
-				return fmt.Errorf("pubsub: ClientOptions: option %d is nil", i)
-			}
-		}
-		c.clientOpts = append(c.clientOpts, opts...)
-		return nil
-	}
-}
 
 // Sink publishes change events to a Pub/Sub topic. It is safe for
 // concurrent use.
@@ -95,63 +40,19 @@ type Sink struct {
 var _ sink.Sink = (*Sink)(nil)
 
 // New returns an unconnected sink publishing to topic (a topic id, or a
-// full name "projects/<project>/topics/<id>" in project).
+// full name "projects/<project>/topics/<id>" in project; see CheckTopic).
 func New(project, topic string, opts ...Option) (*Sink, error) {
-	if err := validProject(project); err != nil {
-		return nil, fmt.Errorf("pubsub: New: project %q: %w", project, err)
+	cfg := config{timeout: DefaultTimeout}
+	var p optcheck.Problems
+	p.AddErr("project", CheckProject(project))
+	p.AddErr("topic", CheckTopic(project, topic))
+	optcheck.Apply(&p, opts, func(o Option) { o.apply(&cfg) })
+	cfg.validate(&p)
+	if err := p.Err(ErrInvalidOption); err != nil {
+		return nil, err
 	}
-	id := topic
-	if strings.HasPrefix(topic, "projects/") {
-		parts := strings.Split(topic, "/")
-		if len(parts) != 4 || parts[2] != "topics" || parts[1] != project {
-			return nil, fmt.Errorf("pubsub: New: topic %q: want a topic id or projects/%s/topics/<id>", topic, project)
-		}
-		id = parts[3]
-	}
-	if err := validTopicID(id); err != nil {
-		return nil, fmt.Errorf("pubsub: New: topic %q: %w", topic, err)
-	}
-	s := &Sink{project: project, topic: "projects/" + project + "/topics/" + id, cfg: config{timeout: DefaultTimeout}}
-	for _, o := range opts {
-		if o == nil {
-			return nil, errors.New("pubsub: New: nil option")
-		}
-		if err := o(&s.cfg); err != nil {
-			return nil, err
-		}
-	}
-	return s, nil
-}
-
-// validProject rejects what cannot be a project id or number.
-func validProject(p string) error {
-	switch {
-	case p == "":
-		return errors.New("empty project id")
-	case strings.ContainsAny(p, "/ \t\n"):
-		return errors.New("a project id cannot contain '/' or whitespace")
-	}
-	return nil
-}
-
-// validTopicID applies Pub/Sub's resource-name rules: 3 to 255 characters,
-// starting with a letter, of letters, digits and - _ . ~ + %, not starting
-// with "goog".
-func validTopicID(id string) error {
-	switch {
-	case len(id) < 3 || len(id) > 255:
-		return errors.New("a topic id has 3 to 255 characters")
-	case !(id[0] >= 'a' && id[0] <= 'z' || id[0] >= 'A' && id[0] <= 'Z'):
-		return errors.New("a topic id starts with a letter")
-	case strings.HasPrefix(strings.ToLower(id), "goog"):
-		return errors.New(`a topic id cannot start with "goog"`)
-	}
-	for _, r := range id {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_.~+%", r)) {
-			return fmt.Errorf("character %q not allowed (only ASCII letters, digits and - _ . ~ + %%)", r)
-		}
-	}
-	return nil
+	id := topic[strings.LastIndexByte(topic, '/')+1:]
+	return &Sink{project: project, topic: "projects/" + project + "/topics/" + id, cfg: cfg}, nil
 }
 
 // Topic returns the topic's full name.
@@ -255,7 +156,7 @@ func (s *Sink) Write(ctx context.Context, batch []*ferry.Event) error {
 	results := make([]*gps.PublishResult, len(batch))
 	orderingKeys := make([]string, len(batch))
 	sink.Submit(ctx, batch, be, func(i int, ev *ferry.Event) error {
-		msg, err := s.message(ev)
+		msg, err := s.message(ctx, ev)
 		if err != nil {
 			return err
 		}

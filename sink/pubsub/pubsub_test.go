@@ -34,24 +34,29 @@ func TestNewValidation(t *testing.T) {
 		opts                 []pubsub.Option
 		want                 string
 	}{
-		{"no project", "", "events", nil, "empty project id"},
-		{"slash project", "a/b", "events", nil, "cannot contain '/'"},
-		{"short topic", "p", "ab", nil, "3 to 255 characters"},
-		{"long topic", "p", strings.Repeat("x", 256), nil, "3 to 255 characters"},
-		{"digit first", "p", "1events", nil, "starts with a letter"},
-		{"goog topic", "p", "google-events", nil, `cannot start with "goog"`},
-		{"bad character", "p", "ev ents", nil, "not allowed"},
-		{"other project", "p", "projects/q/topics/events", nil, "want a topic id or projects/p/topics/<id>"},
-		{"not a topic name", "p", "projects/p/subscriptions/events", nil, "want a topic id"},
-		{"bad timeout", "p", "events", []pubsub.Option{pubsub.Timeout(-time.Second)}, "must be positive"},
-		{"bad emulator", "p", "events", []pubsub.Option{pubsub.Emulator("http://localhost:8085")}, "want host:port"},
+		{"no project", "", "events", nil, "project: empty project id"},
+		{"slash project", "a/b", "events", nil, "project: must be a project id such as my-project, without '/'"},
+		{"short topic", "p", "ab", nil, "topic: a topic id has 3 to 255 characters, got 2"},
+		{"long topic", "p", strings.Repeat("x", 256), nil, "topic: a topic id has 3 to 255 characters, got 256"},
+		{"digit first", "p", "1events", nil, "topic: a topic id starts with a letter"},
+		{"goog topic", "p", "google-events", nil, `topic: a topic id cannot start with "goog"`},
+		{"bad character", "p", "ev ents", nil, "topic: character ' ' is not allowed in a topic id"},
+		{"other project", "p", "projects/q/topics/events", nil, `topic: names project "q" but project is "p"`},
+		{"not a topic name", "p", "projects/p/subscriptions/events", nil, "topic: must be a topic id such as ferry-events or projects/<project>/topics/<id>"},
+		{"bad timeout", "p", "events", []pubsub.Option{pubsub.Timeout(-time.Second)}, "Timeout: must be positive"},
+		{"bad emulator", "p", "events", []pubsub.Option{pubsub.Emulator("http://localhost:8085")}, "Emulator: want host:port"},
 		{"nil option", "p", "events", []pubsub.Option{nil}, "nil option"},
-		{"nil client option", "p", "events", []pubsub.Option{pubsub.ClientOptions(nil)}, "option 0 is nil"},
+		{"nil client option", "p", "events", []pubsub.Option{pubsub.ClientOptions(nil)}, "ClientOptions: option 0 is nil"},
+		// Validated once, every problem named; a later option overrides
+		// an earlier one.
+		{"every problem", "", "1x", []pubsub.Option{pubsub.Timeout(0), pubsub.Timeout(time.Second), pubsub.Emulator("")},
+			`pubsub: invalid option: project: empty project id: name the Google Cloud project of the topic, such as my-project; ` +
+				`topic: a topic id has 3 to 255 characters, got 2 ("1x"); Emulator: want host:port, such as localhost:8085, got ""`},
 	}
 	for _, c := range cases {
 		_, err := pubsub.New(c.project, c.topic, c.opts...)
-		if err == nil || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("%s: New = %v, want an error containing %q", c.name, err, c.want)
+		if !errors.Is(err, pubsub.ErrInvalidOption) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: New = %v, want ErrInvalidOption containing %q", c.name, err, c.want)
 		}
 	}
 	for _, topic := range []string{"events", "ferry.events-1_x~+%", "projects/p/topics/events"} {

@@ -133,8 +133,11 @@ func TestLineFormat(t *testing.T) {
 }
 
 func TestOptionErrors(t *testing.T) {
-	if _, err := stdout.New(stdout.Writer(nil)); err == nil || !strings.Contains(err.Error(), "Writer") {
-		t.Errorf("New(Writer(nil)) = %v, want an error naming Writer", err)
+	if _, err := stdout.New(stdout.Writer(nil)); !errors.Is(err, stdout.ErrInvalidOption) || !strings.Contains(err.Error(), "Writer: nil writer") {
+		t.Errorf("New(Writer(nil)) = %v, want ErrInvalidOption naming Writer", err)
+	}
+	if _, err := stdout.New(nil); !errors.Is(err, stdout.ErrInvalidOption) || !strings.Contains(err.Error(), "nil option") {
+		t.Errorf("New(nil) = %v, want ErrInvalidOption naming the nil option", err)
 	}
 }
 

@@ -10,13 +10,11 @@ import (
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
-	"go.mongodb.org/mongo-driver/v2/mongo"
-	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/ferry-io/ferry"
 	"github.com/ferry-io/ferry/checkpoint/boltstore"
 	"github.com/ferry-io/ferry/deadletter"
-	"github.com/ferry-io/ferry/mongotest"
+	"github.com/ferry-io/ferry/internal/emutest"
 	"github.com/ferry-io/ferry/sink"
 )
 
@@ -25,13 +23,8 @@ import (
 // is dead-lettered, every other change arrives in order per document with
 // its id, epoch and a valid signature.
 func TestConsumerDeliversThroughWebhook(t *testing.T) {
-	uri, _ := mongotest.URI(t)
+	client, _ := emutest.Client(t)
 	ctx := context.Background()
-	client, err := mongo.Connect(options.Client().ApplyURI(uri))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = client.Disconnect(ctx) })
 	db := client.Database("ferry_sink_webhook_e2e")
 	_ = db.Drop(ctx)
 	store, err := boltstore.Open(filepath.Join(t.TempDir(), "cp.db"))

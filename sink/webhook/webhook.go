@@ -10,6 +10,7 @@
 //	webhook-signature: v1,<base64 HMAC-SHA256(key, id + "." + timestamp + "." + body)>
 //	Idempotency-Key: <event id>
 //	Ferry-Epoch: <lease epoch>
+//	traceparent: <W3C traceparent>      (only when tracing is on: the delivery's span, ferry.TraceParent)
 //	User-Agent: ferry-webhook/1         (unless set with Header)
 //
 //	<the change event (for a backfill event, the scanned document) as relaxed (default) or canonical Extended JSON>
@@ -55,6 +56,13 @@
 // Header, the URL's user info and query string, and request bodies never
 // appear in errors; a failed response's first bytes (up to 200) do, for
 // debugging the receiver.
+//
+// # Options
+//
+// New validates the URL and every option once (see package sink,
+// "Options"); its error matches ErrInvalidOption and lists every problem,
+// never the secret or a header value. The checks are exported for
+// configuration files: CheckURL, CheckHeader and DecodeSecret.
 package webhook
 
 import (
@@ -75,8 +83,9 @@ import (
 	"unicode/utf8"
 
 	"github.com/ferry-io/ferry"
+	"github.com/ferry-io/ferry/internal/extjson"
+	"github.com/ferry-io/ferry/internal/optcheck"
 	"github.com/ferry-io/ferry/sink"
-	"go.mongodb.org/mongo-driver/v2/bson"
 )
 
 // Defaults.
@@ -101,29 +110,14 @@ var _ sink.Sink = (*Sink)(nil)
 // New returns an unconnected webhook sink posting to rawURL. Secret is
 // required. Errors wrap ErrInvalidOption and name the option.
 func New(rawURL string, opts ...Option) (*Sink, error) {
-	u, err := parseURL(rawURL)
-	if err != nil {
+	cfg := defaultConfig()
+	var p optcheck.Problems
+	optcheck.Apply(&p, opts, func(o Option) { o.apply(&cfg) })
+	cfg.validate(&p, rawURL)
+	if err := p.Err(ErrInvalidOption); err != nil {
 		return nil, err
 	}
-	cfg := config{
-		url:         u,
-		timeout:     DefaultTimeout,
-		maxRetryAft: DefaultMaxRetryAfter,
-		maxIdle:     DefaultMaxIdleConns,
-		headers:     http.Header{},
-		now:         time.Now,
-	}
-	for _, o := range opts {
-		if o == nil {
-			return nil, fmt.Errorf("%w: nil option", ErrInvalidOption)
-		}
-		if err := o(&cfg); err != nil {
-			return nil, err
-		}
-	}
-	if cfg.key == nil {
-		return nil, fmt.Errorf("%w: Secret: required (whsec_ followed by base64)", ErrInvalidOption)
-	}
+	u := cfg.url
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConns = cfg.maxIdle
 	tr.MaxIdleConnsPerHost = cfg.maxIdle
@@ -199,7 +193,7 @@ func stopsBatch(err error) bool {
 
 // post delivers one event.
 func (s *Sink) post(ctx context.Context, ev *ferry.Event) error {
-	body, err := bson.MarshalExtJSON(ev.Raw, s.cfg.canonical, false)
+	body, err := extjson.Marshal(ev.Raw, s.cfg.canonical)
 	if err != nil {
 		return sink.Permanent(fmt.Errorf("webhook: event %s: rendering Extended JSON: %w", ev.ID(), err))
 	}
@@ -218,6 +212,9 @@ func (s *Sink) post(ctx context.Context, ev *ferry.Event) error {
 	h.Set("Content-Type", "application/json")
 	if _, set := s.cfg.headers["User-Agent"]; !set {
 		h.Set("User-Agent", DefaultUserAgent)
+	}
+	if tp := ferry.TraceParent(ctx); tp != "" {
+		h.Set("Traceparent", tp) // W3C Trace Context: the delivery's span, when tracing is on
 	}
 	h.Set("Webhook-Id", id)
 	h.Set("Webhook-Timestamp", strconv.FormatInt(ts, 10))

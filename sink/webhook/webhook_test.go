@@ -299,22 +299,30 @@ func TestOptionErrors(t *testing.T) {
 	}{
 		{"ftp://example.com", []webhook.Option{webhook.Secret(testSecret)}, "url: must be an absolute http(s) URL"},
 		{"/relative", []webhook.Option{webhook.Secret(testSecret)}, "url:"},
-		{"http://example.com", nil, "Secret: required"},
-		{"http://example.com", []webhook.Option{webhook.Secret("MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")}, `Secret: must start with "whsec_"`},
+		{"http://example.com", nil, "Secret: required: the shared signing secret"},
+		{"http://example.com", []webhook.Option{webhook.Secret("MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")}, `Secret: does not start with "whsec_"`},
 		{"http://example.com", []webhook.Option{webhook.Secret("whsec_!!!notbase64")}, "Secret: the part after"},
-		{"http://example.com", []webhook.Option{webhook.Secret(short)}, "Secret: must encode 24 to 64 bytes, got 9"},
+		{"http://example.com", []webhook.Option{webhook.Secret(short)}, "Secret: encodes 9 bytes"},
 		{"http://example.com", []webhook.Option{webhook.Secret(testSecret), webhook.Timeout(0)}, "Timeout: must be positive"},
 		{"http://example.com", []webhook.Option{webhook.Secret(testSecret), webhook.MaxRetryAfter(-time.Second)}, "MaxRetryAfter: must be positive"},
 		{"http://example.com", []webhook.Option{webhook.Secret(testSecret), webhook.MaxIdleConns(0)}, "MaxIdleConns: must be at least 1"},
-		{"http://example.com", []webhook.Option{webhook.Secret(testSecret), webhook.Header("webhook-signature", "x")}, "Header: Webhook-Signature is set by the sink"},
-		{"http://example.com", []webhook.Option{webhook.Secret(testSecret), webhook.Header("X-A", "a\r\nb")}, "Header: value of X-A contains a line break"},
-		{"http://example.com", []webhook.Option{webhook.Secret(testSecret), webhook.Header("X-A", "a\x00b")}, "Header: value of X-A contains a control character"},
-		{"http://example.com", []webhook.Option{webhook.Secret(testSecret), webhook.Header("X-A", "a\x7fb")}, "Header: value of X-A contains a control character"},
-		{"http://example.com", []webhook.Option{webhook.Secret(testSecret), webhook.Header("ferry-epoch", "7")}, "Header: Ferry-Epoch is set by the sink"},
-		{"http://example.com", []webhook.Option{webhook.Secret(testSecret), webhook.Header("IDEMPOTENCY-KEY", "k")}, "Header: Idempotency-Key is set by the sink"},
-		{"http://example.com", []webhook.Option{webhook.Secret(testSecret), webhook.Header("X(A)", "a")}, `Header: invalid header name "X(A)"`},
-		{"http://example.com", []webhook.Option{webhook.Secret(testSecret), webhook.Header("", "a")}, `Header: invalid header name ""`},
+		{"http://example.com", []webhook.Option{webhook.Secret(testSecret), webhook.Header("webhook-signature", "x")}, `Header("webhook-signature"): is set by the webhook sink`},
+		{"http://example.com", []webhook.Option{webhook.Secret(testSecret), webhook.Header("X-A", "a\r\nb")}, `Header("X-A"): the value must not contain line breaks`},
+		{"http://example.com", []webhook.Option{webhook.Secret(testSecret), webhook.Header("X-A", "a\x00b")}, `Header("X-A"): the value must not contain line breaks or other control characters`},
+		{"http://example.com", []webhook.Option{webhook.Secret(testSecret), webhook.Header("X-A", "a\x7fb")}, `Header("X-A"): the value must not contain line breaks or other control characters`},
+		{"http://example.com", []webhook.Option{webhook.Secret(testSecret), webhook.Header("ferry-epoch", "7")}, `Header("ferry-epoch"): is set by the webhook sink`},
+		{"http://example.com", []webhook.Option{webhook.Secret(testSecret), webhook.Header("IDEMPOTENCY-KEY", "k")}, `Header("IDEMPOTENCY-KEY"): is set by the webhook sink`},
+		{"http://example.com", []webhook.Option{webhook.Secret(testSecret), webhook.Header("X(A)", "a")}, `Header("X(A)"): is not a valid HTTP header name`},
+		{"http://example.com", []webhook.Option{webhook.Secret(testSecret), webhook.Header("", "a")}, `Header(""): is not a valid HTTP header name`},
 		{"http://example.com", []webhook.Option{webhook.Secret(testSecret), nil}, "nil option"},
+		{"http://example.com:0/x", []webhook.Option{webhook.Secret(testSecret)}, "url: must be an absolute http(s) URL: bad port"},
+		{"http://example.com/x#f", []webhook.Option{webhook.Secret(testSecret)}, "url: must be an absolute http(s) URL without a #fragment"},
+		// Validated once, every problem named; a later option overrides an
+		// earlier one.
+		{"ftp://x", []webhook.Option{webhook.Timeout(0), webhook.Timeout(time.Second), webhook.MaxIdleConns(0), webhook.Header("Host", "h")},
+			`webhook: invalid option: url: must be an absolute http(s) URL; Secret: required: the shared signing secret, "whsec_" followed by the base64 of 24 to 64 random bytes; ` +
+				`generate one with printf 'whsec_%s' "$(head -c 32 /dev/urandom | base64)"; MaxIdleConns: must be at least 1, got 0; ` +
+				`Header("Host"): is set by the webhook sink and cannot be overridden`},
 	}
 	for _, c := range cases {
 		_, err := webhook.New(c.url, c.opts...)

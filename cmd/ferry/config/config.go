@@ -21,7 +21,20 @@ type Config struct {
 	Listen  string   `yaml:"listen"`
 	Log     Log      `yaml:"log"`
 	State   State    `yaml:"state"`
+	Tracing Tracing  `yaml:"tracing"`
 	Streams []Stream `yaml:"streams"`
+}
+
+// Tracing configures OpenTelemetry traces (package ferryotel). Tracing is
+// off unless Endpoint is set or the standard OTEL_EXPORTER_OTLP_ENDPOINT /
+// OTEL_EXPORTER_OTLP_TRACES_ENDPOINT variables are.
+type Tracing struct {
+	// Endpoint is the collector's OTLP/HTTP base URL (http://collector:4318);
+	// it overrides OTEL_EXPORTER_OTLP_ENDPOINT.
+	Endpoint string `yaml:"endpoint,omitempty"`
+	// ServiceName is the service.name of the spans unless OTEL_SERVICE_NAME
+	// sets one (default "ferry").
+	ServiceName string `yaml:"service_name,omitempty"`
 }
 
 // Log configures the daemon's log/slog output.
@@ -53,9 +66,12 @@ type Stream struct {
 	OnPoison      ferry.PoisonPolicy      `yaml:"on_poison"`
 	OnHistoryLost ferry.HistoryLostPolicy `yaml:"on_history_lost"`
 	OnInvalidate  ferry.InvalidatePolicy  `yaml:"on_invalidate"`
-	Queue         Queue                   `yaml:"queue"`
-	Verify        Verify                  `yaml:"verify"`
-	Sink          Sink                    `yaml:"sink"`
+	// Oversize: what happens to an event the server cannot return even
+	// split (fail, dead-letter, drop-images; default fail).
+	Oversize ferry.OversizePolicy `yaml:"oversize"`
+	Queue    Queue                `yaml:"queue"`
+	Verify   Verify               `yaml:"verify"`
+	Sink     Sink                 `yaml:"sink"`
 }
 
 // Source is what a stream watches and how.
@@ -66,7 +82,10 @@ type Source struct {
 	FullDocument             string   `yaml:"full_document,omitempty"`
 	FullDocumentBeforeChange string   `yaml:"full_document_before_change,omitempty"`
 	ShowExpandedEvents       bool     `yaml:"show_expanded_events"`
-	StartAt                  StartAt  `yaml:"start_at"`
+	// SplitLargeEvents: events over 16 MB are split by the server and
+	// reassembled by ferry (default true; on servers that have it).
+	SplitLargeEvents bool    `yaml:"split_large_events"`
+	StartAt          StartAt `yaml:"start_at"`
 }
 
 // Scope is a collection (Database and Collection set), a database
@@ -269,7 +288,6 @@ const (
 	DefaultKafkaClientID   = "ferry"
 	DefaultPubSubTimeout   = 10 * time.Second
 	DefaultPubSubEncoding  = "relaxed"
-	maxKafkaTopicLen       = 249
 	MinLeaseTTL            = 100 * time.Millisecond
 	maxStreamNameLen       = 100
 	maxFileSize            = 4 << 20

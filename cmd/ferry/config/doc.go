@@ -51,12 +51,23 @@
 // optional.
 //
 //	listen: ":8080"
-//	    Address of the HTTP server for /metrics, /healthz and /readyz
+//	    Address of the HTTP server for /metrics, /healthz, /readyz, /status
+//	    and the status page at /
 //	    (host:port; default ":8080"). The daemon listens on ":$PORT" instead
 //	    when the PORT environment variable is set (Cloud Run, Heroku).
 //	log:
 //	  level: info            debug | info | warn | error (default info)
 //	  format: json           json | text (default json)
+//	tracing:                 OpenTelemetry traces (off unless an endpoint is
+//	                         set here or in OTEL_EXPORTER_OTLP_ENDPOINT /
+//	                         OTEL_EXPORTER_OTLP_TRACES_ENDPOINT; the other
+//	                         OTEL_* variables apply): a span per read batch
+//	                         and per delivery, the traceparent sent on by
+//	                         the sink (docs/tracing.md)
+//	  endpoint: http://collector:4318
+//	                         OTLP/HTTP base URL (no credentials: use
+//	                         OTEL_EXPORTER_OTLP_HEADERS)
+//	  service_name: ferry    service.name unless OTEL_SERVICE_NAME is set
 //	state:                   where checkpoints, leases, members, the ledger
 //	                         and dead letters live. Either:
 //	  uri: mongodb://…       MongoDB connection string (default: the
@@ -92,6 +103,11 @@
 //	      full_document_before_change: off   off | whenAvailable | required
 //	                         (default off)
 //	      show_expanded_events: false   DDL events (default false)
+//	      split_large_events: true   events over 16 MB arrive split
+//	                         ($changeStreamSplitLargeEvent, MongoDB 7.0 and
+//	                         6.0.9+) and are reassembled: the sink gets one
+//	                         whole event (default true; false is part of the
+//	                         stream identity)
 //	      start_at: now      where a stream without a checkpoint starts: now |
 //	                         backfill (scan, then stream) | an RFC 3339 time
 //	                         (startAtOperationTime, whole seconds: events of
@@ -139,6 +155,12 @@
 //	    on_poison: dead-letter   dead-letter | stall (default dead-letter)
 //	    on_history_lost: fail    fail | backfill (default fail)
 //	    on_invalidate: stop      stop | restart (default stop)
+//	    oversize: fail      fail | dead-letter | drop-images (default fail):
+//	                         an event the server cannot return even split
+//	                         (servers before 7.0, split_large_events: false):
+//	                         the stream fails; or the event is dead-lettered
+//	                         (its documentKey, no body); or delivered without
+//	                         its fullDocument and fullDocumentBeforeChange
 //	    queue:
 //	      events: 10000      >= 1 (default 10000)
 //	      bytes: 64MiB       >= 1 (default 64MiB)
@@ -241,20 +263,26 @@
 //
 // For each stream, ConsumerOptions returns the ferry options (scope,
 // pipeline, change-stream options, start position, retry, handler timeout,
-// policies, queue limits, stream name) and GroupOptions the group options
-// (name, partitions, lease TTL, member id, delivery mode):
+// policies, queue limits, stream name), GroupOptions the group options
+// (name, partitions, lease TTL, member id, delivery mode) and NewSink the
+// sink, unconnected (the sink section mapped onto the sink package's
+// options; Kafka SASL through KafkaSASL.SASL):
 //
 //	cfg, err := config.Load("ferry.yaml")
 //	s := &cfg.Streams[0]
+//	state := stateClient.Database(cfg.State.Database)
+//	snk, err := s.NewSink(os.Stdout, state)
 //	copts, err := s.ConsumerOptions(nil)
-//	g, err := group.New(client, handler, append(s.GroupOptions(),
-//		group.StateDatabase(stateClient.Database(cfg.State.Database)),
-//		group.Consumer(copts...))...)
+//	g, err := group.New(client, sink.Handler(snk), append(s.GroupOptions(),
+//		group.StateDatabase(state), group.ConsumerOptions(copts...))...)
 //
-// Sinks are built by the daemon from the typed Sink (Webhook, Stdout,
-// MongoDB, NATS, Kafka or PubSub); this package does not depend on the sink
-// packages. StateURI gives the
-// state store's connection string (state.uri or the source's).
+// The checks that a sink makes of its own options are the sink package's,
+// called from here (webhook.CheckURL, webhook.CheckHeader,
+// webhook.DecodeSecret, kafka.CheckTopic, kafka.CheckBroker,
+// pubsub.CheckProject, pubsub.CheckTopic; natssubject's rules for the NATS
+// subject): one rule each, so `ferry validate` refuses what `ferry run`
+// would. StateURI gives the state store's connection string (state.uri or
+// the source's).
 //
 // # Why a hand-written decoder
 //

@@ -99,6 +99,7 @@ func TestFullConfig(t *testing.T) {
 				FullDocument:             "updateLookup",
 				FullDocumentBeforeChange: "whenAvailable",
 				ShowExpandedEvents:       true,
+				SplitLargeEvents:         true,
 				StartAt:                  config.StartAt{Kind: "time", Time: time.Date(2024, 5, 1, 12, 0, 0, 5e8, time.UTC)},
 			},
 			Group:         config.Group{Partitions: 8, LeaseTTL: 15 * time.Second, MemberID: "member-1"},
@@ -107,6 +108,7 @@ func TestFullConfig(t *testing.T) {
 			OnPoison:      ferry.PoisonStall,
 			OnHistoryLost: ferry.HistoryLostBackfill,
 			OnInvalidate:  ferry.InvalidateRestart,
+			Oversize:      ferry.OversizeFail,
 			Queue:         config.Queue{Events: 500, Bytes: 8 << 20},
 			Verify:        config.Verify{Window: time.Hour},
 			Sink: config.Sink{Type: "webhook", Webhook: &config.Webhook{
@@ -118,13 +120,14 @@ func TestFullConfig(t *testing.T) {
 			}},
 		}, {
 			Name:          "audit",
-			Source:        config.Source{URI: srcURI, Scope: config.Scope{Cluster: true}, StartAt: config.StartAt{Kind: "backfill"}},
+			Source:        config.Source{URI: srcURI, Scope: config.Scope{Cluster: true}, StartAt: config.StartAt{Kind: "backfill"}, SplitLargeEvents: true},
 			Group:         config.Group{Partitions: 1, LeaseTTL: 10 * time.Second},
 			Delivery:      config.Delivery{Mode: group.AtLeastOnce},
 			Retry:         config.Retry{MaxAttempts: 5, InitialBackoff: 100 * time.Millisecond, MaxBackoff: 30 * time.Second, HandlerTimeout: 30 * time.Second},
 			OnPoison:      ferry.PoisonDeadLetter,
 			OnHistoryLost: ferry.HistoryLostFail,
 			OnInvalidate:  ferry.InvalidateStop,
+			Oversize:      ferry.OversizeFail,
 			Queue:         config.Queue{Events: 10000, Bytes: 64 << 20},
 			Verify:        config.Verify{Window: time.Hour},
 			Sink:          config.Sink{Type: "stdout", Stdout: &config.Stdout{Encoding: "relaxed"}},
@@ -470,7 +473,13 @@ func TestGroupOptions(t *testing.T) {
 	cl := client(t)
 	handler := func(context.Context, *ferry.Event) error { return nil }
 	s := cfg.Streams[0]
-	g, err := group.New(cl, handler, append(s.GroupOptions(), group.StateDatabase(cl.Database("ferry")))...)
+	// group.New checks the consumer options too: pass the stream's (none
+	// when the stream is invalid, so that group.New reports it).
+	newGroup := func(s config.Stream) (*group.Group, error) {
+		copts, _ := s.ConsumerOptions(nil)
+		return group.New(cl, handler, append(s.GroupOptions(), group.StateDatabase(cl.Database("ferry")), group.ConsumerOptions(copts...))...)
+	}
+	g, err := newGroup(s)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -488,7 +497,7 @@ func TestGroupOptions(t *testing.T) {
 	} {
 		c := s
 		tc.edit(&c)
-		_, err := group.New(cl, handler, append(c.GroupOptions(), group.StateDatabase(cl.Database("ferry")))...)
+		_, err := newGroup(c)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("want a group error naming %q, got %v", tc.want, err)
 		}

@@ -81,6 +81,8 @@ func (s *Stream) ConsumerOptions(cps checkpoint.Store) ([]ferry.Option, error) {
 		ferry.OnPoison(s.OnPoison),
 		ferry.OnHistoryLost(s.OnHistoryLost),
 		ferry.OnInvalidate(s.OnInvalidate),
+		ferry.OnOversize(s.Oversize),
+		ferry.SplitLargeEvents(s.Source.SplitLargeEvents),
 		ferry.QueueLimit(s.Queue.Events, s.Queue.Bytes),
 	}
 	return opts, nil

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -12,7 +14,11 @@ import (
 
 	"github.com/ferry-io/ferry"
 	"github.com/ferry-io/ferry/group"
+	"github.com/ferry-io/ferry/internal/mongoname"
 	"github.com/ferry-io/ferry/internal/natssubject"
+	"github.com/ferry-io/ferry/sink/kafka"
+	"github.com/ferry-io/ferry/sink/pubsub"
+	"github.com/ferry-io/ferry/sink/webhook"
 )
 
 // config decodes the root mapping, fills in defaults and checks the rules
@@ -32,6 +38,7 @@ func (d *decoder) config(root *yaml.Node) *Config {
 			})
 		},
 		"state":   func(p string, v *yaml.Node) { d.state(p, v, &c.State) },
+		"tracing": func(p string, v *yaml.Node) { d.tracing(p, v, &c.Tracing) },
 		"streams": func(p string, v *yaml.Node) { sawStreams = true; c.Streams = d.streams(p, v) },
 	})
 	if !ok {
@@ -45,6 +52,31 @@ func (d *decoder) config(root *yaml.Node) *Config {
 	}
 	d.crossChecks(c)
 	return c
+}
+
+// tracing decodes the tracing mapping. The endpoint is an OTLP/HTTP URL
+// without credentials (they go in OTEL_EXPORTER_OTLP_HEADERS).
+func (d *decoder) tracing(path string, n *yaml.Node, t *Tracing) {
+	d.mapping(path, n, map[string]field{
+		"endpoint": func(p string, v *yaml.Node) {
+			d.str(p, v, &t.Endpoint)
+			if t.Endpoint == "" {
+				return
+			}
+			u, err := url.Parse(t.Endpoint)
+			switch {
+			case err != nil || u.Host == "":
+				d.add(p, "must be the collector's OTLP/HTTP URL, such as http://collector:4318")
+			case u.Scheme != "http" && u.Scheme != "https":
+				d.add(p, "the scheme must be http or https (OTLP over HTTP, port 4318), got %s", quote(u.Scheme))
+			case u.User != nil:
+				d.add(p, "must not hold user info: put credentials in OTEL_EXPORTER_OTLP_HEADERS")
+			case u.RawQuery != "" || u.Fragment != "":
+				d.add(p, "must not have a query or fragment")
+			}
+		},
+		"service_name": func(p string, v *yaml.Node) { d.str(p, v, &t.ServiceName) },
+	})
 }
 
 func (d *decoder) checkListen(path, addr string) {
@@ -115,13 +147,14 @@ func (d *decoder) streams(path string, n *yaml.Node) []Stream {
 
 func (d *decoder) stream(path string, n *yaml.Node) Stream {
 	s := Stream{
-		Source:        Source{StartAt: StartAt{Kind: defaultStartAt}},
+		Source:        Source{StartAt: StartAt{Kind: defaultStartAt}, SplitLargeEvents: true},
 		Group:         Group{Partitions: DefaultPartitions, LeaseTTL: DefaultLeaseTTL},
 		Delivery:      Delivery{Mode: defaultDeliveryMode},
 		Retry:         Retry{MaxAttempts: DefaultMaxAttempts, InitialBackoff: DefaultInitialBackoff, MaxBackoff: DefaultMaxBackoff, HandlerTimeout: DefaultHandlerTimeout},
 		OnPoison:      defaultOnPoison,
 		OnHistoryLost: defaultOnHistoryLost,
 		OnInvalidate:  defaultOnInvalidate,
+		Oversize:      ferry.OversizeFail,
 		Queue:         Queue{Events: DefaultQueueEvents, Bytes: DefaultQueueBytes},
 		Verify:        Verify{Window: DefaultVerifyWindow},
 	}
@@ -186,6 +219,11 @@ func (d *decoder) stream(path string, n *yaml.Node) Stream {
 			d.enum(p, v, &x, string(ferry.InvalidateStop), string(ferry.InvalidateRestart))
 			s.OnInvalidate = ferry.InvalidatePolicy(x)
 		},
+		"oversize": func(p string, v *yaml.Node) {
+			x := string(s.Oversize)
+			d.enum(p, v, &x, string(ferry.OversizeFail), string(ferry.OversizeDeadLetter), string(ferry.OversizeDropImages))
+			s.Oversize = ferry.OversizePolicy(x)
+		},
 		"queue": func(p string, v *yaml.Node) {
 			d.mapping(p, v, map[string]field{
 				"events": func(p string, v *yaml.Node) { d.intField(p, v, &s.Queue.Events, 1, math.MaxInt32) },
@@ -236,19 +274,13 @@ func checkStreamName(name string) error {
 	return nil
 }
 
-func checkDatabaseName(db string) error {
-	if db == "" {
-		return fmt.Errorf("must not be empty")
-	}
-	if len(db) > 63 || strings.ContainsAny(db, "/\\. \"$*<>:|?\x00") {
-		return fmt.Errorf("%s is not a valid MongoDB database name", quote(db))
-	}
-	return nil
-}
+// checkDatabaseName and checkCollectionName apply package mongoname's
+// rules, which the stores and the mongodb sink apply too.
+func checkDatabaseName(db string) error { return mongoname.Database(db) }
 
 func checkCollectionName(coll string) error {
-	if coll == "" || strings.ContainsAny(coll, "$\x00") || strings.HasPrefix(coll, "system.") {
-		return fmt.Errorf("%s is not a collection a change stream can watch", quote(coll))
+	if err := mongoname.Collection(coll); err != nil {
+		return fmt.Errorf("%v: not a collection a change stream can watch", err)
 	}
 	return nil
 }
@@ -279,6 +311,7 @@ func (d *decoder) source(path string, n *yaml.Node, s *Source) {
 			d.enum(p, v, &s.FullDocumentBeforeChange, fullDocumentBeforeOff, "whenAvailable", "required")
 		},
 		"show_expanded_events": func(p string, v *yaml.Node) { d.boolean(p, v, &s.ShowExpandedEvents) },
+		"split_large_events":   func(p string, v *yaml.Node) { d.boolean(p, v, &s.SplitLargeEvents) },
 		"start_at":             func(p string, v *yaml.Node) { d.startAt(p, v, &s.StartAt) },
 	})
 	if !uriSet {
@@ -429,11 +462,6 @@ func (d *decoder) sink(path string, n *yaml.Node, s *Sink) {
 	}
 }
 
-// reservedHeaders are set by the webhook sink itself, which refuses them
-// (webhook.Header); keep the two lists equal. User-Agent is not reserved:
-// a configured one replaces the sink's default.
-var reservedHeaders = []string{"content-type", "content-length", "host", "webhook-id", "webhook-timestamp", "webhook-signature", "idempotency-key", "ferry-epoch"}
-
 func (d *decoder) webhook(path string, n *yaml.Node) *Webhook {
 	w := &Webhook{Timeout: DefaultWebhookTimeout, Encoding: DefaultWebhookEncoding}
 	if isNull(n) {
@@ -447,7 +475,7 @@ func (d *decoder) webhook(path string, n *yaml.Node) *Webhook {
 				return
 			}
 			urlSet = true
-			if err := checkHTTPURL(w.URL); err != nil {
+			if err := webhook.CheckURL(w.URL); err != nil {
 				d.add(p, "%v", err)
 			}
 		},
@@ -456,7 +484,7 @@ func (d *decoder) webhook(path string, n *yaml.Node) *Webhook {
 			d.str(p, v, &s)
 			w.Secret, secretSet = Secret(s), s != ""
 			if secretSet {
-				if err := checkWebhookSecret(s); err != nil {
+				if _, err := webhook.DecodeSecret(s); err != nil {
 					d.add(p, "%v", err)
 				}
 			}
@@ -475,15 +503,6 @@ func (d *decoder) webhook(path string, n *yaml.Node) *Webhook {
 			for _, kv := range d.pairs(p, v, 0) {
 				name := kv[0].Value
 				hp := join(p, name)
-				if !validHeaderName(name) {
-					d.add(hp, "is not a valid HTTP header name")
-					continue
-				}
-				for _, r := range reservedHeaders {
-					if strings.EqualFold(name, r) {
-						d.add(hp, "is set by the webhook sink and cannot be overridden")
-					}
-				}
 				hv := d.deref(hp, kv[1])
 				if hv == nil {
 					continue
@@ -492,11 +511,13 @@ func (d *decoder) webhook(path string, n *yaml.Node) *Webhook {
 				if !ok {
 					continue
 				}
-				if strings.ContainsFunc(val, func(r rune) bool { return r < ' ' && r != '\t' || r == 0x7f }) {
-					d.add(hp, "the value must not contain line breaks or other control characters (tabs are allowed)")
+				// The webhook sink's rules (webhook.Header): `ferry validate`
+				// refuses what the sink would.
+				if err := webhook.CheckHeader(name, val); err != nil {
+					d.add(hp, "%v", err)
 					continue
 				}
-				w.Headers[http1Canonical(name)] = val
+				w.Headers[http.CanonicalHeaderKey(name)] = val
 			}
 		},
 	})
@@ -507,32 +528,6 @@ func (d *decoder) webhook(path string, n *yaml.Node) *Webhook {
 		d.add(join(path, "secret"), "is required: the shared signing secret (for example ${FERRY_WEBHOOK_SECRET})")
 	}
 	return w
-}
-
-func validHeaderName(s string) bool {
-	if s == "" {
-		return false
-	}
-	for _, c := range s {
-		if c > 127 || !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.ContainsRune("!#$%&'*+-.^_`|~", c)) {
-			return false
-		}
-	}
-	return true
-}
-
-// http1Canonical returns the canonical form of a header name
-// ("x-api-key" → "X-Api-Key"), as net/http would.
-func http1Canonical(s string) string {
-	b := []byte(strings.ToLower(s))
-	upper := true
-	for i, c := range b {
-		if upper && c >= 'a' && c <= 'z' {
-			b[i] = c - 'a' + 'A'
-		}
-		upper = c == '-'
-	}
-	return string(b)
 }
 
 func (d *decoder) mongodbSink(path string, n *yaml.Node) *MongoDB {
@@ -560,15 +555,16 @@ func (d *decoder) mongodbSink(path string, n *yaml.Node) *MongoDB {
 			}
 		},
 	})
+	// The names mongoproj.New accepts (package mongoname's rules).
 	if m.Database == "" {
 		d.add(join(path, "database"), "is required: the database of the projection collection (in the state store's cluster)")
-	} else if strings.ContainsAny(m.Database, "/\\. \"$") {
-		d.add(join(path, "database"), "%s is not a valid database name", quote(m.Database))
+	} else if err := mongoname.Database(m.Database); err != nil {
+		d.add(join(path, "database"), "%v", err)
 	}
 	if m.Collection == "" {
 		d.add(join(path, "collection"), "is required: the projection collection")
-	} else if strings.Contains(m.Collection, "$") {
-		d.add(join(path, "collection"), "%s is not a valid collection name", quote(m.Collection))
+	} else if err := mongoname.Collection(m.Collection); err != nil {
+		d.add(join(path, "collection"), "%v", err)
 	}
 	return m
 }
@@ -615,7 +611,7 @@ func (d *decoder) kafkaSink(path string, n *yaml.Node) *Kafka {
 			if k.Topic == "" {
 				return // reported as required below
 			}
-			if err := checkKafkaTopic(k.Topic); err != nil {
+			if err := kafka.CheckTopic(k.Topic); err != nil {
 				d.add(p, "%v", err)
 			}
 		}),
@@ -656,8 +652,10 @@ func (d *decoder) pubsubSink(path string, n *yaml.Node) *PubSub {
 	ok := d.mapping(path, n, map[string]field{
 		"project": d.reporting(reported, "project", func(p string, v *yaml.Node) {
 			d.str(p, v, &s.Project)
-			if s.Project != "" && strings.ContainsAny(s.Project, "/ \t\r\n") {
-				d.add(p, "must be a project id such as my-project, without '/' or whitespace, got %s", quote(s.Project))
+			if s.Project != "" {
+				if err := pubsub.CheckProject(s.Project); err != nil {
+					d.add(p, "%v", err)
+				}
 			}
 		}),
 		"topic": d.reporting(reported, "topic", func(p string, v *yaml.Node) { d.str(p, v, &s.Topic) }),
@@ -686,7 +684,7 @@ func (d *decoder) pubsubSink(path string, n *yaml.Node) *PubSub {
 	case s.Topic == "" && !reported["topic"]:
 		d.add(join(path, "topic"), "is required: the topic id (e.g. ferry-events) or its full name projects/<project>/topics/<id>")
 	case s.Topic != "":
-		if err := checkPubSubTopic(s.Topic, s.Project); err != nil {
+		if err := pubsub.CheckTopic(s.Project, s.Topic); err != nil {
 			d.add(join(path, "topic"), "%v", err)
 		}
 	}
@@ -694,37 +692,6 @@ func (d *decoder) pubsubSink(path string, n *yaml.Node) *PubSub {
 		d.add(join(path, "emulator"), "cannot be combined with endpoint: the emulator is the endpoint (remove one)")
 	}
 	return s
-}
-
-// checkPubSubTopic applies Pub/Sub's rules for topic ids (as sink/pubsub
-// does): 3 to 255 characters, starting with a letter, of letters, digits
-// and - _ . ~ + %, not starting with "goog"; or a full name in project.
-func checkPubSubTopic(t, project string) error {
-	id := t
-	if strings.HasPrefix(t, "projects/") {
-		parts := strings.Split(t, "/")
-		if len(parts) != 4 || parts[2] != "topics" || parts[3] == "" {
-			return fmt.Errorf("must be a topic id such as ferry-events or projects/<project>/topics/<id>, got %s", quote(t))
-		}
-		if project != "" && parts[1] != project {
-			return fmt.Errorf("names project %s but project is %s: use the topic id alone, or make them agree", quote(parts[1]), quote(project))
-		}
-		id = parts[3]
-	}
-	switch {
-	case len(id) < 3 || len(id) > 255:
-		return fmt.Errorf("a topic id has 3 to 255 characters, got %d (%s)", len(id), quote(id))
-	case !(id[0] >= 'a' && id[0] <= 'z' || id[0] >= 'A' && id[0] <= 'Z'):
-		return fmt.Errorf("a topic id starts with a letter, got %s", quote(id))
-	case strings.HasPrefix(strings.ToLower(id), "goog"):
-		return fmt.Errorf("a topic id cannot start with \"goog\" (Google reserves it), got %s", quote(id))
-	}
-	for _, r := range id {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_.~+%", r)) {
-			return fmt.Errorf("character %q is not allowed in a topic id (only ASCII letters, digits and - _ . ~ + %%)", r)
-		}
-	}
-	return nil
 }
 
 // checkHostPort checks an optional host:port address.
@@ -774,58 +741,13 @@ func (d *decoder) kafkaBrokers(path string, n *yaml.Node) []string {
 			}
 			b = s
 		}
-		if err := checkKafkaBroker(b); err != nil {
+		if err := kafka.CheckBroker(b); err != nil {
 			d.add(p, "%v", err)
 			continue
 		}
 		out = append(out, b)
 	}
 	return out
-}
-
-// checkKafkaBroker checks one seed broker address: host:port, the port
-// required (Kafka clients disagree on a default).
-func checkKafkaBroker(b string) error {
-	const example = "\"kafka-1:9092\""
-	switch {
-	case strings.TrimSpace(b) == "":
-		return fmt.Errorf("must not be empty: write a host:port address such as %s", example)
-	case strings.Contains(b, ","):
-		return fmt.Errorf("holds several addresses (%s): list each broker as its own item", quote(b))
-	case strings.Contains(b, "://"):
-		return fmt.Errorf("must be host:port without a scheme, such as %s, got %s", example, quote(b))
-	}
-	host, port, err := net.SplitHostPort(b)
-	if err != nil {
-		if !strings.Contains(b, ":") {
-			return fmt.Errorf("has no port: write host:port, such as %s (Kafka's default port is 9092), got %s", example, quote(b))
-		}
-		return fmt.Errorf("must be a host:port address such as %s (an IPv6 host in brackets: \"[::1]:9092\"), got %s", example, quote(b))
-	}
-	if host == "" || strings.ContainsAny(host, " /\t") {
-		return fmt.Errorf("must name a host before the port, such as %s, got %s", example, quote(b))
-	}
-	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
-		return fmt.Errorf("the port must be a number from 1 to 65535, got %s", quote(port))
-	}
-	return nil
-}
-
-// checkKafkaTopic applies Kafka's rules for topic names (as sink/kafka
-// does: this package does not import the sinks).
-func checkKafkaTopic(t string) error {
-	switch {
-	case t == "." || t == "..":
-		return fmt.Errorf("cannot be \".\" or \"..\" (Kafka reserves them); choose a name such as ferry.events")
-	case len(t) > maxKafkaTopicLen:
-		return fmt.Errorf("must be at most %d characters, got %d", maxKafkaTopicLen, len(t))
-	}
-	for _, c := range t {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
-			return fmt.Errorf("may contain only ASCII letters, digits, '.', '_' and '-', got %s", quote(t))
-		}
-	}
-	return nil
 }
 
 // kafkaSASL decodes the SASL settings; the password is never echoed.

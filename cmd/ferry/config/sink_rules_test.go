@@ -3,8 +3,9 @@ package config_test
 // The checks in this file hold `ferry validate` to what `ferry run` does
 // when it builds the sinks: a configuration Parse accepts must build, one
 // the sink would refuse must be refused by Parse, at the right path, with
-// the fix, and without echoing secrets. The tests import the sinks
-// (package config itself does not).
+// the fix, and without echoing secrets. Package config calls the sinks'
+// exported checks (webhook.CheckHeader, kafka.CheckTopic, ...); these
+// tests also build the sinks themselves.
 
 import (
 	"encoding/base64"

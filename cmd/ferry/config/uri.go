@@ -1,7 +1,6 @@
 package config
 
 import (
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"net"
@@ -195,25 +194,6 @@ func checkHost(h string, srv bool) error {
 	return nil
 }
 
-// checkHTTPURL validates a webhook URL. Its errors never contain the URL.
-func checkHTTPURL(s string) error {
-	const want = "must be an absolute http(s) URL"
-	u, err := url.Parse(s)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Opaque != "" {
-		return errors.New(want)
-	}
-	if p := u.Port(); p != "" {
-		n, err := strconv.Atoi(p)
-		if err != nil || n < 1 || n > 65535 {
-			return errors.New(want + ": bad port")
-		}
-	}
-	if u.Fragment != "" {
-		return errors.New(want + " without a #fragment")
-	}
-	return nil
-}
-
 // redactHTTPURL hides the password of a URL's userinfo and of query
 // parameters that look like credentials.
 func redactHTTPURL(s string) string {
@@ -246,25 +226,6 @@ func looksSecret(name string) bool {
 		}
 	}
 	return false
-}
-
-// checkWebhookSecret applies sink/webhook's rule for signing secrets
-// (webhook.DecodeSecret): "whsec_" followed by the standard base64 of 24 to
-// 64 bytes. Its errors never contain the secret or a part of it.
-func checkWebhookSecret(s string) error {
-	const want = `the secret must be "whsec_" followed by the base64 of 24 to 64 random bytes; generate one with printf 'whsec_%s' "$(head -c 32 /dev/urandom | base64)"`
-	rest, ok := strings.CutPrefix(s, "whsec_")
-	if !ok {
-		return errors.New(`does not start with "whsec_": ` + want)
-	}
-	key, err := base64.StdEncoding.DecodeString(rest)
-	if err != nil {
-		return errors.New(`the part after "whsec_" is not valid base64: ` + want)
-	}
-	if len(key) < 24 || len(key) > 64 {
-		return fmt.Errorf("encodes %d bytes: %s", len(key), want)
-	}
-	return nil
 }
 
 // natsServerURLs splits a NATS server URL list as the NATS client does:

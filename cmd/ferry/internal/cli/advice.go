@@ -46,10 +46,13 @@ func advice(st *config.Stream, f ferry.Failure) string {
 		if st.Source.Scope.Collection != "" {
 			coll = st.Source.Scope.Collection
 		}
-		return fmt.Sprintf("source.full_document_before_change or source.full_document is required, but the change "+
-			"has no pre- or post-image: enable images on the collection with "+
-			"db.runCommand({collMod: %q, changeStreamPreAndPostImages: {enabled: true}}) (re-checked with backoff; "+
-			"changes made before that have no image), or set them to whenAvailable", coll)
+		return fmt.Sprintf("source.full_document_before_change or source.full_document is required, but a change "+
+			"has no pre- or post-image, and never will: enable images on the collection with "+
+			"db.runCommand({collMod: %q, changeStreamPreAndPostImages: {enabled: true}}) so that later changes have them, "+
+			"then move the stream past this one with `ferry position set -c <file> -stream %s "+
+			"-time <a time after the change>` (failed members are not live members: they re-check at once), or set them to whenAvailable "+
+			"(a changed definition: then adopt it where the stream stands with `ferry position set -c <file> -stream %s "+
+			"-at-checkpoint-of %s`; the change is delivered without its image)", coll, name, name, name)
 	case ferry.FailUnauthorized:
 		return "the user of source.uri lacks a privilege the stream needs (changeStream and find on the watched " +
 			"namespace; see docs/deploy.md, least-privilege roles): grant it, and the stream is re-checked with backoff"
@@ -75,7 +78,7 @@ func advice(st *config.Stream, f ferry.Failure) string {
 // recheckText says when a failed stream is re-checked.
 func recheckText(s group.Status) string {
 	if s.RetryAt.IsZero() {
-		return "never by itself: only a change of configuration (and a restart) ends it"
+		return "never by itself: a change of configuration (and a restart) ends it, or ferry position set or ferry reset (a re-check within 10 s)"
 	}
 	return "at " + s.RetryAt.UTC().Format(time.RFC3339) + " (backoff up to 5m)"
 }

@@ -25,11 +25,12 @@ func commandList() []*command {
 	return []*command{
 		{
 			name: "run", args: "-c ferry.yaml",
-			summary: "deliver every configured stream to its sink (metrics, /healthz, /readyz)",
+			summary: "deliver every configured stream to its sink (metrics, /healthz, /readyz, /status, status page)",
 			doc: `Runs every stream of the configuration: this process joins each stream's
 consumer group, takes its share of the partitions and delivers their changes
-to the stream's sink, checkpointing as it goes. It serves /metrics, /healthz
-and /readyz on listen (or :$PORT when PORT is set). SIGTERM or Ctrl-C drains
+to the stream's sink, checkpointing as it goes. It serves /metrics, /healthz,
+/readyz, /status (the JSON of docs/status.md) and a read-only status page at
+/ on listen (or :$PORT when PORT is set). SIGTERM or Ctrl-C drains
 the events in flight, saves the checkpoints and releases the leases, so
 another member takes over at once.`,
 			run: func(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -57,11 +58,13 @@ the file is valid, 1 if not.`,
 			},
 		},
 		{
-			name: "status", args: "-c ferry.yaml",
+			name: "status", args: "-c ferry.yaml [-json]",
 			summary: "members, partitions, owners, epochs, checkpoint age and lag",
 			doc: `Prints, for every stream of the configuration, its live members and each
 partition's owner, lease epoch, checkpoint age, lag and state, read from the
-state store. It can run from any machine that reaches the state store.`,
+state store. It can run from any machine that reaches the state store.
+With -json it prints the document every member serves at /status instead
+(its schema: docs/status.md).`,
 			run: runStatus,
 		},
 		{
@@ -76,6 +79,7 @@ state store. It can run from any machine that reaches the state store.`,
 			doc:     verifyDoc,
 			run:     runVerify,
 		},
+		positionCommand(),
 		{
 			name: "dlq", args: "list|replay -c ferry.yaml [flags]",
 			summary: "dead-lettered events",

@@ -22,6 +22,7 @@ import (
 	"github.com/ferry-io/ferry/cmd/ferry/config"
 	"github.com/ferry-io/ferry/group"
 	"github.com/ferry-io/ferry/metrics"
+	ferryotel "github.com/ferry-io/ferry/otel"
 	"github.com/ferry-io/ferry/sink"
 	"github.com/ferry-io/ferry/sink/mongoproj"
 )
@@ -60,9 +61,12 @@ func runDaemon(ctx context.Context, args []string, stdoutW, stderr io.Writer) er
 	if err != nil {
 		return err
 	}
-	d := &daemon{cfg: cfg, log: newLogger(cfg.Log, stderr), stdout: stdoutW, clients: map[string]*mongo.Client{}}
+	d := &daemon{cfg: cfg, cfgPath: *path, log: newLogger(cfg.Log, stderr), stdout: stdoutW, clients: map[string]*mongo.Client{}}
 	d.log.Info("starting", "config", *path, "streams", len(cfg.Streams))
 	defer d.close()
+	if err := d.setupTracing(ctx); err != nil {
+		return err
+	}
 	if err := d.openStreams(ctx); err != nil {
 		return err
 	}
@@ -85,6 +89,16 @@ type daemon struct {
 	streams   []*stream
 	purgers   []*tombstonePurger
 	verifiers []*verifier
+	// oplogWatchers report each stream's oplog window to the metrics.
+	oplogWatchers []*oplogWatcher
+	// cfgPath is the configuration file (the recovery commands of
+	// /status name it); state and cps are the state store (state is nil
+	// with bolt).
+	cfgPath string
+	state   *mongo.Database
+	cps     checkpoint.Store
+	// tracer is the OpenTelemetry hook, nil when tracing is off.
+	tracer *ferryotel.Tracer
 	// closers release sinks and stores, in reverse order, once every
 	// stream stopped.
 	closers []func()
@@ -146,6 +160,7 @@ func (d *daemon) openStreams(ctx context.Context) error {
 		d.closers = append(d.closers, func() { _ = store.Close() })
 		cps = store
 	}
+	d.state, d.cps = stateDB, cps
 	for i := range d.cfg.Streams {
 		st, err := d.openStream(ctx, fmt.Sprintf("streams[%d]", i), &d.cfg.Streams[i], stateDB, cps)
 		if err != nil {
@@ -163,7 +178,7 @@ func (d *daemon) openStream(ctx context.Context, path string, sc *config.Stream,
 	if err != nil {
 		return nil, fmt.Errorf("%s.source.uri: %w", path, err)
 	}
-	s, err := buildSink(sc, d.stdout, stateDB)
+	s, err := sc.NewSink(d.stdout, stateDB)
 	if err != nil {
 		return nil, fmt.Errorf("%s.sink: %w", path, err)
 	}
@@ -176,8 +191,16 @@ func (d *daemon) openStream(ctx context.Context, path string, sc *config.Stream,
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	st := &stream{name: sc.Name, cfg: sc, dlq: stateDB, cps: cps, notes: &failureNotes{}}
+	probe, err := toolConsumer(sc, client, cps)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	d.oplogWatchers = append(d.oplogWatchers, &oplogWatcher{stream: sc.Name, cons: probe, src: client, m: d.m, log: d.log.With("stream", sc.Name)})
 	st.proj, _ = s.(*mongoproj.Sink)
 	copts = append(copts, ferry.WithHooks(d.m), ferry.Logger(d.log))
+	if d.tracer != nil {
+		copts = append(copts, ferry.WithHooks(d.tracer))
+	}
 	h := sink.Handler(s)
 	if stateDB == nil {
 		if st.proj != nil {
@@ -192,7 +215,7 @@ func (d *daemon) openStream(ctx context.Context, path string, sc *config.Stream,
 		st.run, st.status = one.run, one.get
 		return st, nil
 	}
-	gopts := append(sc.GroupOptions(), group.StateDatabase(stateDB), group.Consumer(copts...), group.Logger(d.log),
+	gopts := append(sc.GroupOptions(), group.StateDatabase(stateDB), group.ConsumerOptions(copts...), group.Logger(d.log),
 		group.OnStateChange(func(s group.Status) { d.onState(st, s) }))
 	if st.proj != nil {
 		// Each partition's backfill sweeps only its own documents.
@@ -253,6 +276,13 @@ func (d *daemon) runAll(ctx context.Context, ops *opsServer) error {
 		go func() {
 			defer pw.Done()
 			p.run(runCtx)
+		}()
+	}
+	for _, w := range d.oplogWatchers {
+		pw.Add(1)
+		go func() {
+			defer pw.Done()
+			w.run(runCtx)
 		}()
 	}
 	for _, v := range d.verifiers {

@@ -104,6 +104,7 @@ type dlqJSONEntry struct {
 	FirstAt     time.Time       `json:"firstAttemptAt"`
 	LastAt      time.Time       `json:"lastAttemptAt"`
 	Error       string          `json:"error"`
+	TraceID     string          `json:"traceId,omitempty"` // the trace of the delivery that gave up, when tracing was on
 }
 
 func writeDLQJSON(w io.Writer, entries []deadletter.Entry) error {
@@ -112,7 +113,7 @@ func writeDLQJSON(w io.Writer, entries []deadletter.Entry) error {
 	for _, e := range entries {
 		line := dlqJSONEntry{Stream: e.Stream, Partition: e.Partition, EventID: e.EventID, Kind: entryKind(e),
 			Operation: e.Operation, Namespace: e.Namespace, Attempts: e.Attempts,
-			FirstAt: e.FirstAt.UTC(), LastAt: e.LastAt.UTC(), Error: e.Error}
+			FirstAt: e.FirstAt.UTC(), LastAt: e.LastAt.UTC(), Error: e.Error, TraceID: e.TraceID}
 		if key, ok := documentKeyJSON(e); ok {
 			line.DocumentKey = json.RawMessage(key)
 		}
@@ -235,7 +236,7 @@ func replayStream(ctx context.Context, st *config.Stream, db *mongo.Database, dl
 	if len(entries) == 0 {
 		return 0, 0, nil
 	}
-	s, err := buildSink(st, stdout, db)
+	s, err := st.NewSink(stdout, db)
 	if err != nil {
 		return 0, len(entries), err
 	}

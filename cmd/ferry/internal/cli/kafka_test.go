@@ -309,7 +309,7 @@ func TestKafkaSASL(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				s, err := buildSink(&cfg.Streams[0], io.Discard, nil)
+				s, err := cfg.Streams[0].NewSink(io.Discard, nil)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -357,7 +357,7 @@ func TestKafkaSASL(t *testing.T) {
 
 // superuserMechanism authenticates the test's reader as the daemon's user.
 func superuserMechanism(mechanism, password string) sasl.Mechanism {
-	m, err := kafkaSASL(&config.KafkaSASL{Mechanism: mechanism, User: "ferry", Password: config.Secret(password)})
+	m, err := (&config.KafkaSASL{Mechanism: mechanism, User: "ferry", Password: config.Secret(password)}).SASL()
 	if err != nil {
 		panic(err)
 	}

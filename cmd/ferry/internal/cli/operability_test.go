@@ -53,6 +53,18 @@ func TestFatalStopsAreAStateNotALoop(t *testing.T) {
 			cfg := writeFile(t, streamYAML(e.srv.URI(), "orders", rcv.url(), "      pipeline: [{$match: {operationType: insert}}]", ""))
 			return startMember(t, cfg, "m1")
 		}},
+		{name: "required pre-image missing", class: "image-missing", run: func(t *testing.T, e *procEnv, rcv *receiver) *member {
+			e.insert("orders", bson.D{{Key: "_id", Value: "o-1"}})
+			cfg := writeFile(t, streamYAML(e.srv.URI(), "orders", rcv.url(), "      full_document_before_change: required", ""))
+			m := startMember(t, cfg, "m1")
+			waitStartedIn(t, e, "orders", 2)
+			// The collection records no pre-images: the update has none.
+			if _, err := e.client.Database("shop").Collection("orders").UpdateOne(context.Background(),
+				bson.D{{Key: "_id", Value: "o-1"}}, bson.D{{Key: "$set", Value: bson.D{{Key: "x", Value: 1}}}}); err != nil {
+				t.Fatal(err)
+			}
+			return m
+		}},
 		{name: "history lost under on_history_lost fail", class: "history-lost", opts: []mongotest.Option{mongotest.OplogMaxEntries(40)},
 			run: func(t *testing.T, e *procEnv, rcv *receiver) *member {
 				cfg := writeFile(t, streamYAML(e.srv.URI(), "orders", rcv.url(), "", ""))
@@ -87,6 +99,9 @@ func TestFatalStopsAreAStateNotALoop(t *testing.T) {
 			code, body := m.get("/readyz")
 			if code != http.StatusServiceUnavailable || !strings.Contains(body, "what to do") {
 				t.Fatalf("/readyz after the window: %d %s", code, body)
+			}
+			if tc.class == "image-missing" && !strings.Contains(body, "changeStreamPreAndPostImages: {enabled: true}") {
+				t.Errorf("/readyz does not say how to enable pre-images:\n%s", body)
 			}
 			if strings.Contains(body, "ferry.") || strings.Contains(body, "StartAt(") || strings.Contains(body, "OnHistoryLost(") {
 				t.Errorf("/readyz names the Go API instead of YAML keys and ferry commands:\n%s", body)

@@ -70,7 +70,8 @@ func (d *daemon) registerMetrics() {
 	}
 }
 
-// opsServer is the ops port: /metrics, /healthz, /readyz.
+// opsServer is the ops port: /metrics, /healthz, /readyz, /status and
+// the status page at /.
 type opsServer struct {
 	srv  *http.Server
 	done chan struct{} // closed when Serve returned
@@ -104,6 +105,9 @@ func (d *daemon) serveOps() (*opsServer, error) {
 		}
 		fmt.Fprintln(w, "ready")
 	})
+	if err := d.serveStatus(mux); err != nil {
+		return nil, err
+	}
 	addr := d.cfg.Listen
 	if port := os.Getenv("PORT"); port != "" {
 		addr = ":" + port

@@ -132,6 +132,36 @@ func (m *member) metric(prefix string) float64 {
 	return -1
 }
 
+// metricSum sums the /metrics samples whose line starts with prefix
+// (a name and the start of its labels).
+func (m *member) metricSum(prefix string) float64 {
+	var sum float64
+	for _, v := range m.samples(prefix) {
+		sum += v
+	}
+	return sum
+}
+
+// metricCount counts the /metrics samples whose line starts with prefix.
+func (m *member) metricCount(prefix string) int { return len(m.samples(prefix)) }
+
+func (m *member) samples(prefix string) []float64 {
+	_, body := m.get("/metrics")
+	var out []float64
+	for _, line := range strings.Split(body, "\n") {
+		if !strings.HasPrefix(line, prefix) {
+			continue
+		}
+		var v float64
+		if i := strings.LastIndexByte(line, ' '); i > 0 {
+			if _, err := fmt.Sscan(line[i+1:], &v); err == nil {
+				out = append(out, v)
+			}
+		}
+	}
+	return out
+}
+
 // procEnv is one test's emulator and state.
 type procEnv struct {
 	t      *testing.T

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -294,4 +295,94 @@ streams:
 	_ = client.Database("readmodel").CreateCollection(context.Background(), "orders")
 	return &projectionEnv{srv: srv, cfgPath: cfgPath, client: client,
 		src: client.Database("shop").Collection("orders"), proj: client.Database("readmodel").Collection("orders")}
+}
+
+// TestBackfillFinishesWhileItsWritesRollTheOplog: a backfill whose own
+// writes (ledger and projection, in the source's oplog: the state store is
+// the source's cluster) push its start marker off a small oplog, with
+// writes continuing. The sequential backfill then restarted for ever (15
+// further backfills in the 60 s after the projection had converged, status
+// needs-backfill, lag growing); streaming from the marker while the scan
+// runs, each partition backfills once, the checkpoints are running again,
+// and the projection equals the source.
+func TestBackfillFinishesWhileItsWritesRollTheOplog(t *testing.T) {
+	env := newProjectionEnv(t, "on_history_lost: backfill", "", mongotest.OplogMaxEntries(400))
+	// No takeover happens here: a longer lease keeps a loaded machine's
+	// slow renewals (measured: i/o timeouts with lease_ttl 2s at a load
+	// average of 20) from handing the partitions off mid-backfill, which
+	// restarts the scan — that is not what this test is about.
+	cfg, err := os.ReadFile(env.cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(env.cfgPath, []byte(strings.Replace(string(cfg), "lease_ttl: 2s", "lease_ttl: 15s", 1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	run := startRun(t, env.cfgPath)
+	run.waitStarted(t, env.client, "ferry_state", 2)
+	run.stop(t)
+	// The source has far more documents than the oplog has room for their
+	// backfill writes; the checkpoints are pushed off the oplog.
+	var docs []any
+	for i := range 1500 {
+		docs = append(docs, bson.D{{Key: "_id", Value: i}, {Key: "v", Value: 0}})
+	}
+	if _, err := env.src.InsertMany(ctx, docs); err != nil {
+		t.Fatal(err)
+	}
+	// Writes go on during the backfill.
+	stop := make(chan struct{})
+	writerDone := make(chan struct{})
+	go func() {
+		defer close(writerDone)
+		for i := 1; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			_, _ = env.src.UpdateOne(ctx, bson.D{{Key: "_id", Value: i % 1500}}, bson.D{{Key: "$set", Value: bson.D{{Key: "v", Value: i}}}})
+			time.Sleep(2 * time.Millisecond) // a steady write rate, not synchronisation
+		}
+	}()
+	run = startRun(t, env.cfgPath)
+	cps := env.client.Database("ferry_state").Collection("checkpoints")
+	// 1,500 transactional backfill writes: seconds alone, much longer on a
+	// loaded machine, so a generous deadline (not a sleep).
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		run.alive(t)
+		n, _ := cps.CountDocuments(ctx, bson.D{{Key: "stream", Value: "orders"}, {Key: "state", Value: ""}, {Key: "token", Value: bson.D{{Key: "$ne", Value: nil}}}})
+		finished := strings.Count(run.errOut.String(), `"msg":"backfill finished"`)
+		if n == 2 && finished == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after 2 min: %d of 2 checkpoints running, %d of 2 backfills finished, %d started; log tail:\n%s",
+				n, finished, strings.Count(run.errOut.String(), `"msg":"backfill started"`), tail(run.errOut.String(), 3000))
+		}
+		time.Sleep(10 * time.Millisecond) // polling interval
+	}
+	// The writes go on for a while after the backfill: a backfill whose
+	// marker fell off would fail and start again meanwhile.
+	marker := len(run.errOut.String())
+	time.Sleep(3 * time.Second) // the window observed, not synchronisation
+	close(stop)
+	<-writerDone
+	if later := run.errOut.String()[marker:]; strings.Contains(later, `"msg":"backfill started"`) || strings.Contains(later, "history-lost") {
+		t.Fatalf("the backfill started again after it had finished:\n%s", later)
+	}
+	deadline = time.Now().Add(30 * time.Second)
+	for diff := projectionDiff(t, env.src, env.proj); diff != ""; diff = projectionDiff(t, env.src, env.proj) {
+		run.alive(t)
+		if time.Now().After(deadline) {
+			t.Fatalf("the projection differs from the source:\n%s", diff)
+		}
+		time.Sleep(10 * time.Millisecond) // polling interval
+	}
+	run.stop(t)
+	if n := strings.Count(run.errOut.String(), `"msg":"backfill started"`); n > 2 {
+		t.Fatalf("%d backfills started for 2 partitions: the backfill restarted", n)
+	}
 }

@@ -16,7 +16,7 @@ import (
 	"github.com/ferry-io/ferry/checkpoint"
 	"github.com/ferry-io/ferry/checkpoint/mongostore"
 	"github.com/ferry-io/ferry/cmd/ferry/config"
-	"github.com/ferry-io/ferry/internal/resumetoken"
+	"github.com/ferry-io/ferry/group"
 	"github.com/ferry-io/ferry/lease"
 )
 
@@ -98,6 +98,11 @@ func runReset(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			}
 		}
 		fmt.Fprintf(stdout, "stream %s: %d checkpoint(s) deleted. %s\n", st.Name, len(list), plan.next)
+		if asked, err := group.RequestRecheck(ctx, db, st.Name); err != nil {
+			return err
+		} else if asked > 0 {
+			fmt.Fprintf(stdout, "%d failed member(s) asked to re-check: they start again within 10 s.\n", asked)
+		}
 		return nil
 	})
 }
@@ -190,14 +195,8 @@ func startAtName(s config.StartAt) string {
 // checkpoint records either.
 func oldestPosition(list []checkpoint.Checkpoint) (oldest bson.Timestamp, known bool) {
 	for _, cp := range list {
-		ts := cp.ClusterTime
-		if tok, err := resumetoken.Parse(cp.Token); err == nil && !tok.ClusterTime.IsZero() {
-			ts = tok.ClusterTime
-		}
-		if ts.IsZero() {
-			continue
-		}
-		if !known || ts.Before(oldest) {
+		ts, ok := positionOf(cp)
+		if ok && (!known || ts.Before(oldest)) {
 			oldest, known = ts, true
 		}
 	}

@@ -80,11 +80,16 @@ func withState(ctx context.Context, name string, cfg *config.Config, stderr io.W
 // runStatus prints members, partitions, owners, epochs, checkpoint age and
 // lag of every stream, from the state store.
 func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	cfg, code := loadFlags(newFlagSet("status"), args, stderr)
+	fs := newFlagSet("status")
+	asJSON := fs.Bool("json", false, "print the /status JSON document (docs/status.md) instead of the table")
+	cfg, code := loadFlags(fs, args, stderr)
 	if cfg == nil {
 		return code
 	}
 	return withState(ctx, "status", cfg, stderr, func(ctx context.Context, db *mongo.Database, ls *lease.Store, cps *mongostore.Store) error {
+		if *asJSON {
+			return printStatusJSON(ctx, fs.Lookup("c").Value.String(), cfg, db, ls, cps, stdout)
+		}
 		return printStatus(ctx, cfg, db, ls, cps, stdout)
 	})
 }
@@ -133,7 +138,7 @@ func printStatus(ctx context.Context, cfg *config.Config, db *mongo.Database, ls
 				f.Class, f.Partition, f.Message)
 			fmt.Fprintf(w, "  \t\twhat to do: %s\n", advice(&st, ferry.Failure{Class: ferry.FailureClass(f.Class), Clears: f.Clears, Detail: f.Message}))
 			if f.RetryAt.IsZero() {
-				fmt.Fprintf(w, "  \t\tre-check: never by itself: only a change of configuration (and a restart) ends it\n")
+				fmt.Fprintf(w, "  \t\tre-check: never by itself: a change of configuration (and a restart), ferry position set or ferry reset ends it\n")
 			} else {
 				fmt.Fprintf(w, "  \t\tre-check: at %s\n", f.RetryAt.UTC().Format(time.RFC3339))
 			}

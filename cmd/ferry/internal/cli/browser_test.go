@@ -1,0 +1,326 @@
+package cli
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"go.mongodb.org/mongo-driver/v2/bson"
+)
+
+// The status page tested as an operator sees it: Debian's Chromium,
+// headless, driven by chromedp, loading the page of `ferry run` member
+// processes against the emulator. .ci/run installs chromium, so this runs
+// in CI; elsewhere it is skipped, saying why, only when no browser binary
+// exists.
+
+// browserBinary finds a Chromium or Chrome binary: $FERRY_CHROME, then the
+// usual names on $PATH.
+func browserBinary() string {
+	if p := os.Getenv("FERRY_CHROME"); p != "" {
+		return p
+	}
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome", "google-chrome-stable", "chrome"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	return ""
+}
+
+// newBrowser starts a headless browser for the test (closed at cleanup);
+// the returned context runs actions in its one tab.
+func newBrowser(t *testing.T) context.Context {
+	t.Helper()
+	bin := browserBinary()
+	if bin == "" {
+		t.Skip("no browser binary: neither $FERRY_CHROME nor chromium, chromium-browser, google-chrome or chrome on $PATH " +
+			"(.ci/run installs Debian's chromium: apt-get install -y chromium)")
+	}
+	// The flags the machine's notes say work: no sandbox as root, and no
+	// background networking (the machine has no network beyond loopback).
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
+		chromedp.ExecPath(bin),
+		chromedp.Headless,
+		chromedp.NoSandbox,
+		chromedp.DisableGPU,
+		chromedp.NoFirstRun,
+		chromedp.NoDefaultBrowserCheck,
+		chromedp.Flag("disable-quic", true),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.Flag("disable-dev-shm-usage", true),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(1200, 900),
+	)
+	ctx, cancel := chromedp.NewContext(actx)
+	t.Cleanup(func() { cancel(); cancelAlloc() })
+	// The first action starts the browser (with no timeout of its own:
+	// a timeout on it would end the browser).
+	if err := chromedp.Do(ctx, chromedp.Navigate("about:blank")); err != nil {
+		t.Fatalf("start %s: %v", bin, err)
+	}
+	return ctx
+}
+
+// pageView is what the status page shows, read from its DOM.
+type pageView struct {
+	Generation int                   `json:"generation"`
+	Error      string                `json:"error"`
+	Overflow   bool                  `json:"overflow"` // wider than the viewport
+	Streams    map[string]streamView `json:"streams"`
+}
+
+type streamView struct {
+	State     string   `json:"state"`
+	Reason    string   `json:"reason"`
+	Command   string   `json:"command"`
+	Owners    []string `json:"owners"`
+	Members   []string `json:"members"`
+	Lagging   []bool   `json:"lagging"`
+	DLQ       string   `json:"dlq"`
+	DLQGrowth bool     `json:"dlqGrowing"`
+	Text      string   `json:"text"`
+}
+
+const probeJS = `(() => {
+  const out = {generation: Number(document.body.dataset.generation || 0),
+    error: document.getElementById("error").textContent,
+    overflow: document.documentElement.scrollWidth > window.innerWidth + 1,
+    streams: {}};
+  document.querySelectorAll("section.stream").forEach(s => {
+    const q = sel => s.querySelector(sel);
+    out.streams[s.dataset.stream] = {
+      state: s.dataset.state,
+      reason: q(".reason") ? q(".reason").textContent : "",
+      command: q("pre.command") ? q("pre.command").textContent : "",
+      owners: [...s.querySelectorAll("tr[data-partition] td[data-field=owner]")].map(td => td.textContent),
+      members: [...s.querySelectorAll("li[data-member]")].map(li => li.dataset.member),
+      lagging: [...s.querySelectorAll("tr[data-partition]")].map(tr => tr.dataset.lagging === "true"),
+      dlq: q(".dlq b") ? q(".dlq b").textContent : "",
+      dlqGrowing: q(".dlq") ? q(".dlq").dataset.growing === "true" : false,
+      text: s.innerText,
+    };
+  });
+  return out;
+})()`
+
+func probe(t *testing.T, ctx context.Context) pageView {
+	t.Helper()
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	v, err := chromedp.Run(cctx, chromedp.Evaluate[pageView](probeJS))
+	if err != nil {
+		t.Fatalf("read the page: %v", err)
+	}
+	return v
+}
+
+// waitPage polls the page until cond holds (within d) and returns what it
+// showed then, and when.
+func waitPage(t *testing.T, ctx context.Context, d time.Duration, what string, cond func(pageView) bool) (pageView, time.Time) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		v := probe(t, ctx)
+		if cond(v) {
+			return v, time.Now()
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the page did not show %s within %v; it shows: %+v", what, d, v)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func screenshot(t *testing.T, ctx context.Context, name string) string {
+	t.Helper()
+	cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	png, err := chromedp.Run(cctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Fatalf("screenshot: %v", err)
+	}
+	if len(png) < 8 || string(png[1:4]) != "PNG" {
+		t.Fatalf("screenshot is not a PNG (%d bytes)", len(png))
+	}
+	path := filepath.Join(t.ArtifactDir(), name)
+	if err := os.WriteFile(path, png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("screenshot: %s (%d bytes)", path, len(png))
+	return path
+}
+
+// pageRefresh is the page's default refresh interval (status.html).
+const pageRefresh = 3 * time.Second
+
+// TestStatusPageInBrowser: two member processes run orders (2 partitions)
+// and audit (1); the page served by m1 shows both running with one orders
+// partition per member; a poison document makes the orders DLQ show as
+// growing. audit is then failed by the server
+// (ChangeStreamFatalError on getMore): the page shows it failed, with its
+// reason and recovery command, within one refresh of /status saying so.
+// m2 is then SIGKILLed: the page shows its partition owned by m1 after
+// the takeover. Screenshots (desktop and phone width) are saved in the
+// test's artifact directory (go test -artifacts keeps them).
+func TestStatusPageInBrowser(t *testing.T) {
+	ctx := newBrowser(t)
+	e := newProcEnv(t)
+	rcv := newReceiver(t)
+	cfg := writeFile(t, twoStreamsYAML(e.srv.URI(), rcv.url(), "", ""))
+	m1 := startMember(t, cfg, "m1")
+	waitStartedIn(t, e, "orders", 2)
+	waitStartedIn(t, e, "audit", 1)
+	m2 := startMember(t, cfg, "m2")
+	base := "http://" + m1.addr() + "/"
+	m2.addr()
+
+	nav, cancel := context.WithTimeout(ctx, 20*time.Second)
+	if err := chromedp.Do(nav, chromedp.Navigate(base)); err != nil {
+		t.Fatalf("load %s: %v", base, err)
+	}
+	cancel()
+	v, _ := waitPage(t, ctx, 30*time.Second, "orders running with a partition on each member", func(v pageView) bool {
+		o, a := v.Streams["orders"], v.Streams["audit"]
+		return o.State == "running" && a.State == "running" && len(o.Owners) == 2 &&
+			(o.Owners[0] == "m1" && o.Owners[1] == "m2" || o.Owners[0] == "m2" && o.Owners[1] == "m1")
+	})
+	if v.Error != "" || v.Overflow {
+		t.Errorf("page error %q, wider than the window: %v", v.Error, v.Overflow)
+	}
+	for i := range 3 {
+		e.insert("orders", bson.D{{Key: "_id", Value: "o-" + string(rune('a'+i))}})
+	}
+	waitUntil(t, 20*time.Second, "3 deliveries", func() bool { return rcv.delivered() == 3 })
+
+	// A poison document: the DLQ grows, and the page says so.
+	rcv.setStatus(func(doc string) int {
+		if doc == "poison" {
+			return http.StatusBadRequest
+		}
+		return http.StatusOK
+	})
+	e.insert("orders", bson.D{{Key: "_id", Value: "poison"}})
+	waitPage(t, ctx, 20*time.Second, "the orders DLQ growing", func(v pageView) bool {
+		o := v.Streams["orders"]
+		return o.DLQ == "1" && o.DLQGrowth && o.State == "running"
+	})
+
+	// audit fails: first on one member, whose release hands the partition
+	// to the other, which fails too: then no live member runs it.
+	failPoint(t, e, bson.D{{Key: "failCommands", Value: bson.A{"getMore"}}, {Key: "errorCode", Value: 280},
+		{Key: "namespace", Value: "shop.audit"}})
+	var failedAt time.Time
+	waitUntil(t, 30*time.Second, "/status says audit failed", func() bool {
+		code, body := getBody(t, base+"status")
+		if code != http.StatusOK {
+			return false
+		}
+		if a := findStream(decodeStatus(t, body), "audit"); a != nil && a.State == "failed" {
+			failedAt = time.Now()
+			return true
+		}
+		return false
+	})
+	v, shownAt := waitPage(t, ctx, pageRefresh+2*time.Second, "audit failed with its reason", func(v pageView) bool {
+		a := v.Streams["audit"]
+		return a.State == "failed" && strings.HasPrefix(a.Reason, "server-error: ") && a.Command == "ferry validate -c "+cfg
+	})
+	t.Logf("audit failed: shown %v after /status said so (refresh %v)", shownAt.Sub(failedAt).Round(time.Millisecond), pageRefresh)
+	if d := shownAt.Sub(failedAt); d > pageRefresh+time.Second {
+		t.Errorf("the page showed the failure %v after /status, more than one refresh (%v)", d, pageRefresh)
+	}
+	if a := v.Streams["audit"]; !strings.Contains(a.Text, "What to do:") || len(a.Members) != 0 {
+		t.Errorf("audit panel: members %v, text:\n%s", a.Members, a.Text)
+	}
+	if o := v.Streams["orders"]; o.State != "running" {
+		t.Errorf("orders is %q while audit failed", o.State)
+	}
+	screenshot(t, ctx, "status-failed.png")
+
+	// m2 dies: its orders partition is m1's after the takeover.
+	killedAt := time.Now()
+	_ = m2.cmd.Process.Signal(syscall.SIGKILL)
+	<-m2.done
+	v, movedAt := waitPage(t, ctx, 20*time.Second, "every orders partition owned by m1", func(v pageView) bool {
+		o := v.Streams["orders"]
+		return len(o.Owners) == 2 && o.Owners[0] == "m1" && o.Owners[1] == "m1" && len(o.Members) == 1 && o.Members[0] == "m1"
+	})
+	t.Logf("after SIGKILL of m2 the page showed m1 owning both partitions after %v (lease_ttl 2s, refresh %v)",
+		movedAt.Sub(killedAt).Round(time.Millisecond), pageRefresh)
+	e.insert("orders", bson.D{{Key: "_id", Value: "o-after-kill"}})
+	waitUntil(t, 20*time.Second, "a delivery after the takeover", func() bool { return rcv.delivered() == 4 })
+	screenshot(t, ctx, "status-after-kill.png")
+
+	// A phone's width: nothing wider than the screen.
+	if err := chromedp.Do(ctx, chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile, chromedp.EmulatePortrait, chromedp.EmulateScale(2))); err != nil {
+		t.Fatal(err)
+	}
+	gen := probe(t, ctx).Generation
+	v, _ = waitPage(t, ctx, pageRefresh+2*time.Second, "a refresh at phone width", func(v pageView) bool { return v.Generation > gen })
+	if v.Overflow {
+		t.Errorf("at 390 px the page is wider than the screen")
+	}
+	screenshot(t, ctx, "status-phone.png")
+	_ = m1
+}
+
+// TestStatusPageEscapes serves the page with a status document whose
+// strings are markup and script: the browser shows them as text, runs
+// none of it, and the page's CSP forbids every other origin.
+func TestStatusPageEscapes(t *testing.T) {
+	ctx := newBrowser(t)
+	evil := `<img src=x onerror=\"window.__pwned=1\"><script>window.__pwned=2</script>`
+	doc := `{"schema":"ferry.status/v1","generated_at":"2026-11-02T10:15:04Z","state_store":"mongodb","ledger_entries":3,
+"streams":[{"name":"o<b>x</b>","state":"failed","reason":"` + evil + `","delivery":"idempotent","sink":"webhook","partition_count":1,
+"definition":{"configured":"ab","checkpoints":[],"matches":true},
+"members":[{"id":"` + evil + `","joined_at":"2026-11-02T10:00:00Z","heartbeat_at":"2026-11-02T10:15:00Z","heartbeat_age_seconds":4,"partitions":[0]}],
+"partitions":[{"partition":0,"owner":"` + evil + `","epoch":1,"lease_expires_at":null,"checkpoint_at":null,"checkpoint_age_seconds":null,
+"lag_seconds":45,"lagging":true,"state":"running","note":"","last_error":"` + evil + `"}],
+"failures":[],"dlq":{"size":3,"recent":2,"newest_at":"2026-11-02T10:14:00Z"},
+"recovery":{"command":"` + evil + `","advice":"a","recheck":"b"}}]}`
+	mux := http.NewServeMux()
+	mux.Handle("/{$}", statusPage())
+	mux.HandleFunc("/status", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(doc))
+	})
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	nav, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	if err := chromedp.Do(nav, chromedp.Navigate(srv.URL+"/")); err != nil {
+		t.Fatal(err)
+	}
+	v, _ := waitPage(t, ctx, 10*time.Second, "the document", func(v pageView) bool { return v.Generation >= 1 })
+	s, ok := v.Streams["o<b>x</b>"]
+	if !ok {
+		t.Fatalf("the stream's name was not kept as text: %+v", v)
+	}
+	want := `<img src=x onerror="window.__pwned=1"><script>window.__pwned=2</script>`
+	if s.Reason != want || s.Command != want || len(s.Owners) != 1 || s.Owners[0] != want || len(s.Members) != 1 || s.Members[0] != want {
+		t.Errorf("markup not shown as text: %+v", s)
+	}
+	if !s.Lagging[0] || !s.DLQGrowth || s.State != "failed" {
+		t.Errorf("highlights: lagging %v, dlq growing %v, state %q", s.Lagging, s.DLQGrowth, s.State)
+	}
+	n, err := chromedp.Run(nav, chromedp.Evaluate[int](`(window.__pwned || 0) + document.querySelectorAll("#streams img, #streams script").length +
+		[...document.querySelectorAll("#streams b")].filter(b => b.textContent === "x").length`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != 0 {
+		t.Errorf("the page ran or built markup from the document (%d)", n)
+	}
+	screenshot(t, ctx, "status-escaped.png")
+}

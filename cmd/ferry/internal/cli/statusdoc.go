@@ -1,0 +1,448 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/ferry-io/ferry"
+	"github.com/ferry-io/ferry/checkpoint"
+	"github.com/ferry-io/ferry/cmd/ferry/config"
+	"github.com/ferry-io/ferry/group"
+	"github.com/ferry-io/ferry/lease"
+)
+
+// The /status document: what every member's ops port serves at /status and
+// `ferry status -json` prints, read from the state store, so any member
+// (and any machine reaching the store) shows the whole group. Its schema
+// is docs/status.md; a test decodes it with DisallowUnknownFields, so a
+// field added here without being documented there fails it.
+//
+// The document never holds a resume token, a document body, a URI or any
+// other credential: only names, ids, times, counts, digests and messages
+// (server messages quoting a token are shortened by ferry.RedactTokens).
+
+// statusSchema names the document's schema and its version.
+const statusSchema = "ferry.status/v1"
+
+// lagThreshold is the lag from which a partition is marked lagging.
+const lagThreshold = 30 * time.Second
+
+// dlqRecent is the window of dlq.recent: entries dead-lettered that
+// recently make the page mark the DLQ as growing.
+const dlqRecent = 15 * time.Minute
+
+type statusDoc struct {
+	Schema      string    `json:"schema"`
+	GeneratedAt time.Time `json:"generated_at"`
+	StateStore  string    `json:"state_store"`
+	// LedgerEntries is the state store's ledger size (an estimate from the
+	// collection's metadata); null when unknown (the bolt state store).
+	LedgerEntries *int64      `json:"ledger_entries"`
+	Streams       []streamDoc `json:"streams"`
+}
+
+type streamDoc struct {
+	Name           string         `json:"name"`
+	State          string         `json:"state"`
+	Reason         string         `json:"reason"`
+	Delivery       string         `json:"delivery"`
+	Sink           string         `json:"sink"`
+	PartitionCount int            `json:"partition_count"`
+	Definition     definitionDoc  `json:"definition"`
+	Members        []memberDoc    `json:"members"`
+	Partitions     []partitionDoc `json:"partitions"`
+	Failures       []failureDoc   `json:"failures"`
+	DLQ            dlqDoc         `json:"dlq"`
+	Recovery       *recoveryDoc   `json:"recovery"`
+}
+
+type definitionDoc struct {
+	Configured  string   `json:"configured"`
+	Checkpoints []string `json:"checkpoints"`
+	Matches     bool     `json:"matches"`
+}
+
+type memberDoc struct {
+	ID                  string    `json:"id"`
+	JoinedAt            time.Time `json:"joined_at"`
+	HeartbeatAt         time.Time `json:"heartbeat_at"`
+	HeartbeatAgeSeconds float64   `json:"heartbeat_age_seconds"`
+	Partitions          []int     `json:"partitions"`
+}
+
+type partitionDoc struct {
+	Partition            int        `json:"partition"`
+	Owner                string     `json:"owner"`
+	Epoch                int64      `json:"epoch"`
+	LeaseExpiresAt       *time.Time `json:"lease_expires_at"`
+	CheckpointAt         *time.Time `json:"checkpoint_at"`
+	CheckpointAgeSeconds *float64   `json:"checkpoint_age_seconds"`
+	LagSeconds           *float64   `json:"lag_seconds"`
+	Lagging              bool       `json:"lagging"`
+	State                string     `json:"state"`
+	Note                 string     `json:"note"`
+	LastError            string     `json:"last_error"`
+}
+
+type failureDoc struct {
+	Member    string     `json:"member"`
+	Partition int        `json:"partition"`
+	Class     string     `json:"class"`
+	Message   string     `json:"message"`
+	Clears    bool       `json:"clears"`
+	Since     time.Time  `json:"since"`
+	RetryAt   *time.Time `json:"retry_at"`
+	Advice    string     `json:"advice"`
+}
+
+type dlqDoc struct {
+	Size     *int64     `json:"size"`
+	Recent   *int64     `json:"recent"`
+	NewestAt *time.Time `json:"newest_at"`
+}
+
+type recoveryDoc struct {
+	Command string `json:"command"`
+	Advice  string `json:"advice"`
+	Recheck string `json:"recheck"`
+}
+
+// statusSource is what a status document is read from: the configuration
+// and the state store (MongoDB: db and ls set; bolt: only cps, with the
+// local member's view from local).
+type statusSource struct {
+	cfg     *config.Config
+	cfgPath string
+	db      *mongo.Database
+	ls      *lease.Store
+	cps     checkpoint.Store
+	// digest returns a stream's configured definition digest ("" when it
+	// cannot be computed).
+	digest func(*config.Stream) string
+	// local is the local member's view of a stream (bolt: the only member).
+	local func(name string) (group.Status, string, bool)
+}
+
+// build reads the status document. Ages are measured by the state
+// store's clock when it is MongoDB (the members' clocks never compare).
+func (s statusSource) build(ctx context.Context) (*statusDoc, error) {
+	now := time.Now()
+	doc := &statusDoc{Schema: statusSchema, StateStore: "bolt", Streams: []streamDoc{}}
+	if s.db != nil {
+		doc.StateStore = "mongodb"
+		var hello struct {
+			LocalTime time.Time `bson:"localTime"`
+		}
+		if err := s.db.Client().Database("admin").RunCommand(ctx, bson.D{{Key: "hello", Value: 1}}).Decode(&hello); err == nil && !hello.LocalTime.IsZero() {
+			now = hello.LocalTime
+		}
+		n, err := s.db.Collection("ledger").EstimatedDocumentCount(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("ledger size: %w", err)
+		}
+		doc.LedgerEntries = &n
+	}
+	doc.GeneratedAt = now.UTC()
+	for i := range s.cfg.Streams {
+		sd, err := s.stream(ctx, &s.cfg.Streams[i], now)
+		if err != nil {
+			return nil, fmt.Errorf("stream %s: %w", s.cfg.Streams[i].Name, err)
+		}
+		doc.Streams = append(doc.Streams, sd)
+	}
+	return doc, nil
+}
+
+func (s statusSource) stream(ctx context.Context, sc *config.Stream, now time.Time) (streamDoc, error) {
+	sd := streamDoc{Name: sc.Name, Delivery: string(sc.Delivery.Mode), Sink: sc.Sink.Type, PartitionCount: sc.Group.Partitions,
+		Members: []memberDoc{}, Partitions: []partitionDoc{}, Failures: []failureDoc{}}
+	if sd.PartitionCount < 1 {
+		sd.PartitionCount = 1
+	}
+	if sd.Sink == "" {
+		sd.Sink = sinkType(&sc.Sink)
+	}
+	cps, err := s.cps.List(ctx, sc.Name)
+	if err != nil {
+		return sd, err
+	}
+	var leases []lease.Lease
+	var members []lease.MemberInfo
+	var failures []group.FailureRecord
+	if s.db != nil {
+		if members, err = s.ls.Members(ctx, sc.Name); err != nil {
+			return sd, err
+		}
+		if leases, err = s.ls.List(ctx, sc.Name); err != nil {
+			return sd, err
+		}
+		if failures, err = group.Failures(ctx, s.db, sc.Name); err != nil {
+			return sd, err
+		}
+		if err := s.dlq(ctx, sc.Name, now, &sd.DLQ); err != nil {
+			return sd, err
+		}
+	} else if s.local != nil {
+		failures, members, leases = s.localView(sc, now)
+	}
+
+	// Definition: the configured digest against the checkpoints'.
+	if s.digest != nil {
+		sd.Definition.Configured = s.digest(sc)
+	}
+	sd.Definition.Checkpoints = []string{}
+	for _, cp := range cps {
+		if cp.Identity != "" && !slices.Contains(sd.Definition.Checkpoints, cp.Identity) {
+			sd.Definition.Checkpoints = append(sd.Definition.Checkpoints, cp.Identity)
+		}
+	}
+	slices.Sort(sd.Definition.Checkpoints)
+	sd.Definition.Matches = sd.Definition.Configured != "" &&
+		!slices.ContainsFunc(sd.Definition.Checkpoints, func(d string) bool { return d != sd.Definition.Configured })
+
+	// Members, and the partitions each owns live.
+	owned := map[string][]int{}
+	byP := map[int]lease.Lease{}
+	for _, l := range leases {
+		byP[l.Partition] = l
+		if l.Owner != "" && !l.Expired {
+			owned[l.Owner] = append(owned[l.Owner], l.Partition)
+		}
+	}
+	for _, m := range members {
+		parts := owned[m.ID]
+		if parts == nil {
+			parts = []int{}
+		}
+		slices.Sort(parts)
+		sd.Members = append(sd.Members, memberDoc{ID: m.ID, JoinedAt: m.JoinedAt.UTC(), HeartbeatAt: m.HeartbeatAt.UTC(),
+			HeartbeatAgeSeconds: seconds(age(now, m.HeartbeatAt)), Partitions: parts})
+	}
+
+	// Failures, with what to do in the configuration's terms.
+	lastErr := map[int]string{}
+	for _, f := range failures {
+		ff := ferry.Failure{Class: ferry.FailureClass(f.Class), Clears: f.Clears, Detail: f.Message}
+		fd := failureDoc{Member: f.Member, Partition: f.Partition, Class: f.Class, Message: f.Message, Clears: f.Clears,
+			Since: f.Since.UTC(), Advice: advice(sc, ff)}
+		if !f.RetryAt.IsZero() {
+			t := f.RetryAt.UTC()
+			fd.RetryAt = &t
+		}
+		sd.Failures = append(sd.Failures, fd)
+		if _, ok := lastErr[f.Partition]; !ok {
+			lastErr[f.Partition] = f.Class + ": " + f.Message
+		}
+	}
+
+	// Partitions.
+	cpByP := map[int]checkpoint.Checkpoint{}
+	for _, cp := range cps {
+		cpByP[cp.Partition] = cp
+	}
+	for p := 0; p < sd.PartitionCount; p++ {
+		pd := partitionDoc{Partition: p, State: "no-checkpoint", LastError: lastErr[p]}
+		if l, ok := byP[p]; ok {
+			pd.Epoch = l.Epoch
+			if l.Owner != "" && !l.Expired {
+				pd.Owner = l.Owner
+				t := l.ExpiresAt.UTC()
+				pd.LeaseExpiresAt = &t
+			}
+		}
+		if cp, ok := cpByP[p]; ok {
+			at := cp.UpdatedAt.UTC()
+			pd.CheckpointAt = &at
+			a := seconds(age(now, cp.UpdatedAt))
+			pd.CheckpointAgeSeconds = &a
+			// The one definition of lag (ferry.LagOf), as ferry_lag_seconds:
+			// 0 when nothing was pending at the last checkpoint write.
+			var oldest time.Time
+			if !cp.Pending.IsZero() {
+				oldest = time.Unix(int64(cp.Pending.T), 0)
+			}
+			lag := ferry.LagOf(now, oldest)
+			l := seconds(lag)
+			pd.LagSeconds = &l
+			pd.Lagging = lag >= lagThreshold
+			pd.State = string(cp.State)
+			if cp.State == checkpoint.StateRunning {
+				pd.State = "running"
+			}
+			pd.Note = ferry.RedactTokens(cp.Note)
+			if pd.LastError == "" && cp.State != "" && cp.State != checkpoint.StateRunning {
+				pd.LastError = pd.Note
+			}
+		}
+		sd.Partitions = append(sd.Partitions, pd)
+	}
+
+	// The stream's state, from the whole group's records.
+	switch {
+	case len(failures) > 0 && len(members) == 0:
+		sd.State = "failed"
+	case len(failures) > 0:
+		sd.State = "degraded" // failed on some members, running on others (a rolling deploy)
+	case len(members) == 0:
+		sd.State = "stopped"
+	default:
+		sd.State = "running"
+	}
+	if len(failures) > 0 {
+		f := failures[0]
+		ff := ferry.Failure{Class: ferry.FailureClass(f.Class), Clears: f.Clears, Detail: f.Message}
+		sd.Reason = f.Class + ": " + f.Message
+		rs := group.Status{RetryAt: f.RetryAt}
+		sd.Recovery = &recoveryDoc{Command: recoveryCommand(s.cfgPath, sc, ff), Advice: advice(sc, ff), Recheck: recheckText(rs)}
+	}
+	return sd, nil
+}
+
+// dlq fills the dead-letter counts of a stream.
+func (s statusSource) dlq(ctx context.Context, stream string, now time.Time, d *dlqDoc) error {
+	coll := s.db.Collection("dlq")
+	n, err := coll.CountDocuments(ctx, bson.D{{Key: "stream", Value: stream}})
+	if err != nil {
+		return fmt.Errorf("dlq size: %w", err)
+	}
+	d.Size = &n
+	recent, err := coll.CountDocuments(ctx, bson.D{{Key: "stream", Value: stream},
+		{Key: "lastAttemptAt", Value: bson.D{{Key: "$gte", Value: now.Add(-dlqRecent)}}}})
+	if err != nil {
+		return fmt.Errorf("dlq size: %w", err)
+	}
+	d.Recent = &recent
+	if n == 0 {
+		return nil
+	}
+	var newest struct {
+		LastAt time.Time `bson:"lastAttemptAt"`
+	}
+	err = coll.FindOne(ctx, bson.D{{Key: "stream", Value: stream}},
+		options.FindOne().SetSort(bson.D{{Key: "lastAttemptAt", Value: -1}}).SetProjection(bson.D{{Key: "lastAttemptAt", Value: 1}})).Decode(&newest)
+	if err != nil && err != mongo.ErrNoDocuments {
+		return fmt.Errorf("dlq newest entry: %w", err)
+	}
+	if !newest.LastAt.IsZero() {
+		t := newest.LastAt.UTC()
+		d.NewestAt = &t
+	}
+	return nil
+}
+
+// localView is the bolt state store's group: this process alone.
+func (s statusSource) localView(sc *config.Stream, now time.Time) ([]group.FailureRecord, []lease.MemberInfo, []lease.Lease) {
+	st, member, ok := s.local(sc.Name)
+	if !ok {
+		return nil, nil, nil
+	}
+	if st.State == group.Failed && st.Failure != nil {
+		f := st.Failure
+		return []group.FailureRecord{{Stream: sc.Name, Member: member, Partition: st.FailedPartition, Class: string(f.Class),
+			Message: f.Detail, Clears: f.Clears, Since: st.FailedSince, RetryAt: st.RetryAt}}, nil, nil
+	}
+	if st.State == group.Stopped {
+		return nil, nil, nil
+	}
+	var leases []lease.Lease
+	for p := range st.Partitions {
+		leases = append(leases, lease.Lease{Group: sc.Name, Partition: p, Owner: member, ExpiresAt: now})
+	}
+	return nil, []lease.MemberInfo{{Group: sc.Name, ID: member, JoinedAt: st.Since, HeartbeatAt: now}}, leases
+}
+
+// recoveryCommand is the command to run for a failure, with the
+// configuration file's path: the ferry command (or the server command)
+// that recovers the stream; where the way out is a change of
+// configuration (advice says which), `ferry validate` to check the edited
+// file before the members are restarted; where the condition clears by
+// itself, `ferry status` to watch it.
+func recoveryCommand(cfgPath string, sc *config.Stream, f ferry.Failure) string {
+	if cfgPath == "" {
+		cfgPath = "ferry.yaml"
+	}
+	reset := fmt.Sprintf("ferry reset -c %s -stream %s", cfgPath, sc.Name)
+	switch f.Class {
+	case ferry.FailIdentityChanged, ferry.FailInvalidated, ferry.FailCorruptCheckpoint:
+		return reset
+	case ferry.FailHistoryLost:
+		if f.Clears {
+			break // the oplog is too short for a backfill: enlarge it
+		}
+		return reset
+	case ferry.FailStalled:
+		return fmt.Sprintf("ferry dlq list -c %s -stream %s", cfgPath, sc.Name)
+	case ferry.FailImageMissing:
+		coll := "<collection>"
+		if sc.Source.Scope.Collection != "" {
+			coll = sc.Source.Scope.Collection
+		}
+		return fmt.Sprintf("db.runCommand({collMod: %q, changeStreamPreAndPostImages: {enabled: true}})", coll)
+	case ferry.FailUnauthorized:
+		return `db.grantRolesToUser("<source.uri's user>", [{role: "read", db: "<watched database>"}])`
+	case ferry.FailStartPosition:
+		return "ferry status -c " + cfgPath
+	}
+	if f.Clears {
+		// Nothing to run: it is re-checked with backoff; watch it.
+		return "ferry status -c " + cfgPath
+	}
+	// A change of configuration (advice says which), checked, then a
+	// restart of the members.
+	return "ferry validate -c " + cfgPath
+}
+
+// sinkType names the configured sink's type.
+func sinkType(s *config.Sink) string {
+	switch {
+	case s.Webhook != nil:
+		return "webhook"
+	case s.Stdout != nil:
+		return "stdout"
+	case s.MongoDB != nil:
+		return "mongodb"
+	case s.NATS != nil:
+		return "nats"
+	case s.Kafka != nil:
+		return "kafka"
+	case s.PubSub != nil:
+		return "pubsub"
+	}
+	return ""
+}
+
+// configuredDigest is a stream's definition digest as its members compute
+// it (the partition count is part of it; the partition index is not).
+func configuredDigest(client *mongo.Client, cps checkpoint.Store) func(*config.Stream) string {
+	return func(sc *config.Stream) string {
+		opts, err := sc.ConsumerOptions(cps)
+		if err != nil {
+			return ""
+		}
+		n := max(sc.Group.Partitions, 1)
+		c, err := ferry.NewConsumer(client, func(context.Context, *ferry.Event) error { return nil },
+			// The stores and policies are not part of the definition.
+			append(opts, ferry.Partition(0, n), ferry.Checkpoints(cps), ferry.OnPoison(ferry.PoisonStall),
+				ferry.OnOversize(ferry.OversizeFail))...)
+		if err != nil {
+			return ""
+		}
+		return c.Identity()
+	}
+}
+
+func age(now, t time.Time) time.Duration {
+	if d := now.Sub(t); d > 0 {
+		return d
+	}
+	return 0
+}
+
+// seconds is d in seconds, to the millisecond.
+func seconds(d time.Duration) float64 { return float64(d.Milliseconds()) / 1000 }

@@ -1,0 +1,167 @@
+package group
+
+import (
+	"log/slog"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/mongo"
+
+	"github.com/ferry-io/ferry"
+	"github.com/ferry-io/ferry/internal/optcheck"
+	"github.com/ferry-io/ferry/lease"
+	"github.com/ferry-io/ferry/ledger"
+)
+
+// An Option configures a Group. Option functions only record their
+// values: New applies the options in order (a later one overrides an
+// earlier one) and then validates the result once, returning a
+// *ferry.ConfigError that lists every problem, each naming its option and
+// the fix; the options passed on with ConsumerOptions and LeaseOptions are
+// checked there too. A nil option is a problem. Only this package makes
+// Options.
+type Option interface{ apply(*config) }
+
+type option func(*config)
+
+func (f option) apply(c *config) { f(c) }
+
+// Defaults of New.
+const (
+	DefaultLeaseTTL = 10 * time.Second
+	// minLeaseTTL: a shorter lease leaves no time for a renewal's round
+	// trip.
+	minLeaseTTL = 100 * time.Millisecond
+)
+
+type config struct {
+	name        string
+	partitions  int
+	ttl         time.Duration
+	memberID    string
+	state       *mongo.Database
+	consumer    []ferry.Option
+	mode        Mode
+	onAssigned  func(partition int, epoch int64)
+	onRevoked   func(partition int)
+	onLost      func(partition int, err error)
+	interval    time.Duration // 0: ttl/4
+	intervalSet bool
+	logger      *slog.Logger
+	leaseOpts   []lease.Option
+	drain       time.Duration
+	ledgerStore *ledger.Store // opened by Run (prepare)
+	sweeper     func(partition, partitions int) ferry.Sweeper
+	onState     func(Status)
+}
+
+func defaultConfig() config {
+	return config{partitions: 1, ttl: DefaultLeaseTTL, mode: AtLeastOnce, drain: 8 * time.Second}
+}
+
+// validate records every problem of the group's own options in p.
+func (c *config) validate(p *optcheck.Problems) {
+	if c.name == "" {
+		p.Add("Name", "a group name is required (group.Name(\"orders\"))")
+	}
+	if c.partitions < 1 {
+		p.Add("Partitions", "must be at least 1, got %d", c.partitions)
+	}
+	if c.ttl < minLeaseTTL {
+		p.Add("LeaseTTL", "must be at least %v, got %v", minLeaseTTL, c.ttl)
+	}
+	if c.state == nil {
+		p.Add("StateDatabase", "a state database is required")
+	}
+	switch c.mode {
+	case AtLeastOnce, Idempotent, Transactional:
+	default:
+		p.Add("DeliveryMode", "%q is not a mode (use AtLeastOnce, Idempotent or Transactional)", c.mode)
+	}
+	if c.intervalSet && c.interval <= 0 {
+		p.Add("RebalanceInterval", "must be positive, got %v (leave it out for a quarter of the lease TTL)", c.interval)
+	}
+}
+
+// Name names the group and its stream (required).
+func Name(s string) Option { return option(func(c *config) { c.name = s }) }
+
+// Partitions sets the partition count (default 1: one active consumer with
+// hot standbys).
+func Partitions(n int) Option { return option(func(c *config) { c.partitions = n }) }
+
+// LeaseTTL sets the partition lease TTL (default 10s, at least 100ms). It
+// is also the member timeout (a member silent for it is no longer live)
+// unless LeaseOptions sets lease.MemberTimeout, so a crashed member's
+// partitions move to the others within about the TTL: its leases expire,
+// its membership lapses, and the next rebalance (a quarter of the TTL)
+// claims them. After a graceful stop (cancel) they move at once.
+func LeaseTTL(d time.Duration) Option { return option(func(c *config) { c.ttl = d }) }
+
+// MemberID sets this member's id (default, and when id is empty,
+// lease.DefaultMemberID()).
+func MemberID(id string) Option { return option(func(c *config) { c.memberID = id }) }
+
+// StateDatabase sets where leases, members, checkpoints, the ledger and
+// dead letters live (required).
+func StateDatabase(db *mongo.Database) Option { return option(func(c *config) { c.state = db }) }
+
+// ConsumerOptions passes options to every partition's consumer (scope,
+// pipeline, retries, ...); New checks them as ferry.NewConsumer does. The
+// group sets Stream, Partition, Epoch, Checkpoints, DeadLetters and
+// DrainTimeout itself, after them.
+func ConsumerOptions(opts ...ferry.Option) Option {
+	return option(func(c *config) { c.consumer = append(c.consumer, opts...) })
+}
+
+// Sweeper sets the sweeper of each partition's backfill (see
+// ferry.WithSweeper and ferry.OnHistoryLost): f is called with the
+// partition and the partition count each time this member starts a
+// partition. A backfill scans only its own partition, so its sweep must
+// only remove that partition's documents; a sweeper passed through
+// ConsumerOptions(ferry.WithSweeper(...)) is shared by every partition,
+// does not know which one is sweeping, and (with more than one partition)
+// would delete the documents other partitions wrote before the scan began.
+// The group checks that the lease is still provably valid before each
+// sweep. mongoproj.Sink.SweepPartition fits.
+func Sweeper(f func(partition, partitions int) ferry.Sweeper) Option {
+	return option(func(c *config) { c.sweeper = f })
+}
+
+// DeliveryMode sets the delivery mode (default AtLeastOnce).
+func DeliveryMode(m Mode) Option { return option(func(c *config) { c.mode = m }) }
+
+// OnAssigned, OnRevoked and OnLost are called when this member starts a
+// partition, hands one off cooperatively, or loses one; never concurrently.
+// A nil function is not called.
+func OnAssigned(f func(partition int, epoch int64)) Option {
+	return option(func(c *config) { c.onAssigned = f })
+}
+
+// OnRevoked: see OnAssigned.
+func OnRevoked(f func(partition int)) Option { return option(func(c *config) { c.onRevoked = f }) }
+
+// OnLost: see OnAssigned.
+func OnLost(f func(partition int, err error)) Option {
+	return option(func(c *config) { c.onLost = f })
+}
+
+// RebalanceInterval sets how often the member recomputes the assignment
+// (default a quarter of the lease TTL). It must be positive.
+func RebalanceInterval(d time.Duration) Option {
+	return option(func(c *config) { c.interval, c.intervalSet = d, true })
+}
+
+// Logger sets the logger (default, and when l is nil: discard).
+func Logger(l *slog.Logger) Option { return option(func(c *config) { c.logger = l }) }
+
+// OnStateChange is called with the member's Status each time its state
+// changes (Starting, Running, WaitingForSink, Failed, Draining, Stopped),
+// from the goroutine that changed it; it must not block.
+func OnStateChange(f func(Status)) Option { return option(func(c *config) { c.onState = f }) }
+
+// LeaseOptions passes options to the lease store (member timeout,
+// heartbeat interval, clock); New checks them as lease.New does. The
+// member timeout defaults to the lease TTL.
+func LeaseOptions(opts ...lease.Option) Option {
+	return option(func(c *config) { c.leaseOpts = append(c.leaseOpts, opts...) })
+}

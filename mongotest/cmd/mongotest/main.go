@@ -1,0 +1,172 @@
+// Command mongotest runs the MongoDB replica-set emulator (package
+// mongotest) as a standalone server, so any MongoDB driver or tool can be
+// pointed at it:
+//
+//	go run ./mongotest/cmd/mongotest -addr 127.0.0.1:27017
+//
+// It prints its connection string, one line on stdout, and serves until
+// interrupted (SIGINT, SIGTERM) or, with -exit-on-stdin-eof, until its
+// standard input is closed.
+//
+// # Configuration
+//
+// The flags set what the package's options set in-process:
+//
+//	-addr               Addr               (port 0 picks a free one)
+//	-replset            ReplicaSetName
+//	-server-version     ServerVersion      (an 8.x release, e.g. 8.2.1)
+//	-oplog-entries      OplogMaxEntries
+//	-oplog-bytes        OplogMaxBytes
+//	-oplog-age          OplogMaxAge
+//	-noop-interval      NoopInterval
+//	-ttl-interval       TTLMonitorInterval
+//	-secondaries        Secondaries
+//	-frozen-clock       Clock              (a clock that stands still at the given
+//	                                        RFC 3339 time; only ferryTestAdvanceClock
+//	                                        moves it)
+//	-test-controls      TestControls
+//	-v                  Logger             (connection-level problems on stderr)
+//
+// # Test controls
+//
+// A test that runs the emulator in another process (as Ferry's library
+// tests do, through internal/emutest) cannot call Server methods. With
+// -test-controls, the server accepts two commands on the admin database
+// that do the same over the wire:
+//
+//	{ferryTestAdvanceClock: <ms>}   Server.AdvanceClock: moves the server's clock
+//	                                by a whole number of milliseconds ($$NOW,
+//	                                wallTime, cluster times, TTL expiry follow)
+//	{ferryTestNow: 1}               Server.Now
+//
+// Both reply {now: <date>, unixNanos: <long>}, the server's clock. Without
+// the flag they fail with CommandNotFound (59), saying that the flag
+// enables them. Fail points need no flag: Server.FailCommand,
+// FailRetryableWrites and ClearFailPoints are MongoDB's configureFailPoint
+// command (failCommand, onPrimaryTransactionalWrite, mode "off").
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/ferry-io/ferry/mongotest"
+)
+
+const usage = `usage: mongotest [flags]
+
+Runs the MongoDB replica-set emulator; prints its connection string on
+stdout and serves until interrupted.
+
+Test controls (admin database, only with -test-controls; refused otherwise):
+  {ferryTestAdvanceClock: <ms>}  move the server's clock by <ms> milliseconds
+  {ferryTestNow: 1}              read the server's clock
+  both reply {now: <date>, unixNanos: <long>}
+Fail points are MongoDB's configureFailPoint (failCommand,
+failGetMoreAfterCursorCheckout, onPrimaryTransactionalWrite); no flag needed.
+
+Flags:
+`
+
+// optionFlags renames, in the options' errors, each option after its flag.
+var optionFlags = strings.NewReplacer(
+	"ServerVersion", "-server-version",
+	"OplogMaxEntries", "-oplog-entries",
+	"OplogMaxBytes", "-oplog-bytes",
+	"OplogMaxAge", "-oplog-age",
+	"Secondaries", "-secondaries",
+	"ReplicaSetName", "-replset",
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+}
+
+// run is the command; it returns the exit status.
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("mongotest", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, usage)
+		fs.PrintDefaults()
+	}
+	addr := fs.String("addr", "127.0.0.1:27017", "address to listen on (host:port; port 0 picks a free one)")
+	rs := fs.String("replset", "rs0", "replica set name")
+	version := fs.String("server-version", "8.0.4", "MongoDB release to report in hello and buildInfo (8.x)")
+	oplog := fs.Int("oplog-entries", 1_000_000, "oplog size in entries; older change-stream resume points fail with ChangeStreamHistoryLost")
+	oplogBytes := fs.Int64("oplog-bytes", 1<<30, "oplog size in bytes (approximate size of its entries)")
+	oplogAge := fs.Duration("oplog-age", 0, "drop oplog entries older than this (0: no age limit)")
+	noop := fs.Duration("noop-interval", 10*time.Second, "periodic no-op oplog write while idle (0 disables it)")
+	ttl := fs.Duration("ttl-interval", 60*time.Second, "TTL monitor interval (MongoDB's ttlMonitorSleepSecs)")
+	secondaries := fs.Int("secondaries", 0, "number of read-only secondaries, each on a port of its own (listed in hello)")
+	frozen := fs.String("frozen-clock", "", "RFC 3339 time at which the server's clock stands still (moved only by ferryTestAdvanceClock); empty: the real clock")
+	controls := fs.Bool("test-controls", false, "accept the test-control commands ferryTestAdvanceClock and ferryTestNow (see the usage above)")
+	stdinEOF := fs.Bool("exit-on-stdin-eof", false, "also exit when standard input is closed (for a parent process: the server ends with it)")
+	verbose := fs.Bool("v", false, "log connection-level problems to stderr")
+	if err := fs.Parse(args); err != nil {
+		if err == flag.ErrHelp {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "mongotest: unexpected arguments %q (every setting is a flag; -h lists them)\n", fs.Args())
+		return 2
+	}
+
+	opts := []mongotest.Option{
+		mongotest.Addr(*addr),
+		mongotest.ReplicaSetName(*rs),
+		mongotest.ServerVersion(*version),
+		mongotest.OplogMaxEntries(*oplog),
+		mongotest.OplogMaxBytes(*oplogBytes),
+		mongotest.OplogMaxAge(*oplogAge),
+		mongotest.NoopInterval(*noop),
+		mongotest.TTLMonitorInterval(*ttl),
+		mongotest.Secondaries(*secondaries),
+	}
+	if *frozen != "" {
+		at, err := time.Parse(time.RFC3339Nano, *frozen)
+		if err != nil {
+			fmt.Fprintf(stderr, "mongotest: -frozen-clock %q: want an RFC 3339 time such as 2026-03-01T09:00:00Z\n", *frozen)
+			return 2
+		}
+		opts = append(opts, mongotest.Clock(func() time.Time { return at }))
+	}
+	if *controls {
+		opts = append(opts, mongotest.TestControls())
+	}
+	if *verbose {
+		opts = append(opts, mongotest.Logger(slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))))
+	}
+	// Signals are caught before the connection string is printed: a parent
+	// that reads it and stops the server at once gets a clean exit.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	srv, err := mongotest.Start(opts...)
+	if err != nil {
+		// The options' errors name the options; name the flags instead.
+		fmt.Fprintln(stderr, optionFlags.Replace(err.Error()))
+		return 1
+	}
+	defer srv.Close()
+	fmt.Fprintln(stdout, srv.URI())
+	if *stdinEOF {
+		// The read ends when the parent closes the pipe or dies (the kernel
+		// closes its end); whatever it sends is ignored.
+		go func() {
+			_, _ = io.Copy(io.Discard, stdin)
+			stop()
+		}()
+	}
+	<-ctx.Done()
+	return 0
+}

@@ -1,0 +1,127 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+)
+
+// serve runs the command with args in the background and returns its
+// connection string, the writer of its stdin and its exit status.
+func serve(t *testing.T, args ...string) (uri string, stdin io.WriteCloser, status <-chan int) {
+	t.Helper()
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	var stderr bytes.Buffer
+	done := make(chan int, 1)
+	exited := make(chan struct{})
+	go func() {
+		defer close(exited)
+		code := run(args, inR, outW, &stderr)
+		outW.Close()
+		done <- code
+	}()
+	line, err := bufio.NewReader(outR).ReadString('\n')
+	if err != nil {
+		t.Fatalf("no connection string: %v (stderr %q)", err, stderr.String())
+	}
+	go func() { _, _ = io.Copy(io.Discard, outR) }()
+	t.Cleanup(func() {
+		inW.Close()
+		<-exited
+	})
+	return strings.TrimSpace(line), inW, done
+}
+
+func connect(t *testing.T, uri string) *mongo.Client {
+	t.Helper()
+	c, err := mongo.Connect(options.Client().ApplyURI(uri))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Disconnect(context.Background()) })
+	return c
+}
+
+func testCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// TestFlags: the flags configure the server (release, frozen clock, test
+// controls), and with -exit-on-stdin-eof closing stdin stops it with
+// status 0.
+func TestFlags(t *testing.T) {
+	uri, stdin, status := serve(t, "-addr", "127.0.0.1:0", "-server-version", "8.2.1",
+		"-frozen-clock", "2026-03-01T09:00:00Z", "-test-controls", "-exit-on-stdin-eof")
+	admin := connect(t, uri).Database("admin")
+	var bi struct {
+		Version string `bson:"version"`
+	}
+	if err := admin.RunCommand(testCtx(t), bson.D{{Key: "buildInfo", Value: 1}}).Decode(&bi); err != nil || bi.Version != "8.2.1" {
+		t.Fatalf("buildInfo version %q (%v); want 8.2.1", bi.Version, err)
+	}
+	var now struct {
+		UnixNanos int64 `bson:"unixNanos"`
+	}
+	for _, cmd := range []string{"ferryTestNow", "ferryTestNow", "ferryTestAdvanceClock"} {
+		if err := admin.RunCommand(testCtx(t), bson.D{{Key: cmd, Value: 1500}}).Decode(&now); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := time.Date(2026, 3, 1, 9, 0, 1, 500_000_000, time.UTC)
+	if got := time.Unix(0, now.UnixNanos).UTC(); !got.Equal(want) {
+		t.Fatalf("frozen clock after ferryTestAdvanceClock 1500: %v, want %v", got, want)
+	}
+	stdin.Close()
+	select {
+	case code := <-status:
+		if code != 0 {
+			t.Fatalf("exit status %d after stdin closed, want 0", code)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the server still runs 20s after its stdin was closed")
+	}
+}
+
+// TestTestControlsOff: without -test-controls the test-control commands
+// are refused, naming the flag.
+func TestTestControlsOff(t *testing.T) {
+	uri, _, _ := serve(t, "-addr", "127.0.0.1:0", "-exit-on-stdin-eof")
+	err := connect(t, uri).Database("admin").RunCommand(testCtx(t), bson.D{{Key: "ferryTestAdvanceClock", Value: 1000}}).Err()
+	var ce mongo.CommandError
+	if !errors.As(err, &ce) || ce.Code != 59 || !strings.Contains(ce.Message, "-test-controls") {
+		t.Fatalf("ferryTestAdvanceClock without -test-controls: %v; want CommandNotFound (59) naming -test-controls", err)
+	}
+}
+
+// TestBadFlags: a bad value fails with status 2 and a message naming the
+// flag; nothing is served.
+func TestBadFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-frozen-clock", "yesterday"}, "-frozen-clock"},
+		{[]string{"-server-version", "7.0.1"}, "-server-version \"7.0.1\": only 8.x"},
+		{[]string{"-oplog-entries", "0"}, "-oplog-entries must be at least 1"},
+		{[]string{"-secondaries", "-1"}, "-secondaries must not be negative"},
+		{[]string{"extra"}, "unexpected arguments"},
+	} {
+		var stdout, stderr bytes.Buffer
+		code := run(append([]string{"-addr", "127.0.0.1:0"}, tc.args...), strings.NewReader(""), &stdout, &stderr)
+		if code == 0 || !strings.Contains(stderr.String(), tc.want) || stdout.Len() != 0 {
+			t.Errorf("%q: status %d, stdout %q, stderr %q; want a failure naming %s", tc.args, code, stdout.String(), stderr.String(), tc.want)
+		}
+	}
+}

@@ -119,12 +119,22 @@ type Event struct {
 	// Attempt counts handler calls for this event, from 1.
 	Attempt int
 
+	// lane is the index of the lane that delivers the event (Lane).
+	lane int
+
 	idOnce sync.Once
 	id     string
 	// traceParent is the traceparent of the read batch the event came in
 	// (HookRead), "" when none.
 	traceParent string
 }
+
+// Lane returns the index of the lane that delivers the event, from 0 to
+// Concurrency-1: a lane delivers its events one after the other, and the
+// events of one document always share a lane. A handler that keeps state
+// per call in flight (group's transactional fencing keeps a fence document
+// per lane) can key it by the lane without two calls contending for it.
+func (e *Event) Lane() int { return e.lane }
 
 // ID returns the event id: the hex sha256 of the resume token's bytes
 // (for a backfill event, of the backfill's start marker, namespace and

@@ -219,7 +219,9 @@ func (r *runner) dispatch(it *item) {
 	for _, b := range it.ev.DocumentKey {
 		h = (h ^ uint64(b)) * prime
 	}
-	r.lanes[h%uint64(len(r.lanes))] <- it
+	lane := h % uint64(len(r.lanes))
+	it.ev.lane = int(lane)
+	r.lanes[lane] <- it
 }
 
 // sinkDown records that every delivery is failing: the partition waits

@@ -60,8 +60,10 @@ func (g *Group) wrap(held *lease.Held, p int) ferry.Handler {
 						return nil // recorded under this stream too now
 					}
 				}
-				// Fencing inside the transaction: the lease must still
-				// carry our epoch, or another member took over.
+				// The lease must still carry our epoch, or another member
+				// took over: a fast refusal, but only a read of this
+				// transaction's snapshot (see fence.go); passFence, after
+				// the effect, is the fencing.
 				var l struct {
 					Owner string `bson:"owner"`
 					Epoch int64  `bson:"epoch"`
@@ -73,7 +75,10 @@ func (g *Group) wrap(held *lease.Held, p int) ferry.Handler {
 				if l.Owner != cfg.memberID || l.Epoch != ev.Epoch {
 					return ferry.StopPartition(fmt.Errorf("%w: partition %d is now epoch %d of %q, not %d", ErrEpochChanged, p, l.Epoch, l.Owner, ev.Epoch))
 				}
-				return h(sctx, ev)
+				if err := h(sctx, ev); err != nil {
+					return err
+				}
+				return g.passFence(sctx, p, ev)
 			})
 		}
 	}

@@ -29,6 +29,7 @@ type settings struct {
 type totals struct {
 	runs, failed, faults           int
 	lost, dups, order, zombie      int
+	gaveUp, unrecoverable          int
 	unexpected, verifyMissing      int
 	restarts                       int
 	worstDelay                     time.Duration
@@ -53,9 +54,10 @@ func campaignWith(ctx context.Context, s settings, out io.Writer, each func(runR
 			each(res)
 		}
 	}
-	fmt.Fprintf(out, "chaos: seed=%d runs=%d faults=%d lost=%d dup_effects=%d order=%d worst_delay=%s restarts=%d zombie=%d unexpected=%d verify_missing=%d failed_runs=%d\n",
+	fmt.Fprintf(out, "chaos: seed=%d runs=%d faults=%d lost=%d dup_effects=%d order=%d worst_delay=%s restarts=%d zombie=%d unexpected=%d verify_missing=%d "+
+		"history_given_up=%d unrecoverable=%d failed_runs=%d\n",
 		s.seed, t.runs, t.faults, t.lost, t.dups, t.order, t.worstDelay.Round(time.Millisecond), t.restarts,
-		t.zombie, t.unexpected, t.verifyMissing, t.failed)
+		t.zombie, t.unexpected, t.verifyMissing, t.gaveUp, t.unrecoverable, t.failed)
 	return t.failed == 0 && t.runs == s.runs
 }
 
@@ -70,6 +72,8 @@ func (t *totals) add(r runResult) {
 	t.dups += len(c.Dups)
 	t.order += len(c.Order)
 	t.zombie += len(c.Zombie)
+	t.gaveUp += len(r.historyLost)
+	t.unrecoverable += len(c.Unrecoverable)
 	t.unexpected += len(c.Unexpected)
 	if !r.verifyExempt {
 		t.verifyMissing += r.verify.missing
@@ -92,6 +96,10 @@ type runResult struct {
 	notes     []string // what is worth knowing but fails nothing
 	logs      []string // member log files
 	backfills int      // backfills the members started
+	// historyLost are the members' history-lost failures that fail
+	// nothing (a history-loss run without a sweeper): the library gave up
+	// recovering a partition's history and said so.
+	historyLost []historyFailure
 	// drainExpired: the drain's deadline passed before everything was
 	// delivered.
 	drainExpired bool
@@ -115,8 +123,11 @@ func (r runResult) failed() bool {
 func (r runResult) print(out io.Writer, n int, s settings) {
 	c := r.check
 	status := "ok"
-	if r.failed() {
+	switch {
+	case r.failed():
 		status = "FAILED"
+	case len(c.Unrecoverable) > 0:
+		status = "unrecoverable" // history given up, and said so: not a loss
 	}
 	var fs []string
 	for _, f := range c.Faults {
@@ -130,9 +141,32 @@ func (r runResult) print(out io.Writer, n int, s settings) {
 	if r.verifyExempt {
 		vm += "(history-lost)"
 	}
-	fmt.Fprintf(out, "run %d seed=%d %s %s writes=%d delivered=%d lost=%d dup_effects=%d order=%d zombie=%d worst_delay=%s restarts=%d verify_missing=%s faults=%d [%s] took=%s\n",
+	gaveUp := ""
+	if len(r.historyLost) > 0 {
+		gaveUp = fmt.Sprintf(" history_given_up=%d unrecoverable=%d", len(r.historyLost), len(c.Unrecoverable))
+	}
+	fmt.Fprintf(out, "run %d seed=%d %s %s writes=%d delivered=%d lost=%d dup_effects=%d order=%d zombie=%d worst_delay=%s restarts=%d verify_missing=%s%s faults=%d [%s] took=%s\n",
 		n, r.plan.seed, kind, status, c.Writes, c.Delivered, len(c.Lost), len(c.Dups), len(c.Order), len(c.Zombie),
-		c.WorstDelay.Round(time.Millisecond), c.Restarts, vm, len(r.faults), strings.Join(fs, ", "), r.took.Round(time.Second))
+		c.WorstDelay.Round(time.Millisecond), c.Restarts, vm, gaveUp, len(r.faults), strings.Join(fs, ", "), r.took.Round(time.Second))
+	// History given up is always shown: what the library said, and what
+	// it left undelivered (or that another member recovered it).
+	for _, f := range r.historyLost {
+		fmt.Fprintf(out, "  history given up: member %s partition %d at %s: %s\n", f.Member, f.Partition, f.At.Format("15:04:05.000"), f.Err)
+	}
+	if len(r.historyLost) > 0 {
+		if len(c.Unrecoverable) == 0 {
+			fmt.Fprintf(out, "  (another member recovered those partitions: the final state was reached)\n")
+		} else if len(r.input.GaveUp) == partitions {
+			fmt.Fprintf(out, "  (the stream failed on every member: no partition was delivered after that)\n")
+		}
+		for i, u := range c.Unrecoverable {
+			if i == 5 {
+				fmt.Fprintf(out, "  ... and %d more\n", len(c.Unrecoverable)-5)
+				break
+			}
+			fmt.Fprintf(out, "  unrecoverable: %s: its latest version v%d was never delivered (partition %d)\n", u.Doc, u.V, partitionOf(u.Doc))
+		}
+	}
 	if s.verbose || r.failed() {
 		for _, f := range c.Faults {
 			fmt.Fprintf(out, "  fault +%s %s: %d writes in its window, worst delay %s, %d partition restarts\n",
@@ -149,6 +183,9 @@ func (r runResult) print(out io.Writer, n int, s settings) {
 		}
 	}
 	if !r.failed() {
+		if len(r.historyLost) > 0 {
+			fmt.Fprintf(out, "  kept: %s (configuration and every member's log)\n", r.dir)
+		}
 		return
 	}
 	for _, p := range c.problems(10) {

@@ -65,7 +65,7 @@ func TestCampaignPlans(t *testing.T) {
 }
 
 var (
-	summaryLine = regexp.MustCompile(`(?m)^chaos: seed=14 runs=3 faults=(\d+) lost=0 dup_effects=0 order=0 worst_delay=(\S+) restarts=(\d+) zombie=0 unexpected=0 verify_missing=0 failed_runs=0$`)
+	summaryLine = regexp.MustCompile(`(?m)^chaos: seed=14 runs=3 faults=(\d+) lost=0 dup_effects=0 order=0 worst_delay=(\S+) restarts=(\d+) zombie=0 unexpected=0 verify_missing=0 history_given_up=\d+ unrecoverable=0 failed_runs=0$`)
 	runLine     = regexp.MustCompile(`(?m)^run (\d) seed=(\d+) (\S+) ok writes=(\d+) delivered=(\d+) lost=0 dup_effects=0 order=0 zombie=0 .* faults=(\d+) `)
 )
 

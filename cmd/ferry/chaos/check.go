@@ -68,6 +68,13 @@ type checkInput struct {
 	// backfill scan). Live maps each live source document to its version.
 	FinalState bool
 	Live       map[string]int
+	// GaveUp are the partitions whose history a member gave up on (a
+	// stream failed history-lost); PartitionOf maps a document to its
+	// partition. In a FinalState check, a live document of such a
+	// partition whose latest version was never delivered is unrecoverable,
+	// not lost: the library said so instead of skipping it silently.
+	GaveUp      map[int]bool
+	PartitionOf func(doc string) int
 	// Restarts are the times members logged a partition stopping (lost,
 	// or stopped and restarted after a backoff).
 	Restarts []time.Time
@@ -116,9 +123,12 @@ type faultResult struct {
 type checkResult struct {
 	Writes, Delivered int
 	Lost              []change
-	Dups              []dupEffect
-	Order             []orderViolation
-	Zombie            []zombieEffect
+	// Unrecoverable are the latest versions never delivered of documents
+	// in a partition whose history was given up (FinalState only).
+	Unrecoverable []change
+	Dups          []dupEffect
+	Order         []orderViolation
+	Zombie        []zombieEffect
 	// Unexpected deliveries carry a change the writer never made.
 	Unexpected []delivery
 	Faults     []faultResult
@@ -199,8 +209,14 @@ func check(in checkInput) checkResult {
 			}
 		}
 		for doc, v := range in.Live {
-			if !latest[fmt.Sprintf("%s/%d", doc, v)] {
-				r.Lost = append(r.Lost, change{Doc: doc, V: v, Op: "latest"})
+			if latest[fmt.Sprintf("%s/%d", doc, v)] {
+				continue
+			}
+			c := change{Doc: doc, V: v, Op: "latest"}
+			if in.GaveUp[in.partitionOf(doc)] {
+				r.Unrecoverable = append(r.Unrecoverable, c)
+			} else {
+				r.Lost = append(r.Lost, c)
 			}
 		}
 	} else {
@@ -211,6 +227,7 @@ func check(in checkInput) checkResult {
 		}
 	}
 	sort.Slice(r.Lost, func(i, j int) bool { return lessChange(r.Lost[i], r.Lost[j]) })
+	sort.Slice(r.Unrecoverable, func(i, j int) bool { return lessChange(r.Unrecoverable[i], r.Unrecoverable[j]) })
 
 	// Delays and restarts, by fault window.
 	faults := append([]fault(nil), in.Faults...)
@@ -246,6 +263,13 @@ func check(in checkInput) checkResult {
 		}
 	}
 	return r
+}
+
+func (in checkInput) partitionOf(doc string) int {
+	if in.PartitionOf == nil {
+		return -1
+	}
+	return in.PartitionOf(doc)
 }
 
 // madeVersion reports whether the writer gave doc version v by an insert,

@@ -1,9 +1,17 @@
 package main
 
 import (
+	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/ferry-io/ferry/mongotest"
 )
 
 // history is a small clean run: two documents, doc a inserted, updated,
@@ -137,6 +145,81 @@ func TestCheckFinalStateAcceptsBackfill(t *testing.T) {
 	in.Deliveries = append(in.Deliveries, delivery{ID: "bf-3", Op: "backfill", Doc: "b", V: 5, Code: 200, Backfill: true})
 	if p := check(in).problems(10); len(p) != 1 || !strings.HasPrefix(p[0], "unexpected: backfill of b v5") {
 		t.Fatalf("a scanned version the writer never made: %q", p)
+	}
+}
+
+// TestCheckUnrecoverable: after lost history, a live document whose
+// latest version never arrived is unrecoverable, not lost, when its
+// partition is one a member gave up recovering (and said so); in any
+// other partition it is lost.
+func TestCheckUnrecoverable(t *testing.T) {
+	in := history(time.Now())
+	in.FinalState = true
+	in.Live = map[string]int{"b": 2}
+	in.Deliveries = drop(in.Deliveries, "e4") // b v2 never delivered
+	if r := check(in); len(r.Lost) != 1 || r.Lost[0].Doc != "b" || len(r.Unrecoverable) != 0 {
+		t.Fatalf("no partition given up: lost %v, unrecoverable %v; want b lost", r.Lost, r.Unrecoverable)
+	}
+	in.PartitionOf = func(doc string) int { return map[string]int{"a": 0, "b": 3}[doc] }
+	in.GaveUp = map[int]bool{0: true}
+	if r := check(in); len(r.Lost) != 1 || r.Lost[0].Doc != "b" || len(r.Unrecoverable) != 0 {
+		t.Fatalf("a's partition given up: lost %v, unrecoverable %v; want b lost", r.Lost, r.Unrecoverable)
+	}
+	in.GaveUp = map[int]bool{3: true}
+	r := check(in)
+	if len(r.Lost) != 0 || len(r.Unrecoverable) != 1 || r.Unrecoverable[0] != (change{Doc: "b", V: 2, Op: "latest"}) {
+		t.Fatalf("b's partition given up: lost %v, unrecoverable %v; want b v2 unrecoverable", r.Lost, r.Unrecoverable)
+	}
+	if p := r.problems(10); len(p) > 0 {
+		t.Fatalf("an unrecoverable document is no problem of the checker's: %q", p)
+	}
+}
+
+// TestPartitionOf agrees with the members' partition filter, the
+// expression ferry's stream matches on ({$abs: {$mod:
+// [{$toHashedIndexKey: _id}, partitions]}}), evaluated by the emulator
+// over the writer's _ids.
+func TestPartitionOf(t *testing.T) {
+	srv, err := mongotest.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	ctx := context.Background()
+	client, err := mongo.Connect(options.Client().ApplyURI(srv.URI()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = client.Disconnect(ctx) }()
+	coll := client.Database("chaos").Collection("docs")
+	var docs []any
+	for i := range 200 {
+		docs = append(docs, bson.D{{Key: "_id", Value: fmt.Sprintf("d-%05d", i)}})
+	}
+	if _, err := coll.InsertMany(ctx, docs); err != nil {
+		t.Fatal(err)
+	}
+	cur, err := coll.Aggregate(ctx, mongo.Pipeline{{{Key: "$project", Value: bson.D{{Key: "p", Value: bson.D{{Key: "$abs", Value: bson.D{
+		{Key: "$mod", Value: bson.A{bson.D{{Key: "$toHashedIndexKey", Value: "$_id"}}, int64(partitions)}}}}}}}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []struct {
+		ID string `bson:"_id"`
+		P  int64  `bson:"p"`
+	}
+	if err := cur.All(ctx, &got); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[int]bool{}
+	for _, d := range got {
+		if p := partitionOf(d.ID); p != int(d.P) {
+			t.Errorf("partitionOf(%s) = %d, the server's filter says %d", d.ID, p, d.P)
+		}
+		seen[int(d.P)] = true
+	}
+	if len(got) != 200 || len(seen) != partitions {
+		t.Errorf("%d documents in partitions %v, want 200 in all %d", len(got), seen, partitions)
 	}
 }
 

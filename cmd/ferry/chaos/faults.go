@@ -73,16 +73,16 @@ func (g *group) inject(ctx context.Context, f faultSpec) (fault, error) {
 }
 
 // stillHeld returns the partitions of ps for which the member's log shows
-// no loss, stop or revocation since t (a lost membership gives up every
-// partition).
+// no loss, stop or revocation since t (a lost membership, or the stream
+// failing, gives up every partition).
 func stillHeld(logPath string, ps []int, t time.Time) []int {
 	ml, _ := readLog(logPath)
 	gone := map[int]bool{}
 	for _, l := range ml.lines {
 		switch {
 		case l.Time.Before(t):
-		case strings.HasPrefix(l.Msg, "membership lost"):
-			return nil
+		case strings.HasPrefix(l.Msg, "membership lost"), strings.HasPrefix(l.Msg, "stream failed"):
+			return nil // every partition given up (a failed stream releases its leases)
 		case l.Partition != nil && (l.Msg == "partition lost" || l.Msg == "partition revoked" || strings.HasPrefix(l.Msg, "partition stopped")):
 			gone[*l.Partition] = true
 		}

@@ -32,13 +32,18 @@
 // delivery from an older lease epoch than an earlier one of the same
 // document), the worst delay from a write to its first delivery after each
 // fault, and the partition restarts the members logged after each fault.
-// It prints one line per run and a summary line
+// When a history-loss run's member gave a partition's history up (its
+// stream failed history-lost: the documented end of a backfill whose scan
+// outlasts the oplog, for a sink without a sweeper), what it left
+// undelivered is counted unrecoverable, not lost: the library said so
+// rather than skipping it. It prints one line per run and a summary line
 //
-//	chaos: seed=S runs=R faults=F lost=0 dup_effects=0 order=0 worst_delay=… restarts=… …
+//	chaos: seed=S runs=R faults=F lost=0 dup_effects=0 order=0 worst_delay=… restarts=… … history_given_up=G unrecoverable=U failed_runs=0
 //
 // and exits 1 on any loss, order violation, zombie effect, missing change,
-// duplicate effect in transactional mode, or a member that failed or did
-// not exit (naming the run's seed and keeping its member logs).
+// duplicate effect in transactional mode, or a member that failed (a
+// history-lost failure too, with the mongodb sink, whose backfill must
+// end) or did not exit (naming the run's seed and keeping its member logs).
 //
 // Its members are `ferry run` processes: this binary run with a `run` or
 // `verify` command line (and FERRY_CHAOS_CHILD set) is the ferry command.

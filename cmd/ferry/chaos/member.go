@@ -10,6 +10,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/ferry-io/ferry"
 )
 
 // childEnv marks a process the campaign started as `ferry run` or `ferry
@@ -141,14 +143,29 @@ type logLine struct {
 	Reason    string    `json:"reason"`
 }
 
+// A historyFailure is a member's stream failing with history-lost: the
+// partition whose history it gave up on, when, and the library's reason.
+type historyFailure struct {
+	Member    string
+	Partition int
+	At        time.Time
+	Err       string
+}
+
 // memberLog is what the campaign takes from a member's log.
 type memberLog struct {
 	restarts  []time.Time // a partition lost or stopped and restarted, a membership lost
 	backfills int         // backfills started
-	failed    []string    // "stream failed" lines
-	errors    int         // ERROR lines
-	lines     []logLine
-	other     []string // lines that are not JSON (a panic, SIGQUIT's goroutines)
+	// lastBackfill is when the last one started.
+	lastBackfill time.Time
+	failed       []string // "stream failed" lines (but historyLost's)
+	// historyLost are the stream's history-lost failures, by partition:
+	// the library gave up recovering that partition's history (two
+	// backfills in a row whose start marker left the oplog first).
+	historyLost []historyFailure
+	errors      int // ERROR lines
+	lines       []logLine
+	other       []string // lines that are not JSON (a panic, SIGQUIT's goroutines)
 }
 
 // readLog parses a member's log file.
@@ -176,6 +193,13 @@ func readLog(path string) (memberLog, error) {
 			ml.restarts = append(ml.restarts, l.Time)
 		case l.Msg == "backfill started":
 			ml.backfills++
+			ml.lastBackfill = l.Time
+		case strings.HasPrefix(l.Msg, "stream failed") && l.Class == string(ferry.FailHistoryLost):
+			// The group's line names the partition; the daemon's advice
+			// line ("stream failed: what to do") repeats the failure.
+			if l.Partition != nil {
+				ml.historyLost = append(ml.historyLost, historyFailure{Partition: *l.Partition, At: l.Time, Err: l.Err})
+			}
 		case strings.HasPrefix(l.Msg, "stream failed"):
 			ml.failed = append(ml.failed, sc.Text())
 		}

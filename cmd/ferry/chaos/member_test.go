@@ -22,6 +22,11 @@ func TestMemberLog(t *testing.T) {
 		`{"time":"2026-12-01T10:00:04Z","level":"ERROR","msg":"stream failed: its leases are released and this member takes none of them while failed"}`,
 		`{"time":"2026-12-01T10:00:05Z","level":"WARN","msg":"membership lost; rejoining"}`,
 		`panic: not a log line`,
+		// A history-lost failure: the group's line names the partition,
+		// the daemon's advice line repeats it.
+		`{"time":"2026-12-01T10:00:06Z","level":"INFO","msg":"backfill started","partition":2}`,
+		`{"time":"2026-12-01T10:00:07Z","level":"ERROR","msg":"stream failed: its leases are released and this member takes none of them while failed","class":"history-lost","partition":2,"err":"stream \"chaos\" partition 2: 2 backfills in a row ended with their start marker outside the oplog"}`,
+		`{"time":"2026-12-01T10:00:07Z","level":"WARN","msg":"stream failed: what to do","stream":"chaos","class":"history-lost","advice":"..."}`,
 	}
 	write := func(lines []string) {
 		t.Helper()
@@ -34,24 +39,33 @@ func TestMemberLog(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(ml.restarts) != 3 || ml.backfills != 1 || len(ml.failed) != 1 || ml.errors != 1 || len(ml.other) != 1 {
-		t.Errorf("restarts=%d backfills=%d failed=%d errors=%d other=%d, want 3 1 1 1 1", len(ml.restarts), ml.backfills, len(ml.failed), ml.errors, len(ml.other))
+	if len(ml.restarts) != 3 || ml.backfills != 2 || len(ml.failed) != 1 || ml.errors != 2 || len(ml.other) != 1 {
+		t.Errorf("restarts=%d backfills=%d failed=%d errors=%d other=%d, want 3 2 1 2 1", len(ml.restarts), ml.backfills, len(ml.failed), ml.errors, len(ml.other))
 	}
 	at := func(s int) time.Time { return time.Date(2026, 12, 1, 10, 0, s, 0, time.UTC) }
+	if !ml.lastBackfill.Equal(at(6)) {
+		t.Errorf("last backfill at %v, want %v", ml.lastBackfill, at(6))
+	}
+	if len(ml.historyLost) != 1 || ml.historyLost[0].Partition != 2 || !ml.historyLost[0].At.Equal(at(7)) ||
+		!strings.Contains(ml.historyLost[0].Err, "2 backfills in a row") {
+		t.Errorf("history-lost failures %+v, want partition 2's at 10:00:07 with its reason", ml.historyLost)
+	}
 	for _, tc := range []struct {
 		since time.Time
 		want  []int
 	}{
 		{at(0), nil},            // membership lost at 5 gives up everything
 		{at(1), nil},            // likewise
-		{at(6), []int{1, 2, 3}}, // nothing logged since
+		{at(6), nil},            // the stream failed at 7: its leases are released
+		{at(8), []int{1, 2, 3}}, // nothing logged since
 	} {
 		if got := stillHeld(path, []int{1, 2, 3}, tc.since); !reflect.DeepEqual(got, tc.want) {
 			t.Errorf("stillHeld since %v = %v, want %v", tc.since.Format(time.TimeOnly), got, tc.want)
 		}
 	}
-	// Without the membership line: 1 (lost) and 2 (stopped) are given up, 3 is not.
-	write(lines[:5])
+	// Without the membership and failure lines: 1 (lost) and 2 (stopped)
+	// are given up, 3 is not.
+	write(lines[:4])
 	if got := stillHeld(path, []int{1, 2, 3}, at(0)); !reflect.DeepEqual(got, []int{3}) {
 		t.Errorf("stillHeld = %v, want [3]", got)
 	}

@@ -4,9 +4,14 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/ferry-io/ferry/internal/hashkey"
 	"github.com/ferry-io/ferry/verify"
 )
 
@@ -61,7 +66,7 @@ func runOne(ctx context.Context, p plan, s settings) (res runResult) {
 	}
 	res.dir = dir
 	defer func() {
-		if !res.failed() && !s.keep {
+		if !res.failed() && len(res.historyLost) == 0 && !s.keep {
 			_ = os.RemoveAll(dir)
 		}
 	}()
@@ -170,16 +175,17 @@ func (r *run) deliveries() []delivery {
 }
 
 // evaluate checks the run so far: finalState checks the latest version of
-// every live document (after lost history) instead of every change; done
-// reports whether nothing is missing.
-func (r *run) evaluate(ctx context.Context, finalState bool, restarts []time.Time) (c checkResult, proj *verify.ProjectionReport, done bool) {
+// every live document (after lost history) instead of every change;
+// gaveUp are the partitions a member gave up recovering (history-lost);
+// done reports whether nothing is missing.
+func (r *run) evaluate(ctx context.Context, finalState bool, restarts []time.Time, gaveUp []historyFailure) (c checkResult, proj *verify.ProjectionReport, done bool) {
 	var in checkInput
-	c, proj, done, in = r.evaluateInput(ctx, finalState, restarts)
+	c, proj, done, in = r.evaluateInput(ctx, finalState, restarts, gaveUp)
 	r.res.input = in
 	return c, proj, done
 }
 
-func (r *run) evaluateInput(ctx context.Context, finalState bool, restarts []time.Time) (c checkResult, proj *verify.ProjectionReport, done bool, in checkInput) {
+func (r *run) evaluateInput(ctx context.Context, finalState bool, restarts []time.Time, gaveUp []historyFailure) (c checkResult, proj *verify.ProjectionReport, done bool, in checkInput) {
 	if n, err := pendingTTL(ctx, r.e.source); err != nil || n > 0 {
 		return c, nil, false, in // the source is still changing
 	}
@@ -189,6 +195,9 @@ func (r *run) evaluateInput(ctx context.Context, finalState bool, restarts []tim
 		return c, nil, true, in
 	}
 	in = checkInput{Writes: hist, Deliveries: r.deliveries(), Faults: r.res.faults, FinalState: finalState, Live: live, Restarts: restarts}
+	if len(gaveUp) > 0 {
+		in.GaveUp, in.PartitionOf = r.givenUp(gaveUp), partitionOf
+	}
 	if finalState && r.p.sink == "mongodb" {
 		in.Live = nil // the projection diff is the final state's check
 	}
@@ -204,16 +213,67 @@ func (r *run) evaluateInput(ctx context.Context, finalState bool, restarts []tim
 	return c, proj, done, in
 }
 
+// givenUp is the set of partitions whose history is given up: those of
+// the failures, or every partition when the stream failed on every
+// current member (a failed stream takes no partition: nobody is left to
+// deliver any).
+func (r *run) givenUp(fs []historyFailure) map[int]bool {
+	out := map[int]bool{}
+	failed := map[string]bool{}
+	for _, f := range fs {
+		out[f.Partition] = true
+		failed[f.Member] = true
+	}
+	for _, m := range r.g.slots {
+		if !failed[m.id] {
+			return out
+		}
+	}
+	for p := range partitions {
+		out[p] = true
+	}
+	return out
+}
+
+// partitionOf is the partition of a document of the writer (its _id is a
+// string): the one whose change stream and backfill carry it, |hash(_id)
+// mod partitions| as in ferry's partition filter.
+func partitionOf(doc string) int {
+	h, err := hashkey.Hash(doc)
+	if err != nil {
+		return -1 // a string always hashes
+	}
+	p := h % partitions
+	if p < 0 {
+		p = -p
+	}
+	return int(p)
+}
+
 // drain waits until every change is delivered (after lost history: the
-// final state), or the drain deadline.
+// final state), or the drain deadline. It ends early when what is missing
+// lies in partitions a member gave up recovering (history-lost) and no
+// member has started a backfill for 10 s: nothing more is coming.
 func (r *run) drain(ctx context.Context) {
+	var checked time.Time
 	if !waitUntil(ctx, r.s.drain, func() bool {
 		for _, m := range r.g.slots {
 			if !m.exited() && !m.ready() {
 				return false // a member started by the last fault: SIGTERM must find it up
 			}
 		}
-		_, _, done := r.evaluate(ctx, r.p.historyLoss, nil)
+		if _, _, done := r.evaluate(ctx, r.p.historyLoss, nil, nil); done {
+			return true
+		}
+		if !r.p.historyLoss || time.Since(checked) < time.Second {
+			return false
+		}
+		checked = time.Now()
+		logs := r.g.readLogs()
+		if len(logs.historyLost) == 0 || time.Since(logs.lastBackfill) < 10*time.Second {
+			return false
+		}
+		_, _, done := r.evaluate(ctx, true, nil, logs.historyLost)
 		return done
 	}) {
 		r.res.drainExpired = true
@@ -233,19 +293,67 @@ func (r *run) finish(ctx context.Context) {
 	}
 	logs := r.g.collectLogs(r.res)
 	r.res.backfills = logs.backfills
+	r.res.historyLost = logs.historyLost
 	// History is lost on purpose in these runs, but only a backfill shows
 	// it was: without one, every change must have been delivered.
 	finalState := r.p.historyLoss && logs.backfills > 0
 	var done bool
-	r.res.check, r.res.proj, done = r.evaluate(ctx, finalState, logs.restarts)
+	r.res.check, r.res.proj, done = r.evaluate(ctx, finalState, logs.restarts, logs.historyLost)
 	if !done && len(r.res.check.Lost) == 0 && r.res.proj != nil && !r.res.proj.Clean() {
-		r.fail("the projection differs from the source: %s", r.res.proj)
+		r.fail("the projection differs from the source: %s%s", r.res.proj, r.explainProjection(ctx, *r.res.proj))
 	}
 	if r.res.drainExpired && !done {
 		r.fail("the drain ran out (-drain %v) before everything was delivered: what is reported lost was not delivered by then "+
 			"(ferry verify below tells applied, pending and missing apart)", r.s.drain)
 	}
 	r.verify(ctx, finalState)
+}
+
+// explainProjection describes the documents a projection diff names: the
+// projection's stamp of each (operation, lease epoch, cluster time, when it
+// was written, whether a backfill wrote it; not the document) and what
+// the writer did to it, so a failed run says who wrote what and when.
+func (r *run) explainProjection(ctx context.Context, pr verify.ProjectionReport) string {
+	var b strings.Builder
+	hist := map[string][]write{}
+	for _, w := range r.res.input.Writes {
+		hist[w.Doc] = append(hist[w.Doc], w)
+	}
+	for _, ids := range []struct {
+		kind string
+		ids  []bson.RawValue
+	}{{"missing", pr.MissingIDs}, {"extra", pr.ExtraIDs}, {"stale", pr.StaleIDs}} {
+		for _, id := range ids.ids {
+			doc, _ := id.StringValueOK()
+			fmt.Fprintf(&b, "\n    %s %s (partition %d):", ids.kind, doc, partitionOf(doc))
+			var got struct {
+				Stamp struct {
+					Op    string         `bson:"op"`
+					Epoch int64          `bson:"epoch"`
+					CT    bson.Timestamp `bson:"ct"`
+					At    time.Time      `bson:"at"`
+					Del   bool           `bson:"del"`
+					BF    bool           `bson:"bf"`
+				} `bson:"_ferry"`
+			}
+			err := r.e.target.FindOne(ctx, bson.D{{Key: "_id", Value: id}}, options.FindOne().SetProjection(bson.D{{Key: "_ferry", Value: 1}})).Decode(&got)
+			if err != nil {
+				fmt.Fprintf(&b, " projection: %v;", err)
+			} else {
+				st := got.Stamp
+				fmt.Fprintf(&b, " projection stamp op=%s epoch=%d ct=%d.%d at=%s deleted=%v backfill=%v;",
+					st.Op, st.Epoch, st.CT.T, st.CT.I, st.At.Format("15:04:05.000"), st.Del, st.BF)
+			}
+			for _, w := range hist[doc] {
+				at := "ttl"
+				if !w.At.IsZero() {
+					at = w.At.Format("15:04:05.000")
+				}
+				fmt.Fprintf(&b, " v%d %s %s,", w.V, w.Op, at)
+			}
+		}
+	}
+	return b.String()
 }
 
 // verify runs ferry verify over the run's window: nothing may be missing,

@@ -3,6 +3,7 @@ package ferry_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync/atomic"
@@ -16,6 +17,7 @@ import (
 	"github.com/ferry-io/ferry"
 	"github.com/ferry-io/ferry/checkpoint"
 	"github.com/ferry-io/ferry/internal/emutest"
+	"github.com/ferry-io/ferry/internal/poll"
 )
 
 // TestStopDuringBackfill stops a consumer while its backfill scan has events
@@ -75,17 +77,13 @@ func TestStopDuringBackfill(t *testing.T) {
 			t.Fatalf("the repeated backfill applied %d of 40 documents", i)
 		}
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	poll.Until(t, 20*time.Second, func() error {
 		cps, err := e.store.List(context.Background(), "s")
 		if err == nil && len(cps) == 1 && cps[0].State == checkpoint.StateRunning && cps[0].Token != nil {
-			break
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("checkpoint after the repeated backfill = %+v (%v), want running with a token", cps, err)
-		}
-		time.Sleep(10 * time.Millisecond) // polling interval
-	}
+		return fmt.Errorf("checkpoint after the repeated backfill = %+v (%v), want running with a token", cps, err)
+	})
 	if err := r.stop(t); err != nil {
 		t.Fatal(err)
 	}

@@ -22,14 +22,6 @@ import (
 	"github.com/ferry-io/ferry/internal/emutest"
 )
 
-// externalEmulator is an emulator in a process of its own (benchmarks
-// measure the consumer's memory without the server's), or the real
-// replica set at $FERRY_TEST_MONGODB_URI.
-func externalEmulator(b *testing.B) string {
-	uri, _ := emutest.URI(b)
-	return uri
-}
-
 func kib(i int) bson.D {
 	return bson.D{{Key: "_id", Value: i}, {Key: "payload", Value: strings.Repeat("p", 1000)}}
 }
@@ -63,12 +55,7 @@ func startOp(b *testing.B, client *mongo.Client) bson.Timestamp {
 // through a Ferry consumer with a no-op handler and batched checkpoints. It
 // reports both rates and their ratio (ferry/raw).
 func BenchmarkConsumerVsRawStream(b *testing.B) {
-	uri := externalEmulator(b)
-	client, err := mongo.Connect(options.Client().ApplyURI(uri))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer client.Disconnect(context.Background())
+	client, _ := emutest.Client(b)
 	db := client.Database(fmt.Sprintf("bench_%d", time.Now().UnixNano()))
 	c := db.Collection("c")
 	at := startOp(b, client)
@@ -162,12 +149,9 @@ func ferryPass(b *testing.B, client *mongo.Client, db *mongo.Database, at bson.T
 func BenchmarkBacklogMemory(b *testing.B) {
 	for _, size := range []int{25_000, 100_000} {
 		b.Run(fmt.Sprint(size), func(b *testing.B) {
-			uri := externalEmulator(b)
-			client, err := mongo.Connect(options.Client().ApplyURI(uri))
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer client.Disconnect(context.Background())
+			// The emulator runs in a process of its own: the benchmark measures
+			// the consumer's memory, not the server's.
+			client, _ := emutest.Client(b)
 			db := client.Database(fmt.Sprintf("mem_%d", time.Now().UnixNano()))
 			at := startOp(b, client)
 			backlog(b, db.Collection("c"), size)

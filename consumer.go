@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -15,11 +16,12 @@ import (
 )
 
 // Consumer reads one partition of one stream and applies each change with
-// its handler. Create it with NewConsumer and call Run.
+// its handler. Create it with NewConsumer (a Handler, one event per call)
+// or NewBatchConsumer (a BatchHandler) and call Run.
 type Consumer struct {
 	cfg      config
 	client   *mongo.Client
-	handler  Handler
+	handler  BatchHandler
 	log      *slog.Logger
 	hooks    hooks
 	identity string
@@ -72,18 +74,56 @@ func LagOf(now, oldestPending time.Time) time.Duration {
 	return 0
 }
 
-// NewConsumer checks the options and returns a consumer. It does not
-// connect: Run does.
+// NewConsumer checks the options and returns a consumer whose handler is
+// called with one event at a time. It does not connect: Run does.
 func NewConsumer(client *mongo.Client, handler Handler, opts ...Option) (*Consumer, error) {
+	var bh BatchHandler
+	if handler != nil {
+		bh = func(ctx context.Context, batch []*Event) error {
+			if len(batch) == 1 {
+				return handler(ctx, batch[0])
+			}
+			be := NewBatchError(len(batch)) // not reached: batches are of one
+			for i, ev := range batch {
+				be.Set(i, handler(ctx, ev))
+			}
+			return be.Err()
+		}
+	}
+	return newConsumer(client, bh, handler == nil, false, opts)
+}
+
+// NewBatchConsumer checks the options and returns a consumer whose handler
+// is called with batches of events (see BatchHandler, BatchSize,
+// BatchBytes, BatchLinger): every lane hands the events ready in it over
+// in one call, so a sink pays its round trip, syscall or transaction once
+// per batch. Everything else is as with NewConsumer: each event is
+// finished, retried, dead-lettered and checkpointed on its own. It does
+// not connect: Run does.
+func NewBatchConsumer(client *mongo.Client, handler BatchHandler, opts ...Option) (*Consumer, error) {
+	return newConsumer(client, handler, handler == nil, true, opts)
+}
+
+func newConsumer(client *mongo.Client, handler BatchHandler, noHandler, batches bool, opts []Option) (*Consumer, error) {
 	cfg := defaultConfig()
 	var p optcheck.Problems
 	if client == nil {
 		p.Add("client", "a connected *mongo.Client is required")
 	}
-	if handler == nil {
-		p.Add("handler", "a Handler is required")
+	if noHandler {
+		if batches {
+			p.Add("handler", "a BatchHandler is required")
+		} else {
+			p.Add("handler", "a Handler is required")
+		}
 	}
 	optcheck.Apply(&p, opts, func(o Option) { o.apply(&cfg) })
+	if !batches {
+		for _, name := range slices.Compact(slices.Sorted(slices.Values(cfg.batchSet))) {
+			p.Add(name, "applies to a BatchHandler (NewBatchConsumer); a Handler is called with one event at a time")
+		}
+		cfg.batchSize = 1
+	}
 	cfg.validate(&p)
 	if problems := p.List(); len(problems) > 0 {
 		return nil, &ConfigError{Problems: problems}

@@ -23,6 +23,7 @@ import (
 	"github.com/ferry-io/ferry/deadletter"
 	"github.com/ferry-io/ferry/internal/emutest"
 	"github.com/ferry-io/ferry/internal/leakcheck"
+	"github.com/ferry-io/ferry/internal/poll"
 )
 
 // env is one test's MongoDB (emulator or $FERRY_TEST_MONGODB_URI), client,
@@ -194,17 +195,18 @@ func insert(t *testing.T, c *mongo.Collection, docs ...bson.D) {
 // writes after it are seen.
 func waitStarted(t *testing.T, store checkpoint.Store) checkpoint.Checkpoint {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		cp, err := store.Load(context.Background(), "s", 0)
-		if err == nil && cp.Token != nil {
-			return cp
+	var cp checkpoint.Checkpoint
+	poll.Until(t, 20*time.Second, func() error {
+		var err error
+		if cp, err = store.Load(context.Background(), "s", 0); err != nil {
+			return fmt.Errorf("no checkpoint written: %w", err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no checkpoint written: %v", err)
+		if cp.Token == nil {
+			return errors.New("no checkpoint with a token written")
 		}
-		runtime_Gosched()
-	}
+		return nil
+	})
+	return cp
 }
 
 func TestMain(m *testing.M) {
@@ -368,14 +370,17 @@ func TestPoisonEventsAreDeadLettered(t *testing.T) {
 	insert(t, e.db.Collection("c"), bson.D{{Key: "_id", Value: 1}}, bson.D{{Key: "_id", Value: 2}})
 	stopWriting := keepWriting(t, e.db.Collection("c"), 100)
 	var entries []deadletter.Entry
-	eventually(t, 20*time.Second, func() string {
+	poll.Until(t, 20*time.Second, func() error {
 		var err error
 		entries, err = e.dlq.List(context.Background(), "s", 0)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return fmt.Sprintf("%d dead letters, want 2", len(entries))
-	}, func() bool { return len(entries) == 2 })
+		if len(entries) != 2 {
+			return fmt.Errorf("%d dead letters, want 2", len(entries))
+		}
+		return nil
+	})
 	written := stopWriting()
 	for _, en := range entries {
 		// 3 counted attempts; an attempt counts only when some other event
@@ -430,25 +435,6 @@ func keepWriting(t *testing.T, c *mongo.Collection, first int32) func() int {
 	}
 	t.Cleanup(func() { stopFn() })
 	return stopFn
-}
-
-// eventually polls cond until it holds or d passes; then it fails the
-// test with what describe says.
-func eventually(t *testing.T, d time.Duration, describe func() string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		msg := describe()
-		if cond() {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatal(msg)
-		}
-		<-tick.C
-	}
 }
 
 // TestPoisonStall: with PoisonStall, an event the sink rejects stops the
@@ -522,20 +508,16 @@ func TestQuietStreamCheckpointAdvances(t *testing.T) {
 	// Writes elsewhere move the server's postBatchResumeToken; the quiet
 	// stream's checkpoint follows.
 	insert(t, e.db.Collection("other"), bson.D{{Key: "x", Value: 1}})
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	poll.Until(t, 20*time.Second, func() error {
 		cp, err := e.store.Load(context.Background(), "s", 0)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if cp.Version > first.Version && string(cp.Token) != string(first.Token) {
-			return
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("checkpoint of a quiet stream did not advance")
-		}
-		runtime_Gosched()
-	}
+		return fmt.Errorf("checkpoint of a quiet stream did not advance: version %d, want > %d with a new token", cp.Version, first.Version)
+	})
 }
 
 func TestInvalidate(t *testing.T) {
@@ -600,12 +582,7 @@ func TestHistoryLost(t *testing.T) {
 	// the source, deletes included (through the sweeper).
 	// The projection lives on another server: its writes must not roll
 	// the source's deliberately tiny oplog.
-	sink := emutest.New(t)
-	sinkClient, err := mongo.Connect(options.Client().ApplyURI(sink.URI()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sinkClient.Disconnect(context.Background())
+	sinkClient, _ := emutest.Client(t) // a second emulator (the test runs only on the emulator)
 	proj := sinkClient.Database("sink").Collection("projection")
 	project := func(ctx context.Context, ev *ferry.Event) error {
 		id := ev.DocumentKey.Lookup("_id")
@@ -641,9 +618,15 @@ func TestHistoryLost(t *testing.T) {
 	rec.waitFor(t, 57)
 	// With a sweeper the stream is applied while the scan runs: the
 	// backfill (and its sweep) is over once the checkpoint is running again.
-	eventually(t, 20*time.Second, func() string { return "the checkpoint never left needs-backfill" }, func() bool {
+	poll.Until(t, 20*time.Second, func() error {
 		cp, err := e.store.Load(context.Background(), "s", 0)
-		return err == nil && cp.State == checkpoint.StateRunning && cp.Token != nil
+		if err != nil {
+			return err
+		}
+		if cp.State != checkpoint.StateRunning || cp.Token == nil {
+			return fmt.Errorf("the checkpoint never left needs-backfill: state %q", cp.State)
+		}
+		return nil
 	})
 	if !sameDocs(t, c, proj) {
 		t.Fatal("projection differs from the source after the backfill")
@@ -716,17 +699,16 @@ func TestNewEpochFencesOldOwner(t *testing.T) {
 	waitStarted(t, e.store)
 	rec := newRecorder()
 	start(t, e.client, rec.handle, e.opts(ferry.Epoch(2))...)
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	poll.Until(t, 20*time.Second, func() error {
 		cp, err := e.store.Load(context.Background(), "s", 0)
-		if err == nil && cp.Epoch == 2 {
-			break
+		if err != nil {
+			return fmt.Errorf("the new owner did not claim the checkpoint: %w", err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("the new owner did not claim the checkpoint")
+		if cp.Epoch != 2 {
+			return fmt.Errorf("the new owner did not claim the checkpoint: epoch %d, want 2", cp.Epoch)
 		}
-		runtime_Gosched()
-	}
+		return nil
+	})
 	insert(t, e.db.Collection("c"), bson.D{{Key: "_id", Value: 1}})
 	if err := old.wait(t); !errors.Is(err, ferry.ErrFenced) {
 		t.Fatalf("old owner: %v, want ErrFenced", err)

@@ -12,6 +12,7 @@ type call struct {
 	ctx context.Context // the handler's context
 	end func(EventInfo) // the delivery hooks' end, until reported
 	log *slog.Logger    // the partition's logger, with the trace id when there is one
+	tp  string          // the traceparent ctx carries, "" when none
 }
 
 // startCall prepares a handler call of ev under ctx: the context carries
@@ -30,7 +31,8 @@ func (r *runner) startCall(ctx context.Context, ev *Event, attempt int) call {
 			Operation: ev.OperationType, Namespace: ev.Namespace, EventID: ev.ID(), Attempt: attempt,
 			ClusterTime: time.Unix(int64(ev.ClusterTime.T), 0)})
 	}
-	if id := TraceID(TraceParent(c.ctx)); id != "" {
+	c.tp = TraceParent(c.ctx)
+	if id := TraceID(c.tp); id != "" {
 		c.log = c.log.With("trace", id)
 	}
 	return c

@@ -10,6 +10,9 @@
 //	)
 //	err = c.Run(ctx) // blocks; cancel ctx to drain and stop
 //
+// A BatchHandler (ferry.NewBatchConsumer) takes the events in batches
+// instead: see BatchHandler for its contract.
+//
 // # Data path
 //
 //	MongoDB ─watch─► reader ─bounded window─► lanes (one per key hash) ─► handler
@@ -55,6 +58,16 @@
 //     consumer's state is StateWaitingForSink (HookState), and when the
 //     sink accepts an event again every lane waiting out a backoff retries
 //     at once. RetryMaxElapsed is the explicit time bound, off by default.
+//   - Batches (NewBatchConsumer, BatchHandler) change the cost, not the
+//     guarantees: each lane hands the events ready in it (up to BatchSize
+//     and BatchBytes, after an optional BatchLinger) to one handler call;
+//     the handler reports per event (BatchError) and every event is then
+//     finished, retried and checkpointed on its own. The failed events of
+//     a batch are retried alone, in batch order, so one document's order
+//     holds and a poison event is judged by its own failures only: an
+//     error of the whole batch (a panic, a timeout, an aborted
+//     transaction), and ErrNotAttempted, never count against the events
+//     of a batch.
 //   - Run returns only after every goroutine it started has ended. Cancelling
 //     its context stops reading, lets in-flight events finish within
 //     DrainTimeout, writes the final checkpoint and closes the cursor.
@@ -149,7 +162,10 @@
 // context carries the delivery's traceparent (TraceParent; set with
 // WithTraceParent), which the sinks send on (the webhook's traceparent
 // header, Kafka and NATS headers, a Pub/Sub attribute), and every log line
-// of a delivery carries its short event id and trace id. The module
+// of a delivery carries its short event id and trace id. In a
+// BatchHandler's call of several events each event is a delivery of its
+// own, in its own read batch's trace: its traceparent is
+// DeliveryTraceParent's, and the call's context carries none. The module
 // github.com/ferry-io/ferry/otel implements both hooks for OpenTelemetry.
 //
 // # Options

@@ -34,6 +34,15 @@ var (
 	// the next owner applies it. Consumer groups use it when the lease can
 	// no longer be proven valid.
 	ErrStopPartition = errors.New("ferry: partition stopped by the handler")
+	// ErrNotAttempted marks the failure of an event of a batch that was
+	// not applied because of another event of the batch, not because of
+	// itself: an earlier event of the same document failed (the sink did
+	// not try it, to keep the document's order), or a transaction holding
+	// the whole batch was aborted by another event's failure. It says
+	// nothing about the event, so it is retried with the others and the
+	// attempt does not count towards MaxAttempts. Wrap it (fmt.Errorf
+	// with %w) to say why.
+	ErrNotAttempted = errors.New("ferry: not attempted")
 	// ErrFatal: the server refused the stream with an error that reopening
 	// it cannot fix (a pipeline that modifies _id, a required pre- or
 	// post-image that does not exist, missing privileges, an event too

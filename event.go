@@ -119,14 +119,17 @@ type Event struct {
 	// Attempt counts handler calls for this event, from 1.
 	Attempt int
 
-	// lane is the index of the lane that delivers the event (Lane).
-	lane int
+	// laneIdx is the index of the lane that delivers the event (Lane).
+	laneIdx int
 
 	idOnce sync.Once
 	id     string
 	// traceParent is the traceparent of the read batch the event came in
 	// (HookRead), "" when none.
 	traceParent string
+	// deliveryTP is the traceparent of its current handler call's
+	// delivery (HookDelivery), "" when none: DeliveryTraceParent.
+	deliveryTP string
 }
 
 // Lane returns the index of the lane that delivers the event, from 0 to
@@ -134,7 +137,7 @@ type Event struct {
 // events of one document always share a lane. A handler that keeps state
 // per call in flight (group's transactional fencing keeps a fence document
 // per lane) can key it by the lane without two calls contending for it.
-func (e *Event) Lane() int { return e.lane }
+func (e *Event) Lane() int { return e.laneIdx }
 
 // ID returns the event id: the hex sha256 of the resume token's bytes
 // (for a backfill event, of the backfill's start marker, namespace and

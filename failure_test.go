@@ -18,6 +18,7 @@ import (
 
 	"github.com/ferry-io/ferry"
 	"github.com/ferry-io/ferry/checkpoint"
+	"github.com/ferry-io/ferry/internal/poll"
 )
 
 // stateLog is a HookState that records every state change.
@@ -81,9 +82,12 @@ func TestSinkOutageDeadLettersNothing(t *testing.T) {
 			_, _ = c.DeleteMany(context.Background(), bson.D{})
 		}
 	}
-	eventually(t, 20*time.Second, func() string {
-		return fmt.Sprintf("%d attempts, state %q; want > 20 attempts and waiting-for-sink", attempts.Load(), states.last())
-	}, func() bool { return attempts.Load() > 20*3 && states.last() == ferry.StateWaitingForSink })
+	poll.Until(t, 20*time.Second, func() error {
+		if n, st := attempts.Load(), states.last(); n <= 20*3 || st != ferry.StateWaitingForSink {
+			return fmt.Errorf("%d attempts, state %q; want > 20 attempts and waiting-for-sink", n, st)
+		}
+		return nil
+	})
 	down.Store(false)
 	rec.waitFor(t, 40) // 20 inserts and 20 deletes
 	entries, err := e.dlq.List(context.Background(), "s", 0)
@@ -93,8 +97,12 @@ func TestSinkOutageDeadLettersNothing(t *testing.T) {
 	if len(entries) != 0 {
 		t.Fatalf("%d events dead-lettered during an outage, want none", len(entries))
 	}
-	eventually(t, 5*time.Second, func() string { return "state " + string(states.last()) + ", want running" },
-		func() bool { return states.last() == ferry.StateRunning })
+	poll.Until(t, 5*time.Second, func() error {
+		if st := states.last(); st != ferry.StateRunning {
+			return fmt.Errorf("state %q, want running", st)
+		}
+		return nil
+	})
 	// Per document, the events came in order: insert then delete, v rising.
 	last := map[int32]int32{}
 	for _, ev := range rec.snapshot() {
@@ -119,9 +127,15 @@ func TestRetryMaxElapsedBoundsAnOutage(t *testing.T) {
 		e.opts(ferry.RetryMaxElapsed(50*time.Millisecond))...)
 	waitStarted(t, e.store)
 	insert(t, e.db.Collection("c"), bson.D{{Key: "_id", Value: 1}})
-	eventually(t, 20*time.Second, func() string { return "not dead-lettered" }, func() bool {
-		entries, _ := e.dlq.List(context.Background(), "s", 0)
-		return len(entries) == 1
+	poll.Until(t, 20*time.Second, func() error {
+		entries, err := e.dlq.List(context.Background(), "s", 0)
+		if err != nil {
+			return err
+		}
+		if len(entries) != 1 {
+			return fmt.Errorf("%d dead letters, want 1", len(entries))
+		}
+		return nil
 	})
 }
 
@@ -287,9 +301,15 @@ func TestLostCheckpointReplyIsNotFenced(t *testing.T) {
 	r := start(t, e.client, func(context.Context, *ferry.Event) error { return nil }, e.opts()...)
 	waitStarted(t, store.Store)
 	insert(t, e.db.Collection("c"), bson.D{{Key: "_id", Value: 1}})
-	eventually(t, 20*time.Second, func() string { return "the checkpoint never moved past the first write" }, func() bool {
+	poll.Until(t, 20*time.Second, func() error {
 		cp, err := store.Store.Load(context.Background(), "s", 0)
-		return err == nil && cp.Version >= 2
+		if err != nil {
+			return err
+		}
+		if cp.Version < 2 {
+			return fmt.Errorf("the checkpoint never moved past the first write: version %d", cp.Version)
+		}
+		return nil
 	})
 	if err := r.stop(t); err != nil {
 		t.Fatalf("Run = %v, want nil: the lost reply was our own write", err)

@@ -2,6 +2,7 @@ package ferry_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -19,6 +20,7 @@ import (
 	"github.com/ferry-io/ferry/checkpoint/boltstore"
 	"github.com/ferry-io/ferry/deadletter"
 	"github.com/ferry-io/ferry/internal/childproc"
+	"github.com/ferry-io/ferry/internal/poll"
 )
 
 // The crash tests run the consumer in a child process (this test binary,
@@ -112,24 +114,21 @@ func child(t *testing.T, uri, boltPath, db, mode, target string, start bson.Time
 // returns how many effects concern doc.
 func countEffects(t *testing.T, db *mongo.Database, doc string) int {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	poll.Until(t, 30*time.Second, func() error {
 		n, err := db.Collection("effects").CountDocuments(context.Background(), bson.D{{Key: "doc", Value: "5"}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if n >= 1 {
-			m, err := db.Collection("effects").CountDocuments(context.Background(), bson.D{{Key: "doc", Value: doc}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			return int(m)
+		if n == 0 {
+			return errors.New("the last event was never applied after the restart")
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("the last event was never applied after the restart")
-		}
-		runtime_Gosched()
+		return nil
+	})
+	m, err := db.Collection("effects").CountDocuments(context.Background(), bson.D{{Key: "doc", Value: doc}})
+	if err != nil {
+		t.Fatal(err)
 	}
+	return int(m)
 }
 
 func crashTest(t *testing.T, mode string, wantTarget int) {

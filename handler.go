@@ -11,6 +11,28 @@ import (
 // Permanent to skip retries); a panic counts as an error.
 type Handler func(ctx context.Context, ev *Event) error
 
+// BatchHandler applies a batch of changes in one call (NewBatchConsumer):
+// events read from the stream in order, at most BatchSize of them and
+// BatchBytes of raw event, where events of one document (namespace and
+// documentKey) appear in stream order. It must return nil only after the
+// side effects of every event are durable, and apply a document's events
+// in batch order.
+//
+// A nil error applies to every event; a *BatchError says per event which
+// failed (see EventErrors); any other error fails every event of the
+// batch, as a panic does. Each failed event is then retried alone, in
+// batch order, as a Handler's event is: Permanent makes it poison at
+// once, ErrNotAttempted retries it without counting the attempt,
+// ErrStopPartition stops the partition, anything else is retried with
+// backoff up to the configured attempts. Once the first failed event is
+// finished (applied, or dead-lettered as poison), the others are tried
+// together again. So an event already applied is never handed over again
+// in the same run, and one document's events are applied in order as long
+// as the handler applies none after one of them failed (package sink's
+// EachInOrder and Submit take care of that). The slice is reused once the
+// call returns: keep the events, not the slice.
+type BatchHandler func(ctx context.Context, batch []*Event) error
+
 // Sweeper removes, after a backfill scan, what the scan did not touch:
 // documents deleted while the stream's history was lost. since is when the
 // scan began (the server's clock).

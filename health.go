@@ -10,7 +10,7 @@ const downStreak = 3
 
 // health tells a sink outage from a poison event, for one partition.
 //
-// Every delivery attempt of every lane reports its outcome. An event's
+// Every delivery attempt (handler call) of every lane reports its outcome. An event's
 // failed attempt is evidence that the event is poison only when the sink
 // accepted other events around it:
 //
@@ -47,41 +47,56 @@ func (h *health) before() attempt {
 	return attempt{successes: h.successes, healthy: h.streak == 0}
 }
 
-// succeeded records a successful delivery; it reports whether the sink
-// came back up.
-func (h *health) succeeded() (up bool) {
+// called records the outcome of one handler call, given the view taken
+// before it: applied events were delivered; failed says the call failed
+// transiently as a delivery (some event, or the whole batch); each entry
+// of lastFails is an event whose own attempt failed transiently, with the
+// success count at its previous failed attempt (nil for its first). It
+// reports,
+// per entry of lastFails, whether the attempt counts towards MaxAttempts;
+// whether the sink just went down or came back up; and the success count
+// to pass as lastFail next time.
+//
+// A call of one event is one delivery attempt, judged as described above.
+// In a call of a batch, events applied beside a failed one show that the
+// sink accepts events: the failures count, the sink is up. A call in which
+// every attempted event failed is one failed delivery attempt of the
+// sink (its streak of failures grows by one, not by the batch's size),
+// and each event's failure counts as a single event's would.
+func (h *health) called(a attempt, applied int, failed bool, lastFails []*uint64) (counts []bool, wentDown, up bool, now uint64) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.successes++
-	h.streak = 0
-	if !h.down {
-		return false
+	counts = make([]bool, len(lastFails))
+	if applied > 0 {
+		h.successes += uint64(applied)
+		h.streak = 0
+		for i := range counts {
+			counts[i] = true
+		}
+		if h.down {
+			h.down = false
+			close(h.recovered)
+			h.recovered = make(chan struct{})
+			up = true
+		}
+		return counts, false, up, h.successes
 	}
-	h.down = false
-	close(h.recovered)
-	h.recovered = make(chan struct{})
-	return true
-}
-
-// failed records a transiently failed attempt, given the view taken
-// before it. lastFail is the success count at the event's previous failed
-// attempt (nil for its first). It reports whether the attempt counts
-// towards MaxAttempts and whether the sink just went down, and returns the
-// success count to pass as lastFail next time.
-func (h *health) failed(a attempt, lastFail *uint64) (counts, wentDown bool, now uint64) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if lastFail == nil {
-		counts = a.healthy || h.successes > a.successes
-	} else {
-		counts = h.successes > *lastFail
+	if !failed {
+		return counts, false, false, h.successes
+	}
+	for i, lastFail := range lastFails {
+		if lastFail == nil {
+			counts[i] = a.healthy || h.successes > a.successes
+		} else {
+			counts[i] = h.successes > *lastFail
+		}
 	}
 	h.streak++
 	if !h.down && h.streak >= downStreak {
 		h.down = true
 		wentDown = true
 	}
-	return counts, wentDown, h.successes
+	return counts, wentDown, false, h.successes
 }
 
 // waitRecovered returns a channel closed when the sink next comes back up.

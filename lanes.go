@@ -12,158 +12,459 @@ import (
 	"github.com/ferry-io/ferry/mongoerr"
 )
 
-// process applies one event: the handler with retries and backoff, then the
-// poison policy. It finishes the event (done) unless the partition stalls
-// or stops, or the drain deadline cancels it; then it abandons it.
-func (r *runner) process(it *item) {
-	finished := false
-	defer func() {
-		if !finished {
-			r.abandon(it)
-		}
-	}()
+// lane runs one lane until its channel is closed and empty: it takes the
+// events dispatched to it, in order, as batches (what is ready, up to
+// BatchSize events and BatchBytes bytes, waiting up to BatchLinger for
+// more) and delivers each batch before it takes the next. With a Handler
+// the batches are of one event.
+func (r *runner) lane(ch <-chan *item) {
 	cfg := &r.c.cfg
-	ev := it.ev
-	ctx := r.handlerCtx
-	if ctx.Err() != nil {
-		return // drain deadline passed: leave it for the next owner
+	batch := make([]*item, 0, min(cfg.batchSize, 1024))
+	var sc scratch
+	var linger *time.Timer
+	if cfg.batchLinger > 0 && cfg.batchSize > 1 {
+		linger = time.NewTimer(time.Hour)
+		linger.Stop()
 	}
-	if ev.DocumentKey == nil && cfg.partitions > 1 && cfg.partition != 0 {
-		// A control event seen by every partition: partition 0 handles it.
-		finished = true
-		r.done(it)
+	var carry *item // taken from ch, but over the byte bound of the batch before it
+	open := true
+	for {
+		first := carry
+		carry = nil
+		if first == nil {
+			if !open {
+				return
+			}
+			it, ok := <-ch
+			if !ok {
+				return
+			}
+			first = it
+		}
+		batch = append(batch[:0], first)
+		size := first.size
+		lingering := false
+	fill:
+		for open && len(batch) < cfg.batchSize && size < cfg.batchBytes {
+			var it *item
+			var ok bool
+			select {
+			case it, ok = <-ch:
+			default:
+				if linger == nil {
+					break fill
+				}
+				if !lingering {
+					linger.Reset(cfg.batchLinger)
+					lingering = true
+				}
+				select {
+				case it, ok = <-ch:
+				case <-linger.C:
+					lingering = false
+					break fill
+				}
+			}
+			if !ok {
+				open = false
+				break
+			}
+			if size+it.size > cfg.batchBytes {
+				carry = it
+				break
+			}
+			batch = append(batch, it)
+			size += it.size
+		}
+		if lingering {
+			linger.Stop()
+		}
+		r.deliver(&sc, batch)
+		clear(batch)
+	}
+}
+
+// tries is one event's state across its handler calls.
+type tries struct {
+	it      *item
+	first   time.Time     // its first attempt
+	lastTry time.Time     // its last attempt
+	wait    time.Duration // the backoff after its next failure alone
+	counted int           // failed attempts that count towards maxAttempts (see health)
+	// failedAt is the sink's success count at its previous failed attempt
+	// (valid when failed is set).
+	failedAt uint64
+	failed   bool
+	// victim: its last attempt failed because of another event of its
+	// batch, or with an error of the whole batch (see attempt).
+	victim  bool
+	lastErr error
+	// cl is its current handler call as the delivery hooks see it, and
+	// info what its end is to report: an attempt that made the event
+	// poison reports its end after the dead-letter write (or the stall),
+	// an attempt left unfinished reports ResultAbandoned.
+	cl   call
+	info EventInfo
+}
+
+// scratch is a lane's buffers, reused from batch to batch (a lane
+// delivers one batch at a time), so that the path of an applied event
+// allocates nothing of its own.
+type scratch struct {
+	tries []tries
+	ptrs  []*tries
+	one   [1]*tries
+	evs   []*Event
+	out   []int
+}
+
+// abandon leaves t's event unfinished (replayed by the next owner); its
+// call, if not reported yet, ends as ResultAbandoned.
+func (r *runner) abandonTry(t *tries) {
+	t.info.Result = ResultAbandoned
+	t.cl.finish(t.info)
+	r.abandon(t.it)
+}
+
+func (t *tries) lastFail() *uint64 {
+	if !t.failed {
+		return nil
+	}
+	return &t.failedAt
+}
+
+// deliver applies one batch of a lane: one handler call for all of it;
+// then each event that failed is retried alone, in batch order, until it
+// is finished (applied, or dead-lettered as poison) before the next one
+// is tried, so one document's events stay in order and a poison event is
+// judged by its own failures only. An event is finished at most once and
+// never handed over again once applied; one that is not finished (the
+// partition stalled or stopped, or the drain deadline passed) is
+// abandoned: the checkpoint stays before it and it is replayed.
+func (r *runner) deliver(sc *scratch, batch []*item) {
+	cfg := &r.c.cfg
+	ctx := r.handlerCtx
+	if cap(sc.tries) < len(batch) {
+		sc.tries = make([]tries, 0, len(batch)) // the pointers below must stay valid: no growing later
+	}
+	sc.tries, sc.ptrs = sc.tries[:0], sc.ptrs[:0]
+	defer func() { clear(sc.tries); clear(sc.ptrs) }()
+	for _, it := range batch {
+		switch {
+		case ctx.Err() != nil:
+			r.abandon(it) // drain deadline passed: leave it for the next owner
+		case it.ev.DocumentKey == nil && cfg.partitions > 1 && cfg.partition != 0:
+			r.done(it) // a control event seen by every partition: partition 0 handles it
+		default:
+			sc.tries = append(sc.tries, tries{it: it, wait: cfg.backoffMin})
+			sc.ptrs = append(sc.ptrs, &sc.tries[len(sc.tries)-1])
+		}
+	}
+	if len(sc.ptrs) == 0 {
 		return
 	}
-	first := time.Now()
-	wait := cfg.backoffMin
-	var lastErr error
-	var lastFail *uint64 // the sink's success count at this event's previous failure
-	counted := 0         // failed attempts that count towards maxAttempts (see health)
-	// cl is the current handler call; an attempt that made the event
-	// poison reports its end after the dead-letter write (or the stall).
-	var cl call
-	var info EventInfo
-	defer func() {
-		info.Result = ResultAbandoned
-		cl.finish(info)
-	}()
-	for attempt := 1; ; attempt++ {
-		ev.Attempt = attempt
-		view := r.health.before()
-		start := time.Now()
-		cl = r.startCall(ctx, ev, attempt)
-		err := r.invoke(cl.ctx, ev)
+	failed, ok := r.attempt(ctx, sc, sc.ptrs)
+	if !ok {
+		return
+	}
+	for i, t := range failed {
+		if !r.retryAlone(ctx, sc, t) {
+			for _, u := range failed[i+1:] {
+				r.abandon(u.it)
+			}
+			return
+		}
+	}
+}
+
+// retryAlone retries one failed event by itself until it is finished
+// (true), or not: the partition stalled or stopped, or the drain deadline
+// passed (false; it is abandoned). Before each retry it waits out its
+// backoff, counted from its last attempt, unless that attempt failed
+// because of another event (a victim is tried alone at once).
+func (r *runner) retryAlone(ctx context.Context, sc *scratch, t *tries) bool {
+	for {
+		if !t.victim {
+			if d := t.wait - time.Since(t.lastTry); d > 0 && !r.waitRetry(ctx, d) {
+				r.abandonTry(t)
+				return false
+			}
+			t.wait = min(t.wait*2, r.c.cfg.backoffMax)
+		}
+		sc.one[0] = t
+		retry, ok := r.attempt(ctx, sc, sc.one[:])
+		if !ok {
+			return false
+		}
+		if len(retry) == 0 {
+			return true
+		}
+	}
+}
+
+// What one handler call made of an event.
+const (
+	outApplied   = iota
+	outCanceled  // failed while the drain deadline cancelled the call
+	outStop      // ErrStopPartition
+	outVictim    // ErrNotAttempted, or an error of the whole batch, in a call of several events
+	outPermanent // ErrPermanent: poison at once
+	outFailed    // a transient failure, judged by health
+)
+
+// attempt calls the handler once with the events of ts and settles each:
+// an applied event is finished; a poison one is dead-lettered (finished)
+// or stalls the partition; the others are returned, in order, to be
+// retried. ok is false when the batch must not go on (the partition
+// stalled or stopped, the drain deadline passed): every event not
+// finished was abandoned.
+//
+// In a call of several events, an event that failed with ErrNotAttempted,
+// or with an error the handler returned for the whole batch (not a
+// *BatchError of one entry per event: a panic, a timeout, an aborted
+// transaction), is a victim: the failure says nothing about which event is
+// at fault, so it neither counts towards MaxAttempts nor makes the event
+// poison, even if Permanent; the event is tried alone next, at once.
+//
+// Every event of the call is a delivery to the HookDelivery hooks (each
+// in its own read batch's trace). A call of one event gets the context
+// its hooks returned; a call of several gets ctx, and each event's own
+// delivery traceparent is DeliveryTraceParent's.
+func (r *runner) attempt(ctx context.Context, sc *scratch, ts []*tries) (retry []*tries, ok bool) {
+	cfg := &r.c.cfg
+	if ctx.Err() != nil {
+		for _, t := range ts {
+			r.abandonTry(t)
+		}
+		return nil, false
+	}
+	now := time.Now()
+	evs := sc.evs[:0]
+	for _, t := range ts {
+		if t.first.IsZero() {
+			t.first = now
+		}
+		t.lastTry = now
+		ev := t.it.ev
+		ev.Attempt++
+		t.cl = r.startCall(ctx, ev, ev.Attempt)
+		ev.deliveryTP = t.cl.tp
+		evs = append(evs, ev)
+	}
+	sc.evs = evs
+	defer clear(evs)
+	hctx := ctx
+	if len(ts) == 1 {
+		hctx = ts[0].cl.ctx
+	}
+	view := r.health.before()
+	err := r.invoke(hctx, evs)
+	took := time.Since(now)
+	var errs []error // nil: every event applied
+	var whole bool
+	if err != nil {
+		errs = EventErrors(err, len(evs))
+		var be *BatchError
+		whole = !(errors.As(err, &be) && len(be.Errs) == len(evs))
+	}
+	errAt := func(i int) error {
+		if errs == nil {
+			return nil
+		}
+		return errs[i]
+	}
+
+	out := sc.out[:0]
+	for range ts {
+		out = append(out, outApplied)
+	}
+	sc.out = out
+	applied := 0
+	var lastFails []*uint64
+	var sinkErr error // the first transient failure: the call failed as a delivery
+	sinkErrAt, firstApplied := -1, -1
+	for i := range ts {
+		err := errAt(i)
+		switch {
+		case err == nil:
+			out[i] = outApplied
+			if applied == 0 {
+				firstApplied = i
+			}
+			applied++
+			continue
+		case ctx.Err() != nil:
+			out[i] = outCanceled
+			continue
+		case errors.Is(err, ErrStopPartition):
+			out[i] = outStop
+			continue
+		case len(ts) > 1 && (whole || errors.Is(err, ErrNotAttempted)):
+			out[i] = outVictim
+		case errors.Is(err, ErrPermanent):
+			out[i] = outPermanent
+			continue
+		default:
+			out[i] = outFailed
+			lastFails = append(lastFails, ts[i].lastFail())
+		}
+		if sinkErr == nil && !errors.Is(err, ErrPermanent) && !errors.Is(err, ErrNotAttempted) {
+			sinkErr, sinkErrAt = err, i
+		}
+	}
+	counts, wentDown, up, successes := r.health.called(view, applied, sinkErr != nil, lastFails)
+	if up && firstApplied >= 0 {
+		r.sinkUp(ts[firstApplied].it.ev, ts[firstApplied].cl.log)
+	}
+	if wentDown && sinkErrAt >= 0 {
+		r.sinkDown(ts[sinkErrAt].it.ev, ts[sinkErrAt].cl.log, sinkErr)
+	}
+
+	stopped := false // the partition stopped or stalled: nothing more is settled
+	judged := 0
+	for i, t := range ts {
+		ev, err := t.it.ev, errAt(i)
+		info := &t.info
+		*info = EventInfo{}
 		if len(r.c.hooks) > 0 {
-			info = EventInfo{Stream: cfg.name, Partition: cfg.partition, Operation: ev.OperationType, Namespace: ev.Namespace,
-				EventID: ev.ID(), Attempt: attempt, Duration: time.Since(start), Err: err,
+			*info = EventInfo{Stream: cfg.name, Partition: cfg.partition, Operation: ev.OperationType, Namespace: ev.Namespace,
+				EventID: ev.ID(), Attempt: ev.Attempt, Duration: took, Err: err,
 				ClusterTime: time.Unix(int64(ev.ClusterTime.T), 0)}
 		}
-		if err == nil {
-			if r.health.succeeded() {
-				r.sinkUp(ev, cl.log)
-			}
+		counted := false
+		t.victim = false
+		switch out[i] {
+		case outApplied:
 			info.Result = ResultApplied
 			if len(r.c.hooks) > 0 {
 				info.NoPreImage, info.NoPostImage = r.imagesMissing(ev)
-				r.c.hooks.event(info)
-				cl.finish(info)
+				r.c.hooks.event(*info)
+				t.cl.finish(*info)
 			}
 			if r.c.debug {
-				cl.log.Debug("event applied", "event", shortID(ev.ID()), "operation", ev.OperationType, "namespace", ev.Namespace.String(),
-					"attempt", attempt, "duration", time.Since(start), "result", ResultApplied)
+				t.cl.log.Debug("event applied", "event", shortID(ev.ID()), "operation", ev.OperationType, "namespace", ev.Namespace.String(),
+					"attempt", ev.Attempt, "duration", took, "result", ResultApplied)
 			}
-			finished = true
-			r.done(it)
-			r.kickCommit()
-			return
+			r.done(t.it)
+			continue
+		case outFailed:
+			counted = counts[judged]
+			judged++
+			t.failedAt, t.failed = successes, true
+		case outVictim:
+			t.victim = true
 		}
-		if ctx.Err() != nil {
-			return // cancelled while draining: not finished, will be replayed
+		if stopped || out[i] == outCanceled {
+			r.abandonTry(t) // not finished: replayed
+			continue
 		}
-		if errors.Is(err, ErrStopPartition) {
+		if out[i] == outStop {
 			r.fail(&stopError{kind: ErrStopPartition, err: err, msg: fmt.Sprintf(
 				"ferry: stream %q partition %d stopped at event %s: %v", cfg.name, cfg.partition, shortID(ev.ID()), err)})
-			return // not finished: the checkpoint stays before it
+			stopped = true
+			r.abandonTry(t) // not finished: the checkpoint stays before it
+			continue
 		}
-		lastErr = err
-		if errors.Is(err, ErrPermanent) {
-			break // the sink rejected this event: poison at once
+		t.lastErr = err
+		poison := out[i] == outPermanent // the sink rejected this event: poison at once
+		if out[i] == outFailed {
+			// A transient database error (a write conflict, for instance
+			// with a transaction a dead owner left open until the server
+			// reaps it) says nothing about the event: it never makes the
+			// event poison.
+			if counted && !mongoerr.IsTransientTransactionError(err) {
+				t.counted++
+			}
+			if t.counted >= cfg.maxAttempts {
+				poison = true
+			} else if cfg.maxElapsed > 0 && time.Since(t.first) >= cfg.maxElapsed {
+				t.lastErr = fmt.Errorf("failing for %v, longer than the retry bound of %v (counted attempts %d of %d): %w",
+					time.Since(t.first).Round(time.Millisecond), cfg.maxElapsed, t.counted, cfg.maxAttempts, err)
+				poison = true
+			}
 		}
-		counts, wentDown, n := r.health.failed(view, lastFail)
-		lastFail = &n
-		if wentDown {
-			r.sinkDown(ev, cl.log, err)
-		}
-		// A transient database error (a write conflict, for instance with
-		// a transaction a dead owner left open until the server reaps it)
-		// says nothing about the event: it never makes the event poison.
-		if counts && !mongoerr.IsTransientTransactionError(err) {
-			counted++
-		}
-		if counted >= cfg.maxAttempts {
-			break
-		}
-		if cfg.maxElapsed > 0 && time.Since(first) >= cfg.maxElapsed {
-			lastErr = fmt.Errorf("failing for %v, longer than the retry bound of %v (counted attempts %d of %d): %w",
-				time.Since(first).Round(time.Millisecond), cfg.maxElapsed, counted, cfg.maxAttempts, err)
-			break
+		if poison {
+			if !r.poison(ctx, t) {
+				stopped = true
+			}
+			continue
 		}
 		info.Result = ResultRetried
 		if len(r.c.hooks) > 0 {
-			r.c.hooks.event(info)
-			cl.finish(info)
+			r.c.hooks.event(*info)
+			t.cl.finish(*info)
 		}
-		if counts || !r.health.isDown() {
-			cl.log.Warn("handler failed; retrying", "event", shortID(ev.ID()), "op", ev.OperationType, "ns", ev.Namespace.String(),
-				"attempt", attempt, "counted", counted, "err", err)
-		} else if r.c.debug {
-			cl.log.Debug("handler failed while the sink is down; waiting", "event", shortID(ev.ID()), "attempt", attempt, "err", err)
+		switch {
+		case t.victim:
+			if r.c.debug {
+				t.cl.log.Debug("event failed with its batch; retrying it alone", "event", shortID(ev.ID()),
+					"attempt", ev.Attempt, "err", err)
+			}
+		case counted || !r.health.isDown():
+			t.cl.log.Warn("handler failed; retrying", "event", shortID(ev.ID()), "op", ev.OperationType, "ns", ev.Namespace.String(),
+				"attempt", ev.Attempt, "counted", t.counted, "err", err)
+		case r.c.debug:
+			t.cl.log.Debug("handler failed while the sink is down; waiting", "event", shortID(ev.ID()), "attempt", ev.Attempt, "err", err)
 		}
-		if !r.waitRetry(ctx, wait) {
-			return
-		}
-		wait = min(wait*2, cfg.backoffMax)
+		retry = append(retry, t)
 	}
-	// Poison event.
+	r.kickCommit()
+	if stopped {
+		for _, t := range retry {
+			r.abandonTry(t)
+		}
+		return nil, false
+	}
+	return retry, true
+}
+
+// poison applies the poison policy to an event: it stalls the partition
+// (false: the event is abandoned) or dead-letters the event and finishes
+// it (true; false if the drain deadline passes while the dead-letter store
+// cannot be written).
+func (r *runner) poison(ctx context.Context, t *tries) bool {
+	cfg := &r.c.cfg
+	ev, lastErr := t.it.ev, t.lastErr
 	if cfg.onPoison == PoisonStall {
 		r.c.hooks.event(EventInfo{Stream: cfg.name, Partition: cfg.partition, Operation: ev.OperationType, Namespace: ev.Namespace,
 			EventID: ev.ID(), Attempt: ev.Attempt, Result: ResultStalled, Err: lastErr})
-		info.Result, info.Err = ResultStalled, lastErr
-		cl.finish(info)
+		t.info.Result, t.info.Err = ResultStalled, lastErr
+		t.cl.finish(t.info)
 		detail := fmt.Sprintf("stream %q partition %d stalled on event %s (%s on %s) after %d attempts: %v",
 			cfg.name, cfg.partition, shortID(ev.ID()), ev.OperationType, ev.Namespace, ev.Attempt, lastErr)
 		r.fail(&stopError{kind: ErrStalled, err: lastErr, detail: detail, msg: "ferry: " + detail})
-		return
+		r.abandon(t.it)
+		return false
 	}
-	entry := deadLetterEntry(cfg.name, ev, lastErr, ev.Attempt, first, time.Now())
-	entry.TraceID = TraceID(TraceParent(cl.ctx))
-	wait = cfg.backoffMin
+	entry := deadLetterEntry(cfg.name, ev, lastErr, ev.Attempt, t.first, time.Now())
+	entry.TraceID = TraceID(t.cl.tp)
+	wait := cfg.backoffMin
 	for {
 		err := cfg.dlq.Put(ctx, entry)
 		if err == nil {
 			break
 		}
-		cl.log.Error("dead-letter write failed; retrying", "event", shortID(ev.ID()), "err", err)
+		t.cl.log.Error("dead-letter write failed; retrying", "event", shortID(ev.ID()), "err", err)
 		if !backoff.Sleep(ctx, backoff.Jitter(wait)) {
-			return
+			r.abandonTry(t)
+			return false
 		}
 		wait = min(wait*2, cfg.backoffMax)
 	}
 	noPre, noPost := r.imagesMissing(ev)
 	r.c.hooks.event(EventInfo{Stream: cfg.name, Partition: cfg.partition, Operation: ev.OperationType, Namespace: ev.Namespace,
 		EventID: ev.ID(), Attempt: ev.Attempt, Result: ResultDeadLettered, Err: lastErr, NoPreImage: noPre, NoPostImage: noPost})
-	info.Result, info.Err = ResultDeadLettered, lastErr
-	cl.finish(info)
-	cl.log.Error("event dead-lettered", "event", shortID(ev.ID()), "op", ev.OperationType, "ns", ev.Namespace.String(),
+	t.info.Result, t.info.Err = ResultDeadLettered, lastErr
+	t.cl.finish(t.info)
+	t.cl.log.Error("event dead-lettered", "event", shortID(ev.ID()), "op", ev.OperationType, "ns", ev.Namespace.String(),
 		"attempts", ev.Attempt, "err", lastErr)
-	finished = true
-	r.done(it)
-	r.kickCommit()
+	r.done(t.it)
+	return true
 }
 
-// invoke calls the handler once with the per-event timeout, turning a panic
-// into an error.
-func (r *runner) invoke(ctx context.Context, ev *Event) (err error) {
+// invoke calls the handler once with the per-call timeout, turning a
+// panic into an error (of every event of the batch).
+func (r *runner) invoke(ctx context.Context, batch []*Event) (err error) {
 	ctx, cancel := context.WithTimeout(ctx, r.c.cfg.handlerTimeout)
 	defer cancel()
 	defer func() {
@@ -171,7 +472,7 @@ func (r *runner) invoke(ctx context.Context, ev *Event) (err error) {
 			err = fmt.Errorf("ferry: handler panicked: %v\n%s", p, debug.Stack())
 		}
 	}()
-	err = r.c.handler(ctx, ev)
+	err = r.c.handler(ctx, batch)
 	if err == nil && ctx.Err() == context.DeadlineExceeded {
 		return fmt.Errorf("ferry: handler exceeded its timeout of %v", r.c.cfg.handlerTimeout)
 	}
@@ -220,7 +521,7 @@ func (r *runner) dispatch(it *item) {
 		h = (h ^ uint64(b)) * prime
 	}
 	lane := h % uint64(len(r.lanes))
-	it.ev.lane = int(lane)
+	it.ev.laneIdx = int(lane)
 	r.lanes[lane] <- it
 }
 

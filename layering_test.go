@@ -25,7 +25,8 @@ var layers = []string{
 	"failure.go",     // which stops are failures
 	"hooks.go",       // observers and run states
 	"tracing.go",     // read and delivery hooks (trace context), read batches
-	"handler.go",     // Handler and Sweeper
+	"handler.go",     // Handler, BatchHandler and Sweeper
+	"batcherr.go",    // BatchError: per-event failures of a batch
 	"options.go",     // options and their validation
 	"identity.go",    // the stream's identity digest
 	"consumer.go",    // the Consumer and its Status

@@ -224,13 +224,26 @@ type config struct {
 	hooks          []Hook
 	sweeper        Sweeper
 	backfillBatch  int32
+	// Batches of a BatchHandler (NewBatchConsumer); a Handler's are of one
+	// event. batchSize 0: not set (the constructor's default).
+	batchSize   int
+	batchBytes  int64
+	batchLinger time.Duration
+	batchSet    []string // the batch options given, for NewConsumer's refusal
 }
+
+// Defaults of NewBatchConsumer's batches, and of Concurrency.
+const (
+	DefaultBatchSize   = 100
+	DefaultBatchBytes  = 4 << 20
+	DefaultConcurrency = 8
+)
 
 func defaultConfig() config {
 	return config{
 		start:          StartNow(),
 		partitions:     1,
-		concurrency:    8,
+		concurrency:    DefaultConcurrency,
 		maxEvents:      10_000,
 		maxBytes:       64 << 20,
 		commitInterval: time.Second,
@@ -245,6 +258,8 @@ func defaultConfig() config {
 		drainTimeout:   8 * time.Second,
 		maxAwait:       time.Second,
 		backfillBatch:  1000,
+		batchSize:      DefaultBatchSize,
+		batchBytes:     DefaultBatchBytes,
 	}
 }
 
@@ -308,7 +323,7 @@ func Partition(p, n int) Option {
 // consumer off.
 func Epoch(e int64) Option { return optionFunc(func(c *config) { c.epoch = e }) }
 
-// Concurrency sets the number of lanes (default 8). Events of one document
+// Concurrency sets the number of lanes (default DefaultConcurrency, 8). Events of one document
 // are applied in order in one lane; different documents in parallel.
 func Concurrency(n int) Option { return optionFunc(func(c *config) { c.concurrency = n }) }
 
@@ -356,7 +371,8 @@ func RetryMaxElapsed(d time.Duration) Option {
 // OnPoison sets the poison-event policy (default PoisonDeadLetter).
 func OnPoison(p PoisonPolicy) Option { return optionFunc(func(c *config) { c.onPoison = p }) }
 
-// HandlerTimeout bounds one handler call (default 30s).
+// HandlerTimeout bounds one handler call (default 30s): one event of a
+// Handler, one whole batch of a BatchHandler.
 func HandlerTimeout(d time.Duration) Option {
 	return optionFunc(func(c *config) { c.handlerTimeout = d })
 }
@@ -421,6 +437,30 @@ func Logger(l *slog.Logger) Option { return optionFunc(func(c *config) { c.logge
 // WithHooks adds observers (see Hook).
 func WithHooks(h ...Hook) Option {
 	return optionFunc(func(c *config) { c.hooks = append(c.hooks, h...) })
+}
+
+// BatchSize sets how many events a BatchHandler is given at most in one
+// call (default DefaultBatchSize). A lane hands over the events that are
+// ready, up to this many (see BatchLinger). Only for NewBatchConsumer: a
+// Handler takes one event at a time.
+func BatchSize(n int) Option {
+	return optionFunc(func(c *config) { c.batchSize = n; c.batchSet = append(c.batchSet, "BatchSize") })
+}
+
+// BatchBytes bounds a batch by the sum of its events' raw sizes (default
+// DefaultBatchBytes); an event larger than the bound is handed over alone.
+// Only for NewBatchConsumer.
+func BatchBytes(n int64) Option {
+	return optionFunc(func(c *config) { c.batchBytes = n; c.batchSet = append(c.batchSet, "BatchBytes") })
+}
+
+// BatchLinger sets how long a lane waits for more events once it has one
+// and its batch is not full (default 0: it hands over what is ready at
+// once, so a batch fills only while the handler is busy, and a quiet stream
+// costs no latency). A linger trades latency for fuller batches. Only for
+// NewBatchConsumer.
+func BatchLinger(d time.Duration) Option {
+	return optionFunc(func(c *config) { c.batchLinger = d; c.batchSet = append(c.batchSet, "BatchLinger") })
 }
 
 // WithSweeper sets the function a backfill calls after its scan, to remove
@@ -531,5 +571,14 @@ func (c *config) validate(p *optcheck.Problems) {
 	}
 	if c.maxAwait <= 0 {
 		p.Add("MaxAwaitTime", "must be positive, got %v", c.maxAwait)
+	}
+	if c.batchSize < 1 {
+		p.Add("BatchSize", "must be at least 1, got %d", c.batchSize)
+	}
+	if c.batchBytes < 1 {
+		p.Add("BatchBytes", "must be positive, got %d", c.batchBytes)
+	}
+	if c.batchLinger < 0 {
+		p.Add("BatchLinger", "must not be negative, got %v (0: hand over what is ready)", c.batchLinger)
 	}
 }

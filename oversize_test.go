@@ -3,6 +3,7 @@ package ferry_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/ferry-io/ferry"
 	"github.com/ferry-io/ferry/internal/emutest"
+	"github.com/ferry-io/ferry/internal/poll"
 )
 
 // oversizeRun makes an event the server cannot return: a ~27 MB update
@@ -66,13 +68,19 @@ func TestOversizeDeadLetter(t *testing.T) {
 		}
 	}
 	var entries []deadletterEntry
-	eventually(t, 10*time.Second, func() string { return "the oversize event was not dead-lettered" }, func() bool {
-		list, _ := e.dlq.List(context.Background(), "s", 0)
+	poll.Until(t, 10*time.Second, func() error {
+		list, err := e.dlq.List(context.Background(), "s", 0)
+		if err != nil {
+			return err
+		}
 		entries = entries[:0]
 		for _, en := range list {
 			entries = append(entries, deadletterEntry{key: en.DocumentKey.Lookup("_id").Int32(), op: en.Operation, body: len(en.Event), err: en.Error})
 		}
-		return len(entries) == 1
+		if len(entries) != 1 {
+			return fmt.Errorf("the oversize event was not dead-lettered: %d dead letters, want 1", len(entries))
+		}
+		return nil
 	})
 	if en := entries[0]; en.key != 1 || en.op != "update" || en.body != 0 || !strings.Contains(en.err, "too large") {
 		t.Fatalf("dead letter %+v: want document 1's update, no body, the reason", en)

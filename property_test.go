@@ -47,8 +47,14 @@ func (a *checkpointAuditor) OnCheckpoint(info ferry.CheckpointInfo) {
 
 // TestCheckpointNeverPassesUnfinishedEvent runs a consumer whose handler
 // takes random times across lanes (and fails some first attempts) and
-// audits every checkpoint it writes.
+// audits every checkpoint it writes; then the same with a batch handler
+// that fails some events of its batches.
 func TestCheckpointNeverPassesUnfinishedEvent(t *testing.T) {
+	t.Run("handler", func(t *testing.T) { testCheckpointNeverPassesUnfinished(t, false) })
+	t.Run("batch", func(t *testing.T) { testCheckpointNeverPassesUnfinished(t, true) })
+}
+
+func testCheckpointNeverPassesUnfinished(t *testing.T, batches bool) {
 	e := newEnv(t)
 	c := e.db.Collection("c")
 	sess, err := e.client.StartSession()
@@ -98,8 +104,19 @@ func TestCheckpointNeverPassesUnfinishedEvent(t *testing.T) {
 		aud.mu.Unlock()
 		return nil
 	}
-	start(t, e.client, rec.handle, e.opts(ferry.StartAt(ferry.StartAtTime(at)), ferry.CommitEvery(5, 2*time.Millisecond),
-		ferry.Concurrency(6), ferry.WithHooks(aud))...)
+	opts := e.opts(ferry.StartAt(ferry.StartAtTime(at)), ferry.CommitEvery(5, 2*time.Millisecond),
+		ferry.Concurrency(6), ferry.WithHooks(aud))
+	if !batches {
+		start(t, e.client, rec.handle, opts...)
+	} else {
+		startBatch(t, e.client, func(ctx context.Context, batch []*ferry.Event) error {
+			be := ferry.NewBatchError(len(batch))
+			for i, ev := range batch {
+				be.Set(i, rec.handle(ctx, ev))
+			}
+			return be.Err()
+		}, append(opts, ferry.BatchSize(8))...)
+	}
 	rec.waitFor(t, n)
 	aud.mu.Lock()
 	defer aud.mu.Unlock()

@@ -89,9 +89,7 @@ func (r *runner) run(ctx context.Context) error {
 		r.laneW.Add(1)
 		go func() {
 			defer r.laneW.Done()
-			for it := range ch {
-				r.process(it)
-			}
+			r.lane(ch)
 		}()
 	}
 	commitDone := make(chan struct{})

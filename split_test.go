@@ -2,6 +2,7 @@ package ferry_test
 
 import (
 	"context"
+	"errors"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/ferry-io/ferry"
 	"github.com/ferry-io/ferry/checkpoint"
+	"github.com/ferry-io/ferry/internal/poll"
 )
 
 // bigUpdate prepares collection c with pre- and post-images and a ~9 MB
@@ -145,17 +147,16 @@ func TestSplitEventAfterKillBetweenFragments(t *testing.T) {
 		t.Fatalf("%d update effects before the kill, want none (the event was in the middle of its fragments)", n)
 	}
 	child(t, e.srv.URI(), boltPath, e.db.Name(), "split-restart", "", startAt).WaitLine("STARTED", 30*time.Second)
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		n, _ := e.db.Collection("effects").CountDocuments(context.Background(), bson.D{{Key: "doc", Value: "5"}})
-		if n >= 1 {
-			break
+	poll.Until(t, 30*time.Second, func() error {
+		n, err := e.db.Collection("effects").CountDocuments(context.Background(), bson.D{{Key: "doc", Value: "5"}})
+		if err != nil {
+			return err
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("the events were not delivered after the restart")
+		if n == 0 {
+			return errors.New("the events were not delivered after the restart")
 		}
-		time.Sleep(10 * time.Millisecond) // polling the effects
-	}
+		return nil
+	})
 	var got []struct {
 		Op    string `bson:"op"`
 		Whole bool   `bson:"whole"`

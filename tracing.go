@@ -38,17 +38,20 @@ type HookRead interface {
 	OnRead(ReadInfo) (traceParent string, done func(ReadInfo))
 }
 
-// HookDelivery wraps every handler call (every attempt). OnDelivery is
-// called before the call with the context the handler is to get (carrying
-// the traceparent of the event's read batch, if any) and the event; info
-// has Stream, Partition, Operation, Namespace, EventID, Attempt and
-// ClusterTime set. It returns the context to give the handler instead (a
-// tracer puts its span's traceparent in, with WithTraceParent, so the sink
-// sends it on) and a function Ferry calls once with the call's outcome:
-// info with Result set — applied, retried, dead-lettered, stalled, or
-// ResultAbandoned — and Err and Duration (nil: none). The end of an
-// attempt that made the event poison is reported after the dead-letter
-// write (or the stall), so it carries the final result.
+// HookDelivery wraps every delivery: every event of every handler call
+// (every attempt; a BatchHandler's call of n events is n deliveries).
+// OnDelivery is called before the call with the context the handler is to
+// get (carrying the traceparent of the event's read batch, if any) and the
+// event; info has Stream, Partition, Operation, Namespace, EventID,
+// Attempt and ClusterTime set. It returns the context to give the handler
+// instead (a tracer puts its span's traceparent in, with WithTraceParent,
+// so the sink sends it on; a call of several events gets the context it
+// was given, and each event's traceparent is DeliveryTraceParent's) and a
+// function Ferry calls once with the delivery's outcome: info with Result
+// set — applied, retried, dead-lettered, stalled, or ResultAbandoned — and
+// Err and Duration (nil: none). The end of an attempt that made the event
+// poison is reported after the dead-letter write (or the stall), so it
+// carries the final result.
 //
 // Like every hook it must be fast and must not block; it must return a
 // context derived from the one it was given.
@@ -175,4 +178,17 @@ func isTraceHook(h Hook) bool {
 		return true
 	}
 	return false
+}
+
+// DeliveryTraceParent returns the W3C traceparent of ev's delivery in the
+// handler call whose context is ctx, or "": the one the HookDelivery hooks
+// set for ev. A handler given one event gets it in ctx as well
+// (TraceParent); a BatchHandler given several gets a context without one,
+// since each event of the batch is its own delivery in its own read
+// batch's trace. Sinks send it on with each event.
+func DeliveryTraceParent(ctx context.Context, ev *Event) string {
+	if ev != nil && ev.deliveryTP != "" {
+		return ev.deliveryTP
+	}
+	return TraceParent(ctx)
 }

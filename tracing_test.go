@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -14,6 +16,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/ferry-io/ferry"
+	"github.com/ferry-io/ferry/internal/poll"
 )
 
 func TestTraceParentInContext(t *testing.T) {
@@ -129,11 +132,17 @@ func TestTraceContext(t *testing.T) {
 	insert(t, e.db.Collection("c"), bson.D{{Key: "_id", Value: 1}}, bson.D{{Key: "_id", Value: 2}}, bson.D{{Key: "_id", Value: 3}},
 		bson.D{{Key: "_id", Value: 4}}, bson.D{{Key: "_id", Value: 5}})
 	rec.waitFor(t, 4)
-	eventually(t, 10*time.Second, func() string { return "the dead letter and every call's end" }, func() bool {
-		entries, _ := e.dlq.List(context.Background(), "s", 0)
+	poll.Until(t, 10*time.Second, func() error {
+		entries, err := e.dlq.List(context.Background(), "s", 0)
+		if err != nil {
+			return err
+		}
 		tr.mu.Lock()
 		defer tr.mu.Unlock()
-		return len(entries) == 1 && len(tr.calls) == 6 && tr.openReads == 0
+		if len(entries) != 1 || len(tr.calls) != 6 || tr.openReads != 0 {
+			return fmt.Errorf("%d dead letters, %d calls ended, %d reads open; want 1, 6 and 0", len(entries), len(tr.calls), tr.openReads)
+		}
+		return nil
 	})
 	tr.mu.Lock()
 	defer tr.mu.Unlock()
@@ -213,5 +222,96 @@ func TestTraceContext(t *testing.T) {
 	}
 	if checked < 6 { // 4 applied (debug), retrying, dead-lettered, applied after the retry
 		t.Errorf("only %d log lines name an event:\n%s", checked, logs.String())
+	}
+}
+
+// TestTraceContextBatch: in a batch handler call each event is a delivery
+// of its own: the delivery hooks run once per event and attempt, in the
+// trace of the event's read batch, and DeliveryTraceParent gives each
+// event its own traceparent, while the context of a call of several
+// events carries none (it would name one event's span for all); a call of
+// one event gets its delivery's in the context as well. Results and the
+// dead letter's trace id are per event.
+func TestTraceContextBatch(t *testing.T) {
+	e := newEnv(t)
+	at := clusterTime(t, e.client)
+	for i := int32(1); i <= 5; i++ {
+		insert(t, e.db.Collection("c"), bson.D{{Key: "_id", Value: i}})
+	}
+	tr := &fakeTracer{reads: map[string]ferry.ReadInfo{}, deliveries: map[string]*traceCall{}}
+	g := newGate()
+	var mu sync.Mutex
+	seen := map[int32][]string{} // document → its delivery traceparent in each call
+	var ctxTPs []string          // the context's traceparent of each call of several events
+	h := func(ctx context.Context, batch []*ferry.Event) error {
+		g.wait(ctx)
+		mu.Lock()
+		defer mu.Unlock()
+		if len(batch) > 1 {
+			ctxTPs = append(ctxTPs, ferry.TraceParent(ctx))
+		} else if got, want := ferry.TraceParent(ctx), ferry.DeliveryTraceParent(ctx, batch[0]); got != want {
+			t.Errorf("a call of one event: context traceparent %q, its delivery's %q", got, want)
+		}
+		be := ferry.NewBatchError(len(batch))
+		for i, ev := range batch {
+			id := idOf(ev)
+			seen[id] = append(seen[id], ferry.DeliveryTraceParent(ctx, ev))
+			switch {
+			case id == 2 && len(seen[id]) == 1:
+				be.Set(i, errors.New("fails once"))
+			case id == 3:
+				be.Set(i, ferry.Permanent(errors.New("refused")))
+			}
+		}
+		return be.Err()
+	}
+	c, _ := startBatch(t, e.client, h, e.opts(ferry.StartAt(ferry.StartAtTime(at)), ferry.Concurrency(1), ferry.WithHooks(tr))...)
+	g.openWhenQueued(t, c, 5)
+	eventually(t, 10*time.Second, func() string { return "the dead letter and every delivery's end" }, func() bool {
+		entries, _ := e.dlq.List(context.Background(), "s", 0)
+		tr.mu.Lock()
+		defer tr.mu.Unlock()
+		return len(entries) == 1 && len(tr.calls) == 6 && tr.openReads == 0
+	})
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	mu.Lock()
+	defer mu.Unlock()
+	if len(ctxTPs) == 0 {
+		t.Fatal("no call had several events: the batch path was not exercised")
+	}
+	for _, tp := range ctxTPs {
+		if tp != "" {
+			t.Errorf("a call of several events got traceparent %q in its context, want none", tp)
+		}
+	}
+	results := map[int32][]ferry.EventResult{}
+	for _, cl := range tr.calls {
+		if cl.ended != 1 {
+			t.Errorf("a delivery ended %d times", cl.ended)
+		}
+		if _, ok := tr.reads[cl.parent]; !ok || ferry.TraceID(cl.tp) != ferry.TraceID(cl.parent) {
+			t.Errorf("delivery %s: parent %q is not its read batch's", cl.tp, cl.parent)
+		}
+		var id int32
+		for doc, tps := range seen {
+			if slices.Contains(tps, cl.tp) {
+				id = doc
+			}
+		}
+		if id == 0 {
+			t.Errorf("no event got the delivery's traceparent %s", cl.tp)
+		}
+		results[id] = append(results[id], cl.end.Result)
+	}
+	want := map[int32][]ferry.EventResult{1: {"applied"}, 2: {"retried", "applied"}, 3: {"dead-lettered"}, 4: {"applied"}, 5: {"applied"}}
+	for id, w := range want {
+		if fmt.Sprint(results[id]) != fmt.Sprint(w) {
+			t.Errorf("document %d: results %v, want %v", id, results[id], w)
+		}
+	}
+	entries, _ := e.dlq.List(context.Background(), "s", 0)
+	if got, want := entries[0].TraceID, ferry.TraceID(seen[3][0]); got != want || got == "" {
+		t.Errorf("dead letter trace id %q, want %q", got, want)
 	}
 }

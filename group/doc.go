@@ -73,6 +73,20 @@
 // provably valid; if not, the partition stops without finishing the event
 // (ferry.StopPartition), so its next owner applies it.
 //
+// NewBatch takes a ferry.BatchHandler and applies the mode per batch, with
+// the same orders: idempotent mode reads the ledger once for the batch
+// (ledger SeenMany: one find), hands the handler only the events not
+// applied before, and records the ones it acknowledged in one unordered
+// insertMany (RecordMany) after their effects; transactional mode runs
+// that find, the insert, the lease-epoch check and the handler's writes
+// for the whole batch in one transaction. A handler failure aborts the
+// whole transaction: the failed events keep their errors, the others are
+// reported ferry.ErrNotAttempted, and each is retried alone (package
+// ferry), so a poison event is dead-lettered by itself. The idempotent
+// mode's window between effect and ledger write is now a batch: a process
+// killed in it replays up to a batch per lane, which the receiver's use of
+// the idempotency key absorbs.
+//
 // # Operational notes
 //
 //   - A member killed in the middle of a transaction leaves it open on the

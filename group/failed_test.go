@@ -9,12 +9,12 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
-	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/ferry-io/ferry"
 	"github.com/ferry-io/ferry/checkpoint/mongostore"
 	"github.com/ferry-io/ferry/group"
 	"github.com/ferry-io/ferry/internal/emutest"
+	"github.com/ferry-io/ferry/internal/poll"
 )
 
 // fmember is one group member of the failed-state tests.
@@ -30,7 +30,6 @@ type fmember struct {
 
 type fenv struct {
 	t      *testing.T
-	uri    string
 	client *mongo.Client
 	source *mongo.Database
 	state  *mongo.Database
@@ -38,14 +37,9 @@ type fenv struct {
 
 func newFenv(t *testing.T) *fenv {
 	t.Helper()
-	uri, _ := emutest.URI(t)
-	client, err := mongo.Connect(options.Client().ApplyURI(uri))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = client.Disconnect(context.Background()) })
+	client, _ := emutest.Client(t)
 	name := fmt.Sprintf("fail_%d", time.Now().UnixNano())
-	return &fenv{t: t, uri: uri, client: client, source: client.Database(name), state: client.Database(name + "_state")}
+	return &fenv{t: t, client: client, source: client.Database(name), state: client.Database(name + "_state")}
 }
 
 // join starts a member of stream "s" with the given consumer options.
@@ -95,17 +89,25 @@ func (m *fmember) count(id int32) int {
 // waitState waits until the member's status satisfies ok.
 func waitState(t *testing.T, m *fmember, what string, ok func(group.Status) bool) group.Status {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		s := m.g.Status()
-		if ok(s) {
-			return s
+	var s group.Status
+	poll.Until(t, 20*time.Second, func() error {
+		if s = m.g.Status(); !ok(s) {
+			return fmt.Errorf("member never %s: status %+v", what, s)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("member never %s: status %+v", what, s)
+		return nil
+	})
+	return s
+}
+
+// waitApplied waits until the member applied the event of document id.
+func waitApplied(t *testing.T, m *fmember, id int32, what string) {
+	t.Helper()
+	poll.Until(t, 20*time.Second, func() error {
+		if m.count(id) == 0 {
+			return fmt.Errorf("document %d %s", id, what)
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // epochs returns the sum of the stream's lease epochs: every new tenure
@@ -159,17 +161,12 @@ func TestFailedStreamStopsAndSaysSo(t *testing.T) {
 	// lease was taken again.
 	before := e.epochs()
 	first := recs[0].UpdatedAt
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		recs = failureRecords(t, e)
-		if len(recs) == 1 && recs[0].UpdatedAt.After(first) {
-			break
+	poll.Until(t, 20*time.Second, func() error {
+		if recs = failureRecords(t, e); len(recs) != 1 || !recs[0].UpdatedAt.After(first) {
+			return fmt.Errorf("the failure record was never refreshed: %d records", len(recs))
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("the failure record was never refreshed")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 	if after := e.epochs(); after != before {
 		t.Fatalf("lease epochs grew from %d to %d while the member was failed", before, after)
 	}
@@ -201,14 +198,8 @@ func TestRollingDeployKeepsTheOldDefinitionRunning(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	deadline := time.Now().Add(20 * time.Second)
 	for i := range int32(20) {
-		for a.count(i) == 0 {
-			if time.Now().After(deadline) {
-				t.Fatalf("document %d not delivered by the old member", i)
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
+		waitApplied(t, a, i, "not delivered by the old member")
 	}
 }
 
@@ -267,13 +258,12 @@ func TestImageMissingStaysFailedUntilAPositionIsSet(t *testing.T) {
 	}
 	epochs := e.epochs()
 	first := failureRecords(t, e)[0].UpdatedAt
-	deadline := time.Now().Add(20 * time.Second)
-	for recs := failureRecords(t, e); len(recs) != 1 || recs[0].UpdatedAt.Sub(first) < 3*time.Second; recs = failureRecords(t, e) {
-		if time.Now().After(deadline) {
-			t.Fatal("the failure record was not refreshed")
+	poll.Until(t, 20*time.Second, func() error {
+		if recs := failureRecords(t, e); len(recs) != 1 || recs[0].UpdatedAt.Sub(first) < 3*time.Second {
+			return fmt.Errorf("the failure record was not refreshed 3s after its first write: %d records", len(recs))
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 	if got := e.epochs(); got != epochs {
 		t.Fatalf("lease epochs grew from %d to %d while failed", epochs, got)
 	}
@@ -300,11 +290,7 @@ func TestImageMissingStaysFailedUntilAPositionIsSet(t *testing.T) {
 	waitState(t, m, "recovered", func(s group.Status) bool {
 		return s.State == group.Running && s.Failure == nil && len(s.Partitions) == 1
 	})
-	for deadline := time.Now().Add(20 * time.Second); m.count(2) == 0; time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the insert after the new position was not delivered")
-		}
-	}
+	waitApplied(t, m, 2, "(inserted after the new position) not delivered")
 }
 
 // failAggregates turns on a failCommand fail point for the aggregates on
@@ -358,34 +344,24 @@ func TestFailureThatClearsRecovers(t *testing.T) {
 	if _, err := e.source.Collection("c").InsertOne(context.Background(), bson.D{{Key: "_id", Value: int32(7)}}); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	for m.count(7) == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("not delivered after recovery")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	waitApplied(t, m, 7, "not delivered after recovery")
 }
 
 // waitClaimed waits until n partitions' checkpoints were written by a
 // consumer (they carry its definition's identity), not only seeded.
 func (e *fenv) waitClaimed(n int64) {
 	e.t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	poll.Until(e.t, 20*time.Second, func() error {
 		c, err := e.state.Collection("checkpoints").CountDocuments(context.Background(),
 			bson.D{{Key: "stream", Value: "s"}, {Key: "identity", Value: bson.D{{Key: "$nin", Value: bson.A{"", nil}}}}})
 		if err != nil {
 			e.t.Fatal(err)
 		}
-		if c >= n {
-			return
+		if c < n {
+			return fmt.Errorf("%d of %d checkpoints claimed by a consumer", c, n)
 		}
-		if time.Now().After(deadline) {
-			e.t.Fatalf("%d of %d checkpoints claimed by a consumer", c, n)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 func failureRecords(t *testing.T, e *fenv) []group.FailureRecord {

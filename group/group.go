@@ -42,14 +42,16 @@ const (
 var ErrLeaseLost = errors.New("group: partition lease lost")
 
 // ErrEpochChanged aborts a transactional effect whose lease epoch is no
-// longer current (another member took the partition over).
+// longer current (another member took the partition over): it wraps the
+// lease.ErrLost error of lease.Held.VerifyEpoch, which says who holds it.
 var ErrEpochChanged = errors.New("group: lease epoch changed")
 
 // Group is one member of a consumer group.
 type Group struct {
 	cfg     config
 	client  *mongo.Client
-	handler ferry.Handler
+	handler ferry.Handler      // New's, or nil
+	batch   ferry.BatchHandler // NewBatch's, or nil
 	leases  *lease.Store
 	cps     checkpoint.Store
 	dlq     deadletter.Store
@@ -78,12 +80,31 @@ func (g *Group) LeaseRenewFailures() int64 { return g.leases.RenewFailures() }
 // problem of the options, of the ConsumerOptions (as ferry.NewConsumer
 // reports them, under "ConsumerOptions: ") and of the LeaseOptions.
 func New(client *mongo.Client, handler ferry.Handler, opts ...Option) (*Group, error) {
+	return newGroup(client, handler, nil, false, opts)
+}
+
+// NewBatch is New for a ferry.BatchHandler: each partition's consumer is
+// a ferry.NewBatchConsumer, and the delivery mode works per batch. In
+// idempotent mode a batch costs one ledger find (SeenMany) before the
+// handler, which gets only the events not applied before, and one
+// unordered insertMany (RecordMany) after it, of the events it applied;
+// in transactional mode one transaction holds both, the lease check and
+// the handler's writes for the whole batch. ConsumerOptions may then
+// carry ferry.BatchSize, BatchBytes and BatchLinger.
+func NewBatch(client *mongo.Client, handler ferry.BatchHandler, opts ...Option) (*Group, error) {
+	return newGroup(client, nil, handler, true, opts)
+}
+
+func newGroup(client *mongo.Client, handler ferry.Handler, batch ferry.BatchHandler, batches bool, opts []Option) (*Group, error) {
 	cfg := defaultConfig()
 	var p optcheck.Problems
 	if client == nil {
 		p.Add("client", "a connected *mongo.Client is required")
 	}
-	if handler == nil {
+	switch {
+	case batches && batch == nil:
+		p.Add("handler", "a BatchHandler is required")
+	case !batches && handler == nil:
 		p.Add("handler", "a Handler is required")
 	}
 	optcheck.Apply(&p, opts, func(o Option) { o.apply(&cfg) })
@@ -112,14 +133,14 @@ func New(client *mongo.Client, handler ferry.Handler, opts ...Option) (*Group, e
 	if err != nil {
 		return nil, err
 	}
-	g := &Group{cfg: cfg, client: client, handler: handler, leases: ls, cps: cps,
+	g := &Group{cfg: cfg, client: client, handler: handler, batch: batch, leases: ls, cps: cps,
 		dlq: deadletter.NewMongo(cfg.state, "dlq"), owned: map[int]int64{},
 		log: cfg.logger.With("group", cfg.name, "member", cfg.memberID),
 		st:  &status{onChange: cfg.onState},
 		records: &failureRecords{coll: cfg.state.Collection(FailuresCollection), stream: cfg.name, member: cfg.memberID,
 			refresh: min(10*time.Second, max(cfg.ttl, time.Second))}}
-	if client != nil && handler != nil && cfg.partitions >= 1 {
-		_, err := ferry.NewConsumer(client, handler, g.consumerOptions(0, 0)...)
+	if client != nil && (handler != nil || batch != nil) && cfg.partitions >= 1 {
+		_, err := g.newConsumer(nil, 0, g.consumerOptions(0, 0))
 		var ce *ferry.ConfigError
 		if errors.As(err, &ce) {
 			for _, q := range ce.Problems {

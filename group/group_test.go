@@ -16,6 +16,7 @@ import (
 	"github.com/ferry-io/ferry/group"
 	"github.com/ferry-io/ferry/internal/emutest"
 	"github.com/ferry-io/ferry/internal/hashkey"
+	"github.com/ferry-io/ferry/internal/poll"
 	"github.com/ferry-io/ferry/lease"
 )
 
@@ -127,8 +128,8 @@ func (c *cluster) owners() map[int][]string {
 // twice.
 func (c *cluster) settle(partitions int) map[int]string {
 	c.t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	out := map[int]string{}
+	poll.Until(c.t, 30*time.Second, func() error {
 		own := c.owners()
 		for p, ms := range own {
 			if len(ms) > 1 {
@@ -148,18 +149,22 @@ func (c *cluster) settle(partitions int) map[int]string {
 				lo, hi = min(lo, loads[id]), max(hi, loads[id])
 			}
 			if len(loads) == min(n, partitions) && hi-lo <= 1 {
-				out := map[int]string{}
 				for p, ms := range own {
 					out[p] = ms[0]
 				}
-				return out
+				return nil
 			}
 		}
-		if time.Now().After(deadline) {
-			c.t.Fatalf("no stable balanced assignment: %v", own)
-		}
-		time.Sleep(10 * time.Millisecond) // polling interval for sampling ownership
-	}
+		return fmt.Errorf("no stable balanced assignment: %v", own)
+	})
+	return out
+}
+
+// nApplied is how many distinct events the members applied.
+func (c *cluster) nApplied() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.applied)
 }
 
 func TestGroupSharesPartitions(t *testing.T) {
@@ -176,19 +181,12 @@ func TestGroupSharesPartitions(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		c.mu.Lock()
-		n := len(c.applied)
-		c.mu.Unlock()
-		if n == 200 {
-			break
+	poll.Until(t, 30*time.Second, func() error {
+		if n := c.nApplied(); n != 200 {
+			return fmt.Errorf("%d of 200 events applied", n)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of 200 events applied", n)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 	c.mu.Lock()
 	for id, k := range c.applied {
 		if k != 1 {
@@ -298,8 +296,7 @@ func TestDeliveryModesAbsorbReplays(t *testing.T) {
 				rctx, cancel := context.WithCancel(ctx)
 				done := make(chan error, 1)
 				go func() { done <- g.Run(rctx) }()
-				deadline := time.Now().Add(30 * time.Second)
-				for {
+				poll.Until(t, 30*time.Second, func() error {
 					past := 0
 					cur, err := c.state.Collection("checkpoints").Find(ctx, bson.D{})
 					if err != nil {
@@ -313,14 +310,11 @@ func TestDeliveryModesAbsorbReplays(t *testing.T) {
 							past++
 						}
 					}
-					if past == 2 {
-						break
+					if past != 2 {
+						return fmt.Errorf("%d of 2 partitions checkpointed past the last event", past)
 					}
-					if time.Now().After(deadline) {
-						t.Fatalf("%d of 2 partitions checkpointed past the last event", past)
-					}
-					time.Sleep(10 * time.Millisecond)
-				}
+					return nil
+				})
 				cancel()
 				if err := <-done; err != nil {
 					t.Fatal(err)
@@ -373,45 +367,41 @@ func TestRepartition(t *testing.T) {
 		rctx, cancel := context.WithCancel(ctx)
 		done := make(chan error, 1)
 		go func() { done <- g.Run(rctx) }()
-		deadline := time.Now().Add(30 * time.Second)
-		for len(g.Owned()) < partitions {
-			if time.Now().After(deadline) {
-				t.Fatalf("partitions not started: %v", g.Owned())
+		poll.Until(t, 30*time.Second, func() error {
+			if owned := g.Owned(); len(owned) < partitions {
+				return fmt.Errorf("partitions not started: %v", owned)
 			}
-			time.Sleep(10 * time.Millisecond)
-		}
+			return nil
+		})
 		// Partition consumers have checkpointed their start.
-		for {
-			n, _ := c.state.Collection("checkpoints").CountDocuments(ctx, bson.D{{Key: "token", Value: bson.D{{Key: "$ne", Value: nil}}}})
-			if int(n) >= partitions {
-				break
+		poll.Until(t, 30*time.Second, func() error {
+			n, err := c.state.Collection("checkpoints").CountDocuments(ctx, bson.D{{Key: "token", Value: bson.D{{Key: "$ne", Value: nil}}}})
+			if err != nil {
+				return err
 			}
-			if time.Now().After(deadline) {
-				t.Fatal("no checkpoints")
+			if int(n) < partitions {
+				return fmt.Errorf("%d of %d partitions checkpointed their start", n, partitions)
 			}
-			time.Sleep(10 * time.Millisecond)
-		}
+			return nil
+		})
 		for i := want - 20; i < want; i++ {
 			if _, err := c.source.Collection("c").InsertOne(ctx, bson.D{{Key: "_id", Value: i}}); err != nil {
 				t.Fatal(err)
 			}
 		}
-		for {
+		poll.Until(t, 30*time.Second, func() error {
 			n, err := effects.CountDocuments(ctx, bson.D{})
 			if err != nil {
 				t.Fatal(err)
 			}
-			if int(n) == want {
-				break
-			}
 			if int(n) > want {
 				t.Fatalf("%d effects, want %d: a replay was not absorbed", n, want)
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%d effects, want %d", n, want)
+			if int(n) != want {
+				return fmt.Errorf("%d effects, want %d", n, want)
 			}
-			time.Sleep(10 * time.Millisecond)
-		}
+			return nil
+		})
 		cancel()
 		if err := <-done; err != nil {
 			t.Fatal(err)
@@ -473,7 +463,6 @@ func TestQuietPartitionsKeepTheirPlace(t *testing.T) {
 	// next: 150 inserts roll the 60-entry oplog over more than twice, and a
 	// writer that outran partition 0's reader would make it lose history,
 	// which is not what this test is about (the quiet partitions are).
-	deadline := time.Now().Add(30 * time.Second)
 	for i, id := range ids {
 		if _, err := c.source.Collection("c").InsertOne(context.Background(), bson.D{{Key: "_id", Value: int32(id)}}); err != nil {
 			t.Fatal(err)
@@ -481,18 +470,12 @@ func TestQuietPartitionsKeepTheirPlace(t *testing.T) {
 		if (i+1)%20 != 0 && i+1 != len(ids) {
 			continue
 		}
-		for {
-			c.mu.Lock()
-			n := len(c.applied)
-			c.mu.Unlock()
-			if n == i+1 {
-				break
+		poll.Until(t, 30*time.Second, func() error {
+			if n := c.nApplied(); n != i+1 {
+				return fmt.Errorf("%d of %d events applied", n, i+1)
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%d of %d events applied", n, i+1)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+			return nil
+		})
 	}
 	// Wait until every partition has checkpointed after the writes
 	// (checkpoint times are the server's), then restart.
@@ -502,7 +485,7 @@ func TestQuietPartitionsKeepTheirPlace(t *testing.T) {
 	if err := c.client.Database("admin").RunCommand(context.Background(), bson.D{{Key: "hello", Value: 1}}).Decode(&hello); err != nil {
 		t.Fatal(err)
 	}
-	for {
+	poll.Until(t, 30*time.Second, func() error {
 		cur, err := c.state.Collection("checkpoints").Find(context.Background(), bson.D{{Key: "updatedAt", Value: bson.D{{Key: "$gt", Value: hello.LocalTime}}}})
 		if err != nil {
 			t.Fatal(err)
@@ -511,14 +494,11 @@ func TestQuietPartitionsKeepTheirPlace(t *testing.T) {
 		for cur.Next(context.Background()) {
 			n++
 		}
-		if n == partitions {
-			break
+		if n != partitions {
+			return fmt.Errorf("only %d partitions checkpointed after the writes", n)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("only %d partitions checkpointed after the writes", n)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 	c.leave("q")
 	lost := make(chan int, partitions)
 	c.joinWithLost("q2", partitions, func(p int, err error) { lost <- p })
@@ -528,24 +508,17 @@ func TestQuietPartitionsKeepTheirPlace(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	deadline = time.Now().Add(30 * time.Second)
-	for {
-		c.mu.Lock()
-		n := len(c.applied)
-		c.mu.Unlock()
-		if n == len(ids)+50 {
-			break
-		}
+	poll.Until(t, 30*time.Second, func() error {
 		select {
 		case p := <-lost:
 			t.Fatalf("partition %d stopped after the restart (its position fell off the oplog?)", p)
 		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d events applied after the restart", n, len(ids)+50)
+		if n := c.nApplied(); n != len(ids)+50 {
+			return fmt.Errorf("%d of %d events applied after the restart", n, len(ids)+50)
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // TestSweeperPerPartition: each partition's backfill calls the sweeper made
@@ -593,19 +566,14 @@ func TestSweeperPerPartition(t *testing.T) {
 	rctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- g.Run(rctx) }()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	poll.Until(t, 30*time.Second, func() error {
 		mu.Lock()
-		n := len(swept)
-		mu.Unlock()
-		if n == partitions {
-			break
+		defer mu.Unlock()
+		if len(swept) != partitions {
+			return fmt.Errorf("swept partitions %v, want all %d", swept, partitions)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("swept partitions %v, want all %d", swept, partitions)
-		}
-		time.Sleep(10 * time.Millisecond) // polling the sweeps
-	}
+		return nil
+	})
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
@@ -649,20 +617,16 @@ func TestGroupOriginCoversLateStart(t *testing.T) {
 	c.join("m0", partitions)
 	// The member runs the two free partitions, whose streams are open
 	// (their start is recorded as a token).
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	poll.Until(t, 30*time.Second, func() error {
 		n, err := c.state.Collection("checkpoints").CountDocuments(ctx, bson.D{{Key: "token", Value: bson.D{{Key: "$ne", Value: nil}}}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if n == 2 && len(c.members["m0"].g.Owned()) == 2 {
-			break
+		if owned := c.members["m0"].g.Owned(); n != 2 || len(owned) != 2 {
+			return fmt.Errorf("%d checkpoints, owned %v", n, owned)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d checkpoints, owned %v", n, c.members["m0"].g.Owned())
-		}
-		time.Sleep(10 * time.Millisecond) // polling interval
-	}
+		return nil
+	})
 	const writes = 80
 	for i := range writes {
 		if _, err := c.source.Collection("c").InsertOne(ctx, bson.D{{Key: "_id", Value: i}}); err != nil {
@@ -674,19 +638,12 @@ func TestGroupOriginCoversLateStart(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	deadline = time.Now().Add(30 * time.Second)
-	for {
-		c.mu.Lock()
-		n := len(c.applied)
-		c.mu.Unlock()
-		if n == writes {
-			break
+	poll.Until(t, 30*time.Second, func() error {
+		if n := c.nApplied(); n != writes {
+			return fmt.Errorf("%d of %d events applied: partitions that opened late missed the writes before their first open", n, writes)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d events applied: partitions that opened late missed the writes before their first open", n, writes)
-		}
-		time.Sleep(10 * time.Millisecond) // polling interval
-	}
+		return nil
+	})
 	if owned := c.members["m0"].g.Owned(); len(owned) != partitions {
 		t.Errorf("m0 owns %v, want all %d partitions", owned, partitions)
 	}

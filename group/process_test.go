@@ -20,6 +20,7 @@ import (
 	"github.com/ferry-io/ferry/group"
 	"github.com/ferry-io/ferry/internal/childproc"
 	"github.com/ferry-io/ferry/internal/leakcheck"
+	"github.com/ferry-io/ferry/internal/poll"
 	"github.com/ferry-io/ferry/lease"
 )
 
@@ -32,7 +33,9 @@ func TestMain(m *testing.M) {
 	childproc.Main(m, childEnv, runChild, func(m *testing.M) { leakcheck.VerifyTestMain(m) })
 }
 
-// childSpec: uri|source db|state db|member|mode|partitions|ttl ms
+// childSpec: uri|source db|state db|member|mode|partitions|ttl ms|start T|start I|batch
+// (batch "1": a NewBatch member writing its effects with one insertMany per
+// batch).
 func runChild(spec string) error {
 	f := strings.Split(spec, "|")
 	partitions, _ := strconv.Atoi(f[5])
@@ -55,16 +58,38 @@ func runChild(spec string) error {
 	resume := make(chan os.Signal, 1)
 	signal.Notify(resume, syscall.SIGUSR1)
 	var paused sync.Once
-	g, err := group.New(client, func(ctx context.Context, ev *ferry.Event) error {
+	pause := func(ev *ferry.Event) {
 		if v, err := ev.FullDocument.LookupErr("pause"); err == nil && v.Boolean() && member == "zombie" {
 			paused.Do(func() {
 				say("PAUSED %s", ev.ID())
 				<-resume
 			})
 		}
-		_, err := effects.InsertOne(ctx, bson.D{{Key: "event", Value: ev.ID()}, {Key: "member", Value: member}, {Key: "epoch", Value: ev.Epoch}, {Key: "partition", Value: ev.Partition}})
-		return err
-	},
+	}
+	effect := func(ev *ferry.Event) bson.D {
+		return bson.D{{Key: "event", Value: ev.ID()}, {Key: "member", Value: member}, {Key: "epoch", Value: ev.Epoch}, {Key: "partition", Value: ev.Partition}}
+	}
+	newGroup := func(opts ...group.Option) (*group.Group, error) {
+		return group.New(client, func(ctx context.Context, ev *ferry.Event) error {
+			pause(ev)
+			_, err := effects.InsertOne(ctx, effect(ev))
+			return err
+		}, opts...)
+	}
+	if len(f) > 9 && f[9] == "1" {
+		newGroup = func(opts ...group.Option) (*group.Group, error) {
+			return group.NewBatch(client, func(ctx context.Context, batch []*ferry.Event) error {
+				docs := make([]any, len(batch))
+				for i, ev := range batch {
+					pause(ev)
+					docs[i] = effect(ev)
+				}
+				_, err := effects.InsertMany(ctx, docs)
+				return err
+			}, opts...)
+		}
+	}
+	g, err := newGroup(
 		group.Name("orders"), group.Partitions(partitions), group.MemberID(member), group.StateDatabase(client.Database(f[2])),
 		group.DeliveryMode(group.Mode(f[4])), group.LeaseTTL(time.Duration(ttlMS)*time.Millisecond),
 		group.RebalanceInterval(100*time.Millisecond),
@@ -87,10 +112,14 @@ func parseU32(s string) uint32 {
 	return uint32(n)
 }
 
-func (c *cluster) spawn(t *testing.T, member string, mode group.Mode, partitions int, ttl time.Duration, start bson.Timestamp) *childproc.Child {
+func (c *cluster) spawn(t *testing.T, member string, mode group.Mode, partitions int, ttl time.Duration, start bson.Timestamp, batch ...bool) *childproc.Child {
 	t.Helper()
+	b := "0"
+	if len(batch) > 0 && batch[0] {
+		b = "1"
+	}
 	spec := strings.Join([]string{c.uri, c.source.Name(), c.state.Name(), member, string(mode), strconv.Itoa(partitions),
-		strconv.Itoa(int(ttl.Milliseconds())), fmt.Sprint(start.T), fmt.Sprint(start.I)}, "|")
+		strconv.Itoa(int(ttl.Milliseconds())), fmt.Sprint(start.T), fmt.Sprint(start.I), b}, "|")
 	p := childproc.Start(t, childEnv, spec)
 	p.Name = "the member"
 	return p
@@ -132,22 +161,16 @@ func (c *cluster) opTime(t *testing.T) bson.Timestamp {
 func (c *cluster) waitOwned(t *testing.T, partitions int, within time.Duration, ok func(lease.Lease) bool) time.Duration {
 	t.Helper()
 	start := time.Now()
-	for {
+	poll.Until(t, within, func() error {
 		own := c.ownersNow(t)
-		good := 0
 		for p := range partitions {
-			if l, has := own[p]; has && ok(l) {
-				good++
+			if l, has := own[p]; !has || !ok(l) {
+				return fmt.Errorf("partitions not all owned as wanted: %v", own)
 			}
 		}
-		if good == partitions {
-			return time.Since(start)
-		}
-		if time.Since(start) > within {
-			t.Fatalf("partitions not all owned as wanted after %v: %v", within, own)
-		}
-		time.Sleep(10 * time.Millisecond) // polling the lease table
-	}
+		return nil
+	})
+	return time.Since(start)
 }
 
 // writeLoad inserts n documents at a steady pace and returns their count.
@@ -172,35 +195,41 @@ func (c *cluster) writeLoad(t *testing.T, n int, every time.Duration) <-chan int
 // the number of effects of each.
 func (c *cluster) effectsPerEvent(t *testing.T, n int) map[string]int {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	waited := false
+	defer func() {
+		if waited {
+			return
+		}
+		// The wait failed: what the state database says, for the log.
+		dl, _ := c.state.Collection("dlq").Find(context.Background(), bson.D{})
+		for dl.Next(context.Background()) {
+			t.Logf("dead letter: partition %v: %v", dl.Current.Lookup("partition"), dl.Current.Lookup("error"))
+		}
+		cps, _ := c.state.Collection("checkpoints").Find(context.Background(), bson.D{})
+		for cps.Next(context.Background()) {
+			t.Logf("checkpoint: partition %v epoch %v state %v note %v", cps.Current.Lookup("partition"), cps.Current.Lookup("epoch"), cps.Current.Lookup("state"), cps.Current.Lookup("note"))
+		}
+	}()
+	var per map[string]int
+	poll.Until(t, 60*time.Second, func() error {
 		cur, err := c.state.Collection("effects").Find(context.Background(), bson.D{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		per := map[string]int{}
+		per = map[string]int{}
 		for cur.Next(context.Background()) {
 			per[cur.Current.Lookup("event").StringValue()]++
 		}
-		if len(per) >= n {
-			return per
+		if len(per) < n {
+			return fmt.Errorf("effects for %d of %d events", len(per), n)
 		}
-		if time.Now().After(deadline) {
-			dl, _ := c.state.Collection("dlq").Find(context.Background(), bson.D{})
-			for dl.Next(context.Background()) {
-				t.Logf("dead letter: partition %v: %v", dl.Current.Lookup("partition"), dl.Current.Lookup("error"))
-			}
-			cps, _ := c.state.Collection("checkpoints").Find(context.Background(), bson.D{})
-			for cps.Next(context.Background()) {
-				t.Logf("checkpoint: partition %v epoch %v state %v note %v", cps.Current.Lookup("partition"), cps.Current.Lookup("epoch"), cps.Current.Lookup("state"), cps.Current.Lookup("note"))
-			}
-			t.Fatalf("effects for %d of %d events", len(per), n)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
+	waited = true
+	return per
 }
 
-func killTest(t *testing.T, mode group.Mode) {
+func killTest(t *testing.T, mode group.Mode, batch bool) {
 	c := newCluster(t)
 	const partitions, ttl = 6, 2 * time.Second
 	// The killed member's open transaction keeps its documents from the
@@ -214,7 +243,7 @@ func killTest(t *testing.T, mode group.Mode) {
 	start := c.opTime(t)
 	procs := map[string]*childproc.Child{}
 	for _, m := range []string{"m0", "m1", "m2"} {
-		procs[m] = c.spawn(t, m, mode, partitions, ttl, start)
+		procs[m] = c.spawn(t, m, mode, partitions, ttl, start, batch)
 	}
 	c.waitOwned(t, partitions, 30*time.Second, func(l lease.Lease) bool { return true })
 	load := c.writeLoad(t, 300, 5*time.Millisecond)
@@ -239,7 +268,11 @@ func killTest(t *testing.T, mode group.Mode) {
 	for _, k := range per {
 		dups += k - 1
 	}
-	fmt.Printf("group: %s mode after SIGKILL: %d writes, %d events with effects, %d duplicate effects\n", mode, n, len(per), dups)
+	how := "one event per call"
+	if batch {
+		how = "batches"
+	}
+	fmt.Printf("group: %s mode (%s) after SIGKILL: %d writes, %d events with effects, %d duplicate effects\n", mode, how, n, len(per), dups)
 	if len(per) != n {
 		t.Fatalf("%d events have effects, want %d (lost)", len(per), n)
 	}
@@ -248,8 +281,13 @@ func killTest(t *testing.T, mode group.Mode) {
 	}
 }
 
-func TestKillMemberTransactional(t *testing.T) { killTest(t, group.Transactional) }
-func TestKillMemberIdempotent(t *testing.T)    { killTest(t, group.Idempotent) }
+func TestKillMemberTransactional(t *testing.T) { killTest(t, group.Transactional, false) }
+func TestKillMemberIdempotent(t *testing.T)    { killTest(t, group.Idempotent, false) }
+
+// The same with NewBatch members: a batch per transaction, the ledger in
+// bulk.
+func TestKillMemberTransactionalBatch(t *testing.T) { killTest(t, group.Transactional, true) }
+func TestKillMemberIdempotentBatch(t *testing.T)    { killTest(t, group.Idempotent, true) }
 
 func TestGracefulLeaveTakeover(t *testing.T) {
 	c := newCluster(t)
@@ -345,13 +383,18 @@ func TestZombieMakesNoEffect(t *testing.T) {
 // never reverts, and which, after a backfill and its sweep, stays (ferry
 // chaos: a document deleted from the source left in the projection).
 func TestZombieInsideATransactionMakesNoEffect(t *testing.T) {
+	t.Run("event", func(t *testing.T) { zombieInsideTransaction(t, false) })
+	t.Run("batch", func(t *testing.T) { zombieInsideTransaction(t, true) })
+}
+
+func zombieInsideTransaction(t *testing.T, batch bool) {
 	c := newCluster(t)
 	const partitions, ttl = 1, 2 * time.Second
 	_ = c.state.CreateCollection(context.Background(), "effects")
 	start := c.opTime(t)
-	z := c.spawn(t, "zombie", group.Transactional, partitions, ttl, start)
+	z := c.spawn(t, "zombie", group.Transactional, partitions, ttl, start, batch)
 	z.WaitLine("ASSIGNED", 30*time.Second)
-	c.spawn(t, "heir", group.Transactional, partitions, ttl, start)
+	c.spawn(t, "heir", group.Transactional, partitions, ttl, start, batch)
 	src := c.source.Collection("c")
 	if _, err := src.InsertOne(context.Background(), bson.D{{Key: "_id", Value: "paused"}, {Key: "pause", Value: true}}); err != nil {
 		t.Fatal(err)

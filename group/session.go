@@ -177,7 +177,7 @@ func (g *Group) start(ctx context.Context, runs map[int]*running, p int, ended c
 			}))
 		}
 	}
-	c, err := ferry.NewConsumer(g.client, g.wrap(held, p), opts...)
+	c, err := g.newConsumer(held, p, opts)
 	if err != nil {
 		// An invalid consumer configuration: a failure like any other, so
 		// the stream fails instead of retrying it every rebalance.

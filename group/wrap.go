@@ -2,14 +2,22 @@ package group
 
 import (
 	"context"
+	"errors"
 	"fmt"
-
-	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/ferry-io/ferry"
 	"github.com/ferry-io/ferry/lease"
 	"github.com/ferry-io/ferry/ledger"
 )
+
+// newConsumer returns partition p's consumer, its handler wrapped in the
+// delivery mode (held nil: only to check the options).
+func (g *Group) newConsumer(held *lease.Held, p int, opts []ferry.Option) (*ferry.Consumer, error) {
+	if g.batch != nil {
+		return ferry.NewBatchConsumer(g.client, g.wrapBatch(held, p), opts...)
+	}
+	return ferry.NewConsumer(g.client, g.wrap(held, p), opts...)
+}
 
 // wrap applies the delivery mode around the user's handler.
 func (g *Group) wrap(held *lease.Held, p int) ferry.Handler {
@@ -35,7 +43,6 @@ func (g *Group) wrap(held *lease.Held, p int) ferry.Handler {
 			return cfg.ledgerStore.Record(ctx, cfg.name, ev.ID(), p, ev.Epoch)
 		}
 	case Transactional:
-		leases := g.leases.LeasesCollection()
 		return func(ctx context.Context, ev *ferry.Event) error {
 			if !held.Valid() {
 				return ferry.StopPartition(ErrLeaseLost)
@@ -60,24 +67,15 @@ func (g *Group) wrap(held *lease.Held, p int) ferry.Handler {
 						return nil // recorded under this stream too now
 					}
 				}
-				// The lease must still carry our epoch, or another member
-				// took over: a fast refusal, but only a read of this
-				// transaction's snapshot (see fence.go); passFence, after
-				// the effect, is the fencing.
-				var l struct {
-					Owner string `bson:"owner"`
-					Epoch int64  `bson:"epoch"`
-				}
-				err = leases.FindOne(sctx, bson.D{{Key: "group", Value: cfg.name}, {Key: "partition", Value: p}}).Decode(&l)
-				if err != nil {
+				if err := fence(sctx, held); err != nil {
 					return err
-				}
-				if l.Owner != cfg.memberID || l.Epoch != ev.Epoch {
-					return ferry.StopPartition(fmt.Errorf("%w: partition %d is now epoch %d of %q, not %d", ErrEpochChanged, p, l.Epoch, l.Owner, ev.Epoch))
 				}
 				if err := h(sctx, ev); err != nil {
 					return err
 				}
+				// The read above sees this transaction's snapshot only: the
+				// fence write is what keeps a stopped member's effect from
+				// committing after a takeover (fence.go).
 				return g.passFence(sctx, p, ev)
 			})
 		}
@@ -88,6 +86,19 @@ func (g *Group) wrap(held *lease.Held, p int) ferry.Handler {
 		}
 		return h(ctx, ev)
 	}
+}
+
+// fence checks, inside the transaction, that partition p's lease still
+// names this member at held's epoch (lease.Held.VerifyEpoch); otherwise
+// another member took over and the partition stops.
+func fence(sctx context.Context, held *lease.Held) error {
+	if err := held.VerifyEpoch(sctx); err != nil {
+		if errors.Is(err, lease.ErrLost) {
+			return ferry.StopPartition(fmt.Errorf("%w: %w", ErrEpochChanged, err))
+		}
+		return err
+	}
+	return nil
 }
 
 // seen reports whether the ledger holds the event under this stream, or

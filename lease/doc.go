@@ -38,6 +38,11 @@
 //     offset between replica-set members when a failover moves the primary.
 //     Checking Valid before a side effect narrows the window in which a
 //     paused process acts on a lost lease; the epoch closes it.
+//   - A transaction can fence itself: Held.VerifyEpoch, called with the
+//     transaction's context, reads the lease document in the
+//     transaction's snapshot and fails (ErrLost, naming the new holder)
+//     when another member has taken the partition over, so the
+//     transaction aborts instead of committing a zombie's effects.
 //   - A membership is a lease too: a member is live while its last
 //     heartbeat ($$NOW) plus its timeout is not before the server's $$NOW.
 //     Members lists the live ones by a server-side $expr.

@@ -52,6 +52,16 @@
 // an abort and may run once per attempt: for those, idempotent mode is the
 // strongest guarantee.
 //
+// # Batches
+//
+// A consumer group delivering batches (group.NewBatch) keeps the same
+// orders with one round trip per step: SeenMany (one find with $in) before
+// the batch's effects, RecordMany (one unordered insertMany, a duplicate key
+// meaning "already recorded") after them, of the events whose effect was
+// acknowledged. In transactional mode SeenMany, RecordMany of the absent
+// events, the lease check and the effects run in one transaction per
+// batch. Record, RecordNew and RecordMany write the same entries.
+//
 // # Options
 //
 // New takes Options and RunTransaction TxnOptions, in the style of package

@@ -174,8 +174,9 @@ func (s *Store) SeenMany(ctx context.Context, stream string, eventIDs []string) 
 			out[id] = false
 			keys = append(keys, ID(stream, id))
 		}
+		// One round trip: the whole answer in the first batch.
 		cur, err := s.coll.Find(ctx, bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: keys}}}},
-			options.Find().SetProjection(bson.D{{Key: fEvent, Value: 1}}))
+			options.Find().SetProjection(bson.D{{Key: fEvent, Value: 1}}).SetBatchSize(int32(len(chunk))))
 		if err != nil {
 			return nil, fmt.Errorf("ledger: seen %q (%d events): %w", stream, len(chunk), err)
 		}
@@ -242,6 +243,69 @@ func (s *Store) RecordNew(ctx context.Context, stream, eventID string, partition
 		return false, nil
 	}
 	return false, fmt.Errorf("ledger: record %q %s: %w", stream, short(eventID), err)
+}
+
+// RecordMany writes the entries of events applied together, in one
+// unordered insertMany (which the driver splits only past the server's
+// batch limits): an entry already there is a duplicate key, which means
+// "already recorded" and is not an error; the first entry is kept. An id
+// given twice is written once.
+//
+// Unlike Record, which stamps appliedAt with the server's $$NOW, an
+// insert cannot run an expression: RecordMany stamps appliedAt with this
+// process's clock, so the entries' expiry (Retention later) moves by the
+// clock's skew from the server's.
+//
+// In a transaction a duplicate key aborts the whole transaction on the
+// server: there, record only ids that SeenMany, in the same transaction,
+// reported absent. An entry another transaction committed since this
+// transaction's snapshot (or has not committed yet) then fails the insert
+// with WriteConflict (TransientTransactionError): the retried transaction
+// sees it.
+func (s *Store) RecordMany(ctx context.Context, stream string, eventIDs []string, partition int, epoch int64) error {
+	if partition < 0 {
+		return fmt.Errorf("%w: partition %d is negative", ErrInvalid, partition)
+	}
+	if epoch < 0 {
+		return fmt.Errorf("%w: epoch %d is negative", ErrInvalid, epoch)
+	}
+	now := bson.NewDateTimeFromTime(time.Now())
+	docs := make([]any, 0, len(eventIDs))
+	seen := make(map[string]bool, len(eventIDs))
+	for _, id := range eventIDs {
+		if err := validKey(stream, id); err != nil {
+			return err
+		}
+		if seen[id] {
+			continue
+		}
+		seen[id] = true
+		docs = append(docs, bson.D{
+			{Key: "_id", Value: ID(stream, id)},
+			{Key: fStream, Value: stream},
+			{Key: fEvent, Value: id},
+			{Key: fPartition, Value: int64(partition)},
+			{Key: fEpoch, Value: epoch},
+			{Key: fAppliedAt, Value: now},
+		})
+	}
+	if len(docs) == 0 {
+		return nil
+	}
+	_, err := s.coll.InsertMany(ctx, docs, options.InsertMany().SetOrdered(false))
+	if err == nil {
+		return nil
+	}
+	var bwe mongo.BulkWriteException
+	if errors.As(err, &bwe) && bwe.WriteConcernError == nil && len(bwe.WriteErrors) > 0 {
+		for _, we := range bwe.WriteErrors {
+			if !mongoerr.IsDuplicateKey(we) {
+				return fmt.Errorf("ledger: record %q (%d events): %w", stream, len(docs), err)
+			}
+		}
+		return nil // every failure is an entry recorded before
+	}
+	return fmt.Errorf("ledger: record %q (%d events): %w", stream, len(docs), err)
 }
 
 // Get returns the event's entry, or an error matching ErrNotFound.

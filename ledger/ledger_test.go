@@ -3,6 +3,7 @@ package ledger_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/ferry-io/ferry/internal/emutest"
+	"github.com/ferry-io/ferry/internal/poll"
 	"github.com/ferry-io/ferry/ledger"
 )
 
@@ -284,18 +286,23 @@ func TestTTLPruning(t *testing.T) {
 	}
 	// The old entry is now 70 minutes old, the young one 20.
 	srv.AdvanceClock(20 * time.Minute)
-	eventually(t, "the TTL monitor to delete the expired entry", func() bool {
-		seen, err := s.Seen(ctx, "orders", old)
-		return err == nil && !seen
+	// The TTL monitor is the server's background work: a test cannot join it.
+	poll.Until(t, 10*time.Second, func() error {
+		if seen, err := s.Seen(ctx, "orders", old); err != nil || seen {
+			return fmt.Errorf("the TTL monitor did not delete the expired entry: Seen = %v, %v", seen, err)
+		}
+		return nil
 	})
 	// The pass that deleted the old entry left the young one.
 	if seen, err := s.Seen(ctx, "orders", young); err != nil || !seen {
 		t.Fatalf("entry younger than the retention was pruned: Seen = %v, %v", seen, err)
 	}
 	srv.AdvanceClock(41 * time.Minute)
-	eventually(t, "the TTL monitor to delete the second entry", func() bool {
-		n, err := s.Count(ctx, "orders")
-		return err == nil && n == 0
+	poll.Until(t, 10*time.Second, func() error {
+		if n, err := s.Count(ctx, "orders"); err != nil || n != 0 {
+			return fmt.Errorf("the TTL monitor did not delete the second entry: Count = %d, %v", n, err)
+		}
+		return nil
 	})
 }
 

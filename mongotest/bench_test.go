@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
@@ -25,7 +26,32 @@ func kibDoc(i int) bson.D {
 
 func benchClient(b *testing.B) *mongo.Collection {
 	b.Helper()
-	uri, _ := mongotest.URI(b)
+	c, _ := benchClientURI(b)
+	return c
+}
+
+// benchClientURI is benchClient that also returns the server's URI, for
+// benchmarks that connect more clients.
+func benchClientURI(b *testing.B) (*mongo.Collection, string) {
+	b.Helper()
+	c, uri, _ := benchClientAll(b)
+	return c, uri
+}
+
+// benchClientServer is benchClient that also returns the emulator, for
+// benchmarks that use its controls; they skip against a real server.
+func benchClientServer(b *testing.B) (*mongo.Collection, *mongotest.Server) {
+	b.Helper()
+	c, _, srv := benchClientAll(b)
+	if srv == nil {
+		b.Skip("needs the emulator")
+	}
+	return c, srv
+}
+
+func benchClientAll(b *testing.B) (*mongo.Collection, string, *mongotest.Server) {
+	b.Helper()
+	uri, srv := mongotest.URI(b)
 	client, err := mongo.Connect(options.Client().ApplyURI(uri))
 	if err != nil {
 		b.Fatal(err)
@@ -33,7 +59,7 @@ func benchClient(b *testing.B) *mongo.Collection {
 	b.Cleanup(func() { _ = client.Disconnect(context.Background()) })
 	c := client.Database("bench").Collection(sanitize(b.Name()))
 	_ = c.Drop(context.Background())
-	return c
+	return c, uri, srv
 }
 
 // BenchmarkChangeStreamEvents measures change events per second delivered to
@@ -59,12 +85,14 @@ func BenchmarkChangeStreamEvents(b *testing.B) {
 	}
 	b.ReportAllocs()
 	b.ResetTimer()
+	cpu := startCPU()
 	for i := 0; i < b.N; i++ {
 		if !cs.Next(ctx) {
 			b.Fatal(cs.Err())
 		}
 	}
 	b.StopTimer()
+	cpu.report(b, b.N, "event")
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
 }
 
@@ -100,6 +128,19 @@ func BenchmarkInsertMany(b *testing.B) {
 	}
 	b.StopTimer()
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "inserts/s")
+}
+
+// cpuMeter reports the process CPU time per unit of work a benchmark did,
+// a figure steadier than wall time on a busy machine.
+type cpuMeter struct{ start time.Duration }
+
+func startCPU() cpuMeter { return cpuMeter{start: processCPU()} }
+
+// report adds the metric "cpu-µs/<unit>" for n units.
+func (m cpuMeter) report(b *testing.B, n int, unit string) {
+	if d := processCPU() - m.start; d > 0 && n > 0 {
+		b.ReportMetric(float64(d.Microseconds())/float64(n), "cpu-µs/"+unit)
+	}
 }
 
 // BenchmarkStartup is what a test pays for an in-process emulator: start

@@ -322,7 +322,7 @@ func (e *engine) openChangeStream(r *request, pipeline bson.A) (bson.D, error) {
 		return nil, err
 	}
 	cur := e.newCursor(ns, r.db, nil, cs)
-	batch, err := e.streamBatch(cs, batchSize)
+	batch, err := e.streamBatch(cs, batchSize, e.newOplogReader(cs.nextSeq, true))
 	if err != nil {
 		delete(e.cursors, cur.id)
 		return nil, err
@@ -368,8 +368,9 @@ func (cs *changeStream) setHWM(ts bson.Timestamp) {
 }
 
 // streamBatch returns up to n events (n < 0: no count limit; n == 0: an
-// empty batch) without waiting. Callers hold e.mu.
-func (e *engine) streamBatch(cs *changeStream, n int) ([]bson.Raw, error) {
+// empty batch) without waiting, reading the oplog through rd. Callers hold
+// the stream's cursor (or e.mu, while the stream is being opened).
+func (e *engine) streamBatch(cs *changeStream, n int, rd *oplogReader) ([]bson.Raw, error) {
 	var batch []bson.Raw
 	if cs.done {
 		return batch, nil
@@ -381,10 +382,7 @@ func (e *engine) streamBatch(cs *changeStream, n int) ([]bson.Raw, error) {
 	for {
 		// Refill the buffer from the oplog.
 		if len(cs.buffered) == 0 && !cs.invalidated {
-			if first := e.oplog.first(); cs.nextSeq < first.seq {
-				return nil, historyLost()
-			}
-			if err := e.scan(cs, n-len(batch)); err != nil {
+			if err := e.scan(cs, n-len(batch), rd); err != nil {
 				return nil, err
 			}
 		}
@@ -420,7 +418,7 @@ func (e *engine) streamBatch(cs *changeStream, n int) ([]bson.Raw, error) {
 	if len(cs.buffered) == 0 && !cs.done {
 		// Everything scanned has been returned: the token may move up to the
 		// scan position.
-		if last := e.oplog.last(); last != nil && cs.nextSeq > last.seq {
+		if last := rd.last; last != nil && cs.nextSeq > last.seq {
 			cs.setHWM(last.ts)
 		}
 	}
@@ -438,12 +436,17 @@ func isInvalidate(doc bson.D) bool {
 
 // scan reads oplog entries from cs.nextSeq, turning them into events, until
 // want events are buffered (want <= 0: all available) or the oplog ends.
-func (e *engine) scan(cs *changeStream, want int) error {
-	entries := e.oplog.entries
-	for i := e.oplog.indexOfSeq(cs.nextSeq); i < len(entries); i++ {
-		ent := entries[i]
+func (e *engine) scan(cs *changeStream, want int, rd *oplogReader) error {
+	for {
+		ent, err := rd.next(cs.nextSeq)
+		if err != nil {
+			return err
+		}
+		if ent == nil {
+			return nil
+		}
 		cs.nextSeq = ent.seq + 1
-		evs, err := e.eventsFor(cs, ent)
+		evs, err := e.eventsFor(cs, ent, rd)
 		if err != nil {
 			return err
 		}
@@ -475,7 +478,7 @@ func (e *engine) scan(cs *changeStream, want int) error {
 			out := ev.doc
 			if cs.pipeline != nil && !cs.matchOnly {
 				var keep bool
-				out, keep, err = cs.pipeline.ApplyOne(ev.doc, e.vars())
+				out, keep, err = cs.pipeline.ApplyOne(ev.doc, rd.vars)
 				if err != nil {
 					return err
 				}
@@ -489,7 +492,7 @@ func (e *engine) scan(cs *changeStream, want int) error {
 				}
 			}
 			if cs.matchOnly {
-				_, keep, err := cs.pipeline.ApplyOne(ev.doc, e.vars())
+				_, keep, err := cs.pipeline.ApplyOne(ev.doc, rd.vars)
 				if err != nil {
 					return err
 				}
@@ -511,7 +514,7 @@ func (e *engine) scan(cs *changeStream, want int) error {
 					return errorf(mongoerr.CodeInternalError, "cannot encode change event: %v", err)
 				}
 				if cacheable {
-					ent.events = append(ent.events, cachedEvent{shape: shape, raw: raw})
+					raw = ent.cacheEvent(shape, raw)
 				}
 			}
 			if len(raw) > maxBSONObjectSize && cs.split && !isInvalidate(ev.doc) {
@@ -546,10 +549,10 @@ func (e *engine) scan(cs *changeStream, want int) error {
 			return nil
 		}
 	}
-	return nil
 }
 
-// streamGetMore waits up to maxTimeMS (default 1s) for events.
+// streamGetMore waits up to maxTimeMS (default 1s) for events. It builds
+// each batch outside the engine lock (see oplogReader).
 func (e *engine) streamGetMore(r *request, cur *cursor, n int) (bson.D, error) {
 	cur.mu.Lock()
 	defer cur.mu.Unlock()
@@ -568,39 +571,42 @@ func (e *engine) streamGetMore(r *request, cur *cursor, n int) (bson.D, error) {
 			e.mu.Unlock()
 			return nil, errorf(mongoerr.CodeCursorNotFound, "cursor id %d not found", cur.id)
 		}
-		batch, err := e.streamBatch(cs, n)
+		rd := e.newOplogReader(cs.nextSeq, false)
+		e.mu.Unlock()
+		batch, err := e.streamBatch(cs, n, rd)
 		if err != nil {
-			delete(e.cursors, cur.id)
-			e.mu.Unlock()
+			e.dropCursor(cur)
 			return nil, err
 		}
 		if len(batch) > 0 || cs.done {
 			id := cur.id
 			if cs.done {
-				delete(e.cursors, cur.id)
+				e.dropCursor(cur)
 				id = 0
 			}
-			e.mu.Unlock()
 			return streamReply(false, id, cur.ns, batch, cs.pbrt), nil
 		}
-		wake := e.newEntry
-		closed := e.closed
-		e.mu.Unlock()
-		if closed {
+		if rd.closed {
 			return nil, errorf(mongoerr.CodeInterruptedAtShutdown, "interrupted at shutdown")
 		}
 		select {
-		case <-wake:
+		case <-rd.wake:
 		case <-deadline.C:
-			e.mu.Lock()
-			pbrt := cs.pbrt
-			e.mu.Unlock()
-			return streamReply(false, cur.id, cur.ns, nil, pbrt), nil
+			return streamReply(false, cur.id, cur.ns, nil, cs.pbrt), nil
 		case <-cs.killed:
 			return nil, errorf(mongoerr.CodeCursorNotFound, "cursor id %d not found", cur.id)
 		case <-r.ctx.Done():
 			return nil, errorf(mongoerr.CodeInterruptedAtShutdown, "interrupted at shutdown")
 		}
+	}
+}
+
+// dropCursor forgets a cursor, unless killCursors already has.
+func (e *engine) dropCursor(cur *cursor) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.cursors[cur.id] == cur {
+		delete(e.cursors, cur.id)
 	}
 }
 

@@ -71,8 +71,8 @@ func cmdAggregate(e *engine, r *request) (bson.D, error) {
 		if err := checkHint(c, lookupD(r.cmd, "hint")); err != nil {
 			return nil, err
 		}
-		all, _ := mql.CompileFilter(bson.D{})
-		refs, err := e.scanDocs(r, c, all, nil, vars, 0)
+		f, fd := leadingIDMatch(pipeline)
+		refs, err := e.scanDocs(r, c, f, fd, vars, 0)
 		if err != nil {
 			return nil, err
 		}
@@ -134,4 +134,24 @@ func cmdAggregate(e *engine, r *request) (bson.D, error) {
 		return nil, err
 	}
 	return e.firstBatchReply(ns, r.db, res, bs, false), nil
+}
+
+// leadingIDMatch returns the filter of a leading $match that pins _id
+// (idKeys), so that the documents the pipeline starts from are looked up
+// rather than scanned; the $match stage still runs on them. Any other
+// pipeline starts from every document.
+func leadingIDMatch(pipeline bson.A) (*mql.Filter, bson.D) {
+	if len(pipeline) > 0 {
+		if st, ok := pipeline[0].(bson.D); ok && len(st) == 1 && st[0].Key == "$match" {
+			if m, ok := st[0].Value.(bson.D); ok {
+				if _, pins := idKeys(m); pins {
+					if f, err := mql.CompileFilter(m); err == nil && !f.HasExpr() {
+						return f, m
+					}
+				}
+			}
+		}
+	}
+	all, _ := mql.CompileFilter(bson.D{})
+	return all, nil
 }

@@ -136,7 +136,7 @@ func (e *engine) scanDocs(r *request, c *collection, f *mql.Filter, filter bson.
 	if c == nil {
 		return nil, nil
 	}
-	if vars.Collation != nil {
+	if vars.Collation != nil || e.idScanOnly {
 		filter = nil
 	}
 	if c.isView {

@@ -23,23 +23,20 @@ func compileFilter(v any) (*mql.Filter, error) {
 }
 
 // matching returns the records matching f in natural order, at most limit
-// (0 = all). A filter on a single _id value is answered from the _id map.
+// (0 = all). A filter that pins _id (idKeys) is answered from the _id map;
+// filter is nil when it must not be (see scanDocs).
 func (c *collection) matching(f *mql.Filter, filter bson.D, vars *mql.Vars, limit int) []*record {
 	if c == nil {
 		return nil
 	}
-	if len(filter) == 1 && filter[0].Key == "_id" {
-		switch filter[0].Value.(type) {
-		case bson.D, bson.A, bson.Regex, nil:
-		default:
-			if rec := c.byIDValue(filter[0].Value); rec != nil && f.Match(rec.doc, vars) {
-				return []*record{rec}
-			}
-			return nil
+	recs := c.records
+	if keys, ok := idKeys(filter); ok {
+		if found, ok := c.idLookup(keys); ok {
+			recs = found
 		}
 	}
 	var out []*record
-	for _, rec := range c.records {
+	for _, rec := range recs {
 		if rec == nil || rec.deleted {
 			continue
 		}

@@ -36,10 +36,16 @@ type engine struct {
 	// transactions).
 	curTxn *txn
 	// snapHist keeps record versions for snapshot reads.
-	snapHist  snapshotHistory
-	closed    bool
-	processID bson.ObjectID
-	startedAt time.Time
+	snapHist snapshotHistory
+	closed   bool
+	// idScanOnly turns the _id index path off (benchmarks compare it
+	// with the scan it replaces).
+	idScanOnly bool
+	// streamWindow is how many oplog entries a change-stream getMore
+	// copies under the lock at a time.
+	streamWindow int
+	processID    bson.ObjectID
+	startedAt    time.Time
 
 	// newEntry is closed and replaced whenever the oplog grows, waking
 	// change-stream getMores that wait for events.
@@ -57,13 +63,14 @@ type serverParams struct {
 
 func newEngine(cfg *config) *engine {
 	e := &engine{
-		cfg:       cfg,
-		dbs:       make(map[string]*database),
-		cursors:   make(map[int64]*cursor),
-		sessions:  make(map[string]*session),
-		newEntry:  make(chan struct{}),
-		ttlKick:   make(chan struct{}, 1),
-		processID: bson.NewObjectID(),
+		cfg:          cfg,
+		dbs:          make(map[string]*database),
+		cursors:      make(map[int64]*cursor),
+		sessions:     make(map[string]*session),
+		newEntry:     make(chan struct{}),
+		ttlKick:      make(chan struct{}, 1),
+		processID:    bson.NewObjectID(),
+		streamWindow: defaultStreamWindow,
 		params: serverParams{
 			ttlMonitorSleep: cfg.ttlInterval,
 			ttlEnabled:      true,

@@ -39,8 +39,8 @@ var expandedOnly = map[string]bool{opCreate: true, opCreateIndexes: true, opDrop
 
 // eventsFor turns one oplog entry into the events this stream shows: usually
 // one, two for an invalidating drop or rename, none when out of scope.
-// Callers hold e.mu.
-func (e *engine) eventsFor(cs *changeStream, ent *oplogEntry) ([]streamEvent, error) {
+// It reads the engine's state only through rd.
+func (e *engine) eventsFor(cs *changeStream, ent *oplogEntry, rd *oplogReader) ([]streamEvent, error) {
 	if !cs.inScope(ent) {
 		return nil, nil
 	}
@@ -49,10 +49,7 @@ func (e *engine) eventsFor(cs *changeStream, ent *oplogEntry) ([]streamEvent, er
 	}
 	op := ent.op
 	tok := entryToken(ent)
-	if ent.tokData == "" {
-		ent.tokData, ent.tokBits = tok.Encode()
-	}
-	data, typeBits := ent.tokData, ent.tokBits
+	data, typeBits := ent.token(tok)
 	id := bson.D{{Key: "_data", Value: data}}
 	if typeBits != nil {
 		id = append(id, bson.E{Key: "_typeBits", Value: bson.Binary{Subtype: 0, Data: typeBits}})
@@ -67,7 +64,7 @@ func (e *engine) eventsFor(cs *changeStream, ent *oplogEntry) ([]streamEvent, er
 	case opInsert, opReplace:
 		ev = append(ev, bson.E{Key: "fullDocument", Value: ent.doc}, bson.E{Key: "ns", Value: ns}, bson.E{Key: "documentKey", Value: ent.docKey})
 	case opUpdate:
-		full, err := e.postImage(cs, ent)
+		full, err := rd.postImage(cs, ent)
 		if err != nil {
 			return nil, err
 		}
@@ -179,7 +176,7 @@ func (e *engine) invalidates(cs *changeStream, ent *oplogEntry) bool {
 }
 
 // postImage returns the fullDocument of an update event for the stream's
-// fullDocument option.
+// fullDocument option. With updateLookup, callers hold e.mu.
 func (e *engine) postImage(cs *changeStream, ent *oplogEntry) (any, error) {
 	switch cs.fullDocument {
 	case "updateLookup":

@@ -8,3 +8,20 @@ func Waiting(s *Server) (onSession, onTxn int) {
 	defer s.eng.mu.Unlock()
 	return s.eng.sessionWaits, s.eng.txnWaits
 }
+
+// ScanOnly turns the _id index path off (true) or back on, so that tests and
+// benchmarks can compare it with the collection scan it replaces.
+func ScanOnly(s *Server, on bool) {
+	s.eng.mu.Lock()
+	defer s.eng.mu.Unlock()
+	s.eng.idScanOnly = on
+}
+
+// StreamWindow sets how many oplog entries a change-stream getMore copies
+// under the engine lock at a time (default 4096), so that tests can make
+// batches span many windows.
+func StreamWindow(s *Server, n int) {
+	s.eng.mu.Lock()
+	defer s.eng.mu.Unlock()
+	s.eng.streamWindow = n
+}

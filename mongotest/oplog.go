@@ -2,9 +2,11 @@ package mongotest
 
 import (
 	"sort"
+	"sync"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
+	"github.com/ferry-io/ferry/internal/resumetoken"
 	"github.com/ferry-io/ferry/mongotest/internal/mql"
 )
 
@@ -54,6 +56,9 @@ type oplogEntry struct {
 
 	size int64
 
+	// cache guards the fields below, which change streams fill in
+	// without the engine lock.
+	cache sync.Mutex
 	// Encoded documents, cached on first use: every change stream that
 	// returns this entry shares one encoding instead of re-encoding it.
 	docRaw, preRaw bson.Raw
@@ -72,6 +77,8 @@ type cachedEvent struct {
 
 // cachedEvent returns the encoded event for a stream shape, if cached.
 func (ent *oplogEntry) cachedEvent(shape uint8) bson.Raw {
+	ent.cache.Lock()
+	defer ent.cache.Unlock()
 	for _, c := range ent.events {
 		if c.shape == shape {
 			return c.raw
@@ -80,16 +87,45 @@ func (ent *oplogEntry) cachedEvent(shape uint8) bson.Raw {
 	return nil
 }
 
-// rawDoc returns the entry's document encoded. Callers hold e.mu.
+// cacheEvent caches the encoded event for a stream shape and returns the
+// cached one (another stream's, when it cached one first).
+func (ent *oplogEntry) cacheEvent(shape uint8, raw bson.Raw) bson.Raw {
+	ent.cache.Lock()
+	defer ent.cache.Unlock()
+	for _, c := range ent.events {
+		if c.shape == shape {
+			return c.raw
+		}
+	}
+	ent.events = append(ent.events, cachedEvent{shape: shape, raw: raw})
+	return raw
+}
+
+// token returns the encoding of the entry's resume token tok, encoding it
+// on first use.
+func (ent *oplogEntry) token(tok resumetoken.Token) (string, []byte) {
+	ent.cache.Lock()
+	defer ent.cache.Unlock()
+	if ent.tokData == "" {
+		ent.tokData, ent.tokBits = tok.Encode()
+	}
+	return ent.tokData, ent.tokBits
+}
+
+// rawDoc returns the entry's document encoded.
 func (ent *oplogEntry) rawDoc() bson.Raw {
+	ent.cache.Lock()
+	defer ent.cache.Unlock()
 	if ent.docRaw == nil && ent.doc != nil {
 		ent.docRaw, _ = bson.Marshal(ent.doc)
 	}
 	return ent.docRaw
 }
 
-// rawPre returns the entry's pre-image encoded. Callers hold e.mu.
+// rawPre returns the entry's pre-image encoded.
 func (ent *oplogEntry) rawPre() bson.Raw {
+	ent.cache.Lock()
+	defer ent.cache.Unlock()
 	if ent.preRaw == nil && ent.preImage != nil {
 		ent.preRaw, _ = bson.Marshal(ent.preImage)
 	}
@@ -102,6 +138,10 @@ type oplog struct {
 	bytes   int64
 	nextSeq int64
 	trimmed bool
+	// units counts the entries as a real server's oplog holds them: the
+	// writes of one transaction (entries sharing its commit's cluster
+	// time) are one applyOps entry there.
+	units int
 }
 
 func (o *oplog) last() *oplogEntry {
@@ -179,6 +219,9 @@ func (e *engine) appendStamped(ent *oplogEntry) {
 	o := &e.oplog
 	ent.seq = o.nextSeq
 	o.nextSeq++
+	if last := o.last(); last == nil || last.ts != ent.ts {
+		o.units++
+	}
 	ent.size = approxSize(ent)
 	o.entries = append(o.entries, ent)
 	o.bytes += ent.size
@@ -196,15 +239,28 @@ func (e *engine) trimOplog() {
 	if e.cfg.oplogMaxAge > 0 {
 		minWall = bson.NewDateTimeFromTime(e.nowLocked().Add(-e.cfg.oplogMaxAge))
 	}
+	units := o.units
 	for drop < n-1 {
 		ent := o.entries[drop]
-		over := n-drop > e.cfg.oplogMaxEntries || bytes > e.cfg.oplogMaxBytes || (minWall != 0 && ent.wall < minWall)
+		over := units > e.cfg.oplogMaxEntries || bytes > e.cfg.oplogMaxBytes || (minWall != 0 && ent.wall < minWall)
 		if !over {
 			break
 		}
-		bytes -= ent.size
-		drop++
+		// A transaction's writes leave together, as its one applyOps
+		// entry would; the newest entry always stays.
+		end := drop + 1
+		for end < n && o.entries[end].ts == ent.ts {
+			end++
+		}
+		if end > n-1 {
+			break
+		}
+		for ; drop < end; drop++ {
+			bytes -= o.entries[drop].size
+		}
+		units--
 	}
+	o.units = units
 	if drop == 0 {
 		return
 	}

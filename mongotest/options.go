@@ -93,7 +93,9 @@ func ReplicaSetName(name string) Option {
 	return optionFunc(func(c *config) { c.replSetName = name })
 }
 
-// OplogMaxEntries bounds the oplog to the newest n entries (default 1,000,000).
+// OplogMaxEntries bounds the oplog to the newest n entries (default
+// 1,000,000), counted as a real server's oplog holds them: the writes of
+// one transaction are one entry (its applyOps), kept and dropped together.
 // Resuming a change stream from a point older than the oldest kept entry fails
 // with ChangeStreamHistoryLost (286), as on a real server.
 func OplogMaxEntries(n int) Option { return optionFunc(func(c *config) { c.oplogMaxEntries = n }) }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"slices"
 	"testing"
@@ -193,9 +194,9 @@ func TestRetryWaitsForTheFirstAttempt(t *testing.T) {
 		replies <- rawCommand(t, srv.Addr(), inc)
 	}
 	go send()
-	waitFor(t, srv, 0, 1) // the first attempt waits for the transaction
+	until(t, 10*time.Second, waiting(srv, 0, 1)) // the first attempt waits for the transaction
 	go send()
-	waitFor(t, srv, 1, 1) // the retry waits for the session
+	until(t, 10*time.Second, waiting(srv, 1, 1)) // the retry waits for the session
 	if err := holder.CommitTransaction(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -263,20 +264,14 @@ func (c *rawConn) run(t *testing.T, cmd bson.D) bson.Raw {
 	return m.Body
 }
 
-// waitFor polls until the server has exactly the given numbers of commands
-// waiting for a session and for a transaction.
-func waitFor(t *testing.T, srv *mongotest.Server, onSession, onTxn int) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		s, x := mongotest.Waiting(srv)
-		if s == onSession && x == onTxn {
-			return
+// waiting is an until condition: the server has exactly the given numbers
+// of commands waiting for a session and for a transaction.
+func waiting(srv *mongotest.Server, onSession, onTxn int) func() error {
+	return func() error {
+		if s, x := mongotest.Waiting(srv); s != onSession || x != onTxn {
+			return fmt.Errorf("waiting commands: %d on a session, %d on a transaction; want %d and %d", s, x, onSession, onTxn)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("waiting commands: %d on a session, %d on a transaction; want %d and %d", s, x, onSession, onTxn)
-		}
-		time.Sleep(time.Millisecond) // polling with a deadline
+		return nil
 	}
 }
 

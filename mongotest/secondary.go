@@ -78,8 +78,9 @@ var secondaryReads = map[string]bool{
 
 // secondaryAllows decides whether a secondary runs a command: anything
 // that neither reads data nor writes (hello, ping, buildInfo, sessions...)
-// runs; reads need a read preference that allows secondaries; writes,
-// transactions and fail points are refused.
+// runs; reads (aggregates with $out or $merge among them) need a read
+// preference that allows secondaries; writes, transactions and fail points
+// are refused.
 func (e *engine) secondaryAllows(r *request) error {
 	if r.autocommit != nil {
 		return errorf(mongoerr.CodeNotWritablePrimary, "not primary: transactions run on the primary only")
@@ -87,9 +88,10 @@ func (e *engine) secondaryAllows(r *request) error {
 	switch {
 	case r.name == "configureFailPoint":
 		return errorf(mongoerr.CodeNotImplemented, "mongotest: fail points are set on the primary, not on a secondary")
-	case r.name == "aggregate" && pipelineWrites(r):
-		return errorf(mongoerr.CodeNotWritablePrimary, "not primary")
 	case secondaryReads[r.name]:
+		// An aggregate ending with $out or $merge is a read too: since
+		// 4.4 a secondary runs it, writing its output through the
+		// primary (one engine here), when the read preference allows.
 		rp, _ := lookupD(r.cmd, "$readPreference").(bson.D)
 		if mode, _ := lookupD(rp, "mode").(string); mode == "" || strings.EqualFold(mode, "primary") {
 			return errorf(mongoerr.CodeNotPrimaryNoSecondaryOk, "not primary and secondaryOk=false")

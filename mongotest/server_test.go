@@ -223,11 +223,7 @@ func TestMalformedMessages(t *testing.T) {
 		}
 		nc.Close()
 	}
-	client, err := mongo.Connect(options.Client().ApplyURI(srv.URI()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer client.Disconnect(context.Background())
+	client := connectClient(t, options.Client().ApplyURI(srv.URI()))
 	if err := client.Ping(ctx(t), nil); err != nil {
 		t.Fatalf("server unusable after malformed input: %v", err)
 	}

@@ -199,11 +199,7 @@ func TestFailPointGoAPI(t *testing.T) {
 			labels = append(labels, "RetryableWriteError")
 		}
 	}}
-	client, err := mongo.Connect(options.Client().ApplyURI(uri).SetMonitor(mon))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer client.Disconnect(context.Background())
+	client := connectClient(t, options.Client().ApplyURI(uri).SetMonitor(mon))
 	c := client.Database("fp").Collection("c")
 	srv.FailCommand(mongotest.FailPoint{Commands: []string{"insert"}, ErrorCode: 91, Times: 1})
 	if _, err := c.InsertOne(ctx(t), bson.D{{Key: "_id", Value: 1}}); err != nil {

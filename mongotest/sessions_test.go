@@ -260,8 +260,8 @@ func TestDDLInTransaction(t *testing.T) {
 	_ = sess.AbortTransaction(ctx)
 }
 
-// TestSecondaries: a secondary serves reads that allow it, and refuses
-// writes.
+// TestSecondaries: a secondary serves reads that allow it (an aggregate
+// with $out among them), and refuses writes.
 func TestSecondaries(t *testing.T) {
 	_, db, srv := connect(t, mongotest.Secondaries(1))
 	if srv == nil {
@@ -293,6 +293,16 @@ func TestSecondaries(t *testing.T) {
 	_, err = direct.Database(db.Name()).Collection("c").InsertOne(ctx, bson.D{{Key: "_id", Value: 2}})
 	if codeOf(err) != 10107 {
 		t.Fatalf("insert on a secondary: %v, want NotWritablePrimary (10107)", err)
+	}
+	// An aggregate with $out runs on a secondary (MongoDB 4.4+) and
+	// writes through the primary.
+	cur, err := direct.Database(db.Name()).Collection("c").Aggregate(ctx, mongo.Pipeline{{{Key: "$out", Value: "copy"}}})
+	if err != nil {
+		t.Fatalf("aggregate $out on a secondary: %v", err)
+	}
+	_ = cur.Close(ctx)
+	if n, err := db.Collection("copy").CountDocuments(ctx, bson.D{}); err != nil || n != 1 {
+		t.Fatalf("the $out output on the primary: %d documents, %v; want 1", n, err)
 	}
 	hello := mustRaw(t)(direct.Database("admin").RunCommand(ctx, bson.D{{Key: "hello", Value: 1}}).Raw())
 	if hello.Lookup("secondary").Boolean() != true || hello.Lookup("isWritablePrimary").Boolean() || hello.Lookup("primary").StringValue() != srv.Addr() {

@@ -3,6 +3,7 @@ package mongotest
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -30,6 +31,13 @@ type collection struct {
 
 	records []*record // insertion order; deleted records are nil'ed lazily
 	byID    map[string]*record
+	// dead holds, by _id key, the deleted records still in records (the
+	// versions open snapshots may read); nextOrd numbers insertions.
+	dead    map[string][]*record
+	nextOrd uint64
+	// oddIDs counts the stored _ids that are not canonical (canonicalID):
+	// while it is non-zero, no filter is answered from the _id map.
+	oddIDs  int
 	live    int
 	indexes []*index
 	// pending holds _id keys that open transactions have inserted.
@@ -39,6 +47,8 @@ type collection struct {
 type record struct {
 	doc     bson.D
 	deleted bool
+	// ord is the record's place in insertion (natural) order.
+	ord uint64
 	// seq is the oplog sequence number of the write that produced the
 	// current state; history holds earlier states open snapshots may need.
 	seq      int64
@@ -162,9 +172,11 @@ func (c *collection) insert(doc bson.D) error {
 	if err := c.checkUnique(doc, nil); err != nil {
 		return err
 	}
-	r := &record{doc: doc}
+	c.nextOrd++
+	r := &record{doc: doc, ord: c.nextOrd}
 	c.records = append(c.records, r)
 	c.byID[k] = r
+	c.noteID(doc)
 	c.live++
 	c.addIndexKeys(doc)
 	return nil
@@ -174,7 +186,8 @@ func (c *collection) insert(doc bson.D) error {
 // snapshots of open transactions) until a compaction with keep false.
 func (c *collection) remove(r *record, keep bool) {
 	id, _ := lookupTop(r.doc, "_id")
-	delete(c.byID, keyOf(id))
+	k := keyOf(id)
+	delete(c.byID, k)
 	c.removeIndexKeys(r.doc)
 	r.deleted = true
 	c.live--
@@ -186,14 +199,27 @@ func (c *collection) remove(r *record, keep bool) {
 			}
 		}
 		c.records = kept
+		c.dead = nil
+		return
 	}
+	if c.dead == nil {
+		c.dead = make(map[string][]*record)
+	}
+	c.dead[k] = append(c.dead[k], r)
 }
 
 // restore undoes remove (a rolled-back transactional delete).
 func (c *collection) restore(r *record) {
 	id, _ := lookupTop(r.doc, "_id")
+	k := keyOf(id)
 	r.deleted = false
-	c.byID[keyOf(id)] = r
+	c.byID[k] = r
+	if i := slices.Index(c.dead[k], r); i >= 0 {
+		c.dead[k] = slices.Delete(c.dead[k], i, i+1)
+		if len(c.dead[k]) == 0 {
+			delete(c.dead, k)
+		}
+	}
 	c.addIndexKeys(r.doc)
 	c.live++
 }
@@ -205,6 +231,7 @@ func (c *collection) replace(r *record, doc bson.D) error {
 	}
 	c.removeIndexKeys(r.doc)
 	r.doc = doc
+	c.noteID(doc)
 	c.addIndexKeys(doc)
 	return nil
 }
@@ -363,7 +390,7 @@ func writeKey(b *strings.Builder, v any) {
 	case int64:
 		writeNum(b, float64(x), x, true)
 	case float64:
-		if x == math.Trunc(x) && math.Abs(x) < 1<<63 {
+		if x == math.Trunc(x) && x >= -(1<<63) && x < 1<<63 {
 			writeNum(b, x, int64(x), true)
 		} else {
 			writeNum(b, x, 0, false)

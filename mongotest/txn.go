@@ -301,28 +301,16 @@ func (t *txn) lock(rec *record) error {
 // read returns the documents of c the transaction sees that match f.
 func (t *txn) read(c *collection, f *mql.Filter, filter bson.D, vars *mql.Vars, limit int) []docRef {
 	loc := t.local[c]
-	// Fast path: equality on a single _id value.
-	if len(filter) == 1 && filter[0].Key == "_id" && isScalar(filter[0].Value) {
-		key := keyOf(filter[0].Value)
-		if ld, ok := loc[key]; ok {
-			if ld.doc != nil && f.Match(ld.doc, vars) {
-				return []docRef{{rec: ld.rec, doc: ld.doc}}
-			}
-			return nil
-		}
-		if rec := c.byID[key]; rec != nil {
-			if d := rec.versionAt(t.snap); d != nil {
-				if f.Match(d, vars) {
-					return []docRef{{rec: rec, doc: d}}
-				}
-				return nil
-			}
-			// Inserted after the snapshot: an earlier document with the
-			// same _id, deleted since, may be the one it sees.
+	recs := c.records
+	// A filter that pins _id reads only the records, live or deleted since,
+	// with those _ids.
+	if keys, ok := idKeys(filter); ok {
+		if found, ok := c.idCandidates(keys); ok {
+			recs = found
 		}
 	}
 	var out []docRef
-	for _, rec := range c.records {
+	for _, rec := range recs {
 		if rec == nil {
 			continue
 		}
@@ -358,14 +346,6 @@ func (t *txn) read(c *collection, f *mql.Filter, filter bson.D, vars *mql.Vars, 
 		}
 	}
 	return out
-}
-
-func isScalar(v any) bool {
-	switch v.(type) {
-	case bson.D, bson.A, bson.Regex, nil:
-		return false
-	}
-	return true
 }
 
 func (t *txn) insert(c *collection, doc bson.D, raw bson.Raw) error {

@@ -1,23 +1,26 @@
 // Package ferryotel traces Ferry with OpenTelemetry: a span per read batch
-// and a span per delivery (each handler call), and the W3C traceparent of
-// the delivery's span handed to the sink, which sends it on (the webhook's
-// traceparent header, Kafka and NATS headers, a Pub/Sub attribute), so the
-// receiver's spans join the same trace.
+// and a span per delivery (one attempt of one event), and the W3C
+// traceparent of the delivery's span handed to the sink, which sends it on
+// (the webhook's traceparent header, Kafka and NATS headers, a Pub/Sub
+// attribute), so the receiver's spans join the same trace.
 //
 // It is its own module, as package metrics is for Prometheus: the library
 // (module github.com/ferry-io/ferry) depends on no tracing library. It
 // talks to the library through two hooks and a context value:
 // ferry.HookRead (the read side: one span per batch of the change stream
-// or of a backfill scan), ferry.HookDelivery (one span per handler call,
-// whose parent is its batch's span) and ferry.WithTraceParent /
-// ferry.TraceParent.
+// or of a backfill scan), ferry.HookDelivery (one span per delivery: each
+// event of each handler call, whose parent is its batch's span) and
+// ferry.WithTraceParent / ferry.TraceParent / ferry.DeliveryTraceParent.
 //
 //	tr := ferryotel.New(ferryotel.TracerProvider(tp))
 //	c, err := ferry.NewConsumer(client, handler, ferry.WithHooks(tr), ...)
 //
 // The handler's context carries the delivery span (trace.SpanFromContext)
 // and its traceparent (ferry.TraceParent), so spans the handler starts are
-// children of the delivery.
+// children of the delivery. A batch handler's call of several events
+// (ferry.NewBatchConsumer) has a deliver span per event; its context
+// carries none of them, and ferry.DeliveryTraceParent gives each event's
+// traceparent, which the sinks send with that event.
 //
 // # Spans
 //

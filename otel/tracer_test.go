@@ -11,8 +11,6 @@ import (
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
-	"go.mongodb.org/mongo-driver/v2/mongo"
-	"go.mongodb.org/mongo-driver/v2/mongo/options"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -23,6 +21,7 @@ import (
 	"github.com/ferry-io/ferry/checkpoint/boltstore"
 	"github.com/ferry-io/ferry/deadletter"
 	"github.com/ferry-io/ferry/internal/emutest"
+	"github.com/ferry-io/ferry/internal/poll"
 	ferryotel "github.com/ferry-io/ferry/otel"
 )
 
@@ -42,12 +41,7 @@ const docSecret = "hunter2-in-the-document"
 // partition, operation, namespace, short event id, attempt and result,
 // and neither a resume token nor anything of the documents is in a span.
 func TestSpansOfAConsumer(t *testing.T) {
-	uri, _ := emutest.URI(t)
-	client, err := mongo.Connect(options.Client().ApplyURI(uri))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = client.Disconnect(context.Background()) })
+	client, _ := emutest.Client(t)
 	store, err := boltstore.Open(filepath.Join(t.TempDir(), "cp.db"))
 	if err != nil {
 		t.Fatal(err)
@@ -87,16 +81,12 @@ func TestSpansOfAConsumer(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- c.Run(ctx) }()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		if cp, err := store.Load(context.Background(), "orders", 0); err == nil && cp.Token != nil {
-			break
+	poll.Until(t, 20*time.Second, func() error {
+		if cp, err := store.Load(context.Background(), "orders", 0); err != nil || cp.Token == nil {
+			return fmt.Errorf("the consumer did not start: no checkpoint with a token (%v)", err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("the consumer did not start")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 	coll := client.Database("shop").Collection("orders")
 	for _, id := range []string{"a", "flaky", "bad", "b"} {
 		if _, err := coll.InsertOne(context.Background(), bson.D{{Key: "_id", Value: id}, {Key: "password", Value: docSecret}}); err != nil {
@@ -104,7 +94,7 @@ func TestSpansOfAConsumer(t *testing.T) {
 		}
 	}
 	wantCalls := 5 // a, flaky twice, bad, b
-	for {
+	poll.Until(t, 20*time.Second, func() error {
 		mu.Lock()
 		n := len(calls)
 		mu.Unlock()
@@ -114,14 +104,11 @@ func TestSpansOfAConsumer(t *testing.T) {
 				deliver++
 			}
 		}
-		if n >= wantCalls && deliver >= wantCalls {
-			break
+		if n < wantCalls || deliver < wantCalls {
+			return fmt.Errorf("%d handler calls and %d deliver spans, want %d", n, deliver, wantCalls)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d handler calls and %d deliver spans, want %d", n, deliver, wantCalls)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)

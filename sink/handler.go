@@ -2,12 +2,14 @@ package sink
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/ferry-io/ferry"
 )
 
-// MaxRetryWait caps how long Handler waits for a failure's RetryDelay.
+// MaxRetryWait caps how long Handler and BatchHandler wait for a failure's
+// RetryDelay.
 const MaxRetryWait = 5 * time.Minute
 
 // Handler adapts a connected sink to a ferry handler: each event is written
@@ -27,16 +29,65 @@ func Handler(s Sink) ferry.Handler {
 			return ferry.Permanent(err) // idempotent if already marked
 		}
 		if d, ok := RetryDelay(err); ok {
-			if d > MaxRetryWait {
-				d = MaxRetryWait
-			}
-			t := time.NewTimer(d)
-			select {
-			case <-t.C:
-			case <-ctx.Done():
-				t.Stop()
-			}
+			waitRetry(ctx, d)
 		}
 		return err
+	}
+}
+
+// BatchHandler adapts a connected sink to a ferry batch handler
+// (ferry.NewBatchConsumer): the whole batch goes to one Write, so the sink
+// puts it in flight at once (a bulk write, one buffered write, every
+// publish before the first ack). Failures are reported per event, as
+// Handler reports them: a *ferry.BatchError whose permanent failures are
+// wrapped with ferry.Permanent; an error of the whole Write is returned
+// as it is. When failures carry a RetryDelay, BatchHandler first waits the
+// largest of them (at most MaxRetryWait, and no longer than ctx allows).
+func BatchHandler(s Sink) ferry.BatchHandler {
+	return func(ctx context.Context, batch []*ferry.Event) error {
+		err := s.Write(ctx, batch)
+		if err == nil {
+			return nil
+		}
+		var be *BatchError
+		if !errors.As(err, &be) || len(be.Errs) != len(batch) {
+			// The whole Write failed: ferry retries each event alone.
+			if !IsRetryable(err) {
+				return ferry.Permanent(err)
+			}
+			if d, ok := RetryDelay(err); ok {
+				waitRetry(ctx, d)
+			}
+			return err
+		}
+		out := NewBatchError(len(batch))
+		var wait time.Duration
+		for i, e := range be.Errs {
+			switch {
+			case e == nil:
+			case !IsRetryable(e):
+				out.Set(i, ferry.Permanent(e))
+			default:
+				out.Set(i, e)
+				if d, ok := RetryDelay(e); ok {
+					wait = max(wait, d)
+				}
+			}
+		}
+		if wait > 0 {
+			waitRetry(ctx, wait)
+		}
+		return out.Err()
+	}
+}
+
+// waitRetry waits d (at most MaxRetryWait) or until ctx ends.
+func waitRetry(ctx context.Context, d time.Duration) {
+	d = min(d, MaxRetryWait)
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
 	}
 }

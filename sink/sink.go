@@ -6,7 +6,12 @@
 //	s, err := webhook.New("https://example.com/hook", webhook.Secret(secret))
 //	if err := s.Connect(ctx); err != nil { ... }
 //	defer s.Close(ctx)
-//	c, err := ferry.NewConsumer(client, sink.Handler(s), ...)
+//	c, err := ferry.NewBatchConsumer(client, sink.BatchHandler(s), ...)
+//
+// BatchHandler gives each Write the events a ferry lane has ready (up to
+// ferry.BatchSize), so a sink that can put a batch in flight at once pays
+// its round trip, syscall or transaction once per batch; Handler writes
+// one event at a time, for ferry.NewConsumer.
 //
 // # Guarantees a sink gives
 //
@@ -34,13 +39,14 @@
 //
 // Each failure is either retryable (the default: timeouts, connection errors,
 // 408, 429, 5xx for HTTP) or permanent (marked with Permanent: the receiver
-// rejected the event and retrying cannot help, e.g. HTTP 400). Handler hands
-// retryable failures back to ferry plainly, so ferry retries them with
-// backoff up to its MaxAttempts, and permanent ones wrapped with
-// ferry.Permanent, so they go straight to the dead-letter policy. A failure
-// may also carry a minimum delay (RetryAfter, from an HTTP Retry-After
-// header); Handler waits that long, within its context, before returning the
-// error, so ferry's next attempt comes no sooner.
+// rejected the event and retrying cannot help, e.g. HTTP 400). Handler and
+// BatchHandler hand retryable failures back to ferry plainly, so ferry
+// retries them with backoff up to its MaxAttempts, and permanent ones
+// wrapped with ferry.Permanent, so they go straight to the dead-letter
+// policy. A failure may also carry a minimum delay (RetryAfter, from an
+// HTTP Retry-After header); Handler waits that long (BatchHandler the
+// longest delay of the batch), within its context, before returning, so
+// ferry's next attempt comes no sooner.
 //
 // # Options
 //
@@ -91,10 +97,33 @@ var (
 	// ErrPermanent marks a failure retrying cannot fix (see Permanent). It
 	// is ferry.ErrPermanent, so errors.Is works on either side.
 	ErrPermanent = ferry.ErrPermanent
+	// ErrNotAttempted marks the failure of an event the sink did not
+	// attempt because of another event of the batch (see ErrSkipped). It is
+	// ferry.ErrNotAttempted: ferry retries such an event without counting
+	// the attempt.
+	ErrNotAttempted = ferry.ErrNotAttempted
 	// ErrSkipped is the failure of an event that was not attempted because
 	// an earlier event of the same documentKey failed in the same batch.
-	ErrSkipped = errors.New("sink: not attempted: an earlier event of the same document failed")
+	// It matches ErrNotAttempted too.
+	ErrSkipped error = &notAttempted{"sink: not attempted: an earlier event of the same document failed"}
 )
+
+type notAttempted struct{ msg string }
+
+func (e *notAttempted) Error() string        { return e.msg }
+func (e *notAttempted) Is(target error) bool { return target == ErrNotAttempted }
+
+// stoppedBy is the failure of an event EachInOrder did not attempt because
+// an earlier event's failure stopped the batch: it wraps that failure (its
+// class and RetryDelay hold) and matches ErrNotAttempted, so ferry neither
+// counts it against the event nor judges the sink by it twice.
+type stoppedBy struct{ err error }
+
+func (e *stoppedBy) Error() string {
+	return "sink: not attempted: an earlier event of the batch failed: " + e.err.Error()
+}
+func (e *stoppedBy) Unwrap() error        { return e.err }
+func (e *stoppedBy) Is(target error) bool { return target == ErrNotAttempted }
 
 // Retryable marks err as retryable.
 func Retryable(err error) error {
@@ -151,71 +180,19 @@ func (e *retryableError) Error() string {
 }
 func (e *retryableError) Unwrap() []error { return []error{e.err, ErrRetryable} }
 
-// BatchError reports which events of a batch failed.
-type BatchError struct {
-	// Errs has one entry per event of the batch, in order; nil means
-	// delivered.
-	Errs []error
-}
+// BatchError reports which events of a batch failed. It is
+// ferry.BatchError: a sink's Write and a ferry.BatchHandler report
+// per-event failures the same way.
+type BatchError = ferry.BatchError
 
 // NewBatchError returns a BatchError for a batch of n events, all delivered
 // until Set says otherwise.
-func NewBatchError(n int) *BatchError { return &BatchError{Errs: make([]error, n)} }
-
-// Set records the failure of event i.
-func (e *BatchError) Set(i int, err error) { e.Errs[i] = err }
-
-// Failed returns how many events failed.
-func (e *BatchError) Failed() int {
-	n := 0
-	for _, err := range e.Errs {
-		if err != nil {
-			n++
-		}
-	}
-	return n
-}
-
-// Err returns e, or nil if no event failed, so Write can end with
-// `return be.Err()`.
-func (e *BatchError) Err() error {
-	if e == nil || e.Failed() == 0 {
-		return nil
-	}
-	return e
-}
-
-func (e *BatchError) Error() string {
-	var first string
-	for i, err := range e.Errs {
-		if err != nil {
-			first = fmt.Sprintf("event %d: %v", i, err)
-			break
-		}
-	}
-	if n := e.Failed(); n > 1 {
-		return fmt.Sprintf("sink: %d of %d events failed; first %s", n, len(e.Errs), first)
-	}
-	return "sink: " + first
-}
+func NewBatchError(n int) *BatchError { return ferry.NewBatchError(n) }
 
 // Errors returns one error per event of a batch of n from the error Write
-// returned: the BatchError's entries, or err for every event.
-func Errors(err error, n int) []error {
-	out := make([]error, n)
-	if err == nil {
-		return out
-	}
-	var be *BatchError
-	if errors.As(err, &be) && len(be.Errs) == n {
-		copy(out, be.Errs)
-		return out
-	}
-	for i := range out {
-		out[i] = err
-	}
-	return out
-}
+// returned: the BatchError's entries, or err for every event. It is
+// ferry.EventErrors.
+func Errors(err error, n int) []error { return ferry.EventErrors(err, n) }
 
 // KeyOf returns the ordering key of an event: its namespace and documentKey
 // bytes. Events without a documentKey (drop, rename, ...) share the key of
@@ -232,8 +209,10 @@ func KeyOf(ev *ferry.Event) string {
 // each event in order and builds the BatchError. Once an event fails, later
 // events of the same key (KeyOf) are not attempted and fail with ErrSkipped
 // (retryable). If deliver returns an error for which stop reports true (nil
-// stop: never), the remaining events are not attempted and fail with that
-// error; a cancelled ctx stops the loop the same way.
+// stop: never), the remaining events are not attempted and fail with an
+// error that wraps it (its class and RetryDelay) and matches
+// ErrNotAttempted; a cancelled ctx (or one past its deadline) fails the
+// remaining events the same way, with its error, retryable.
 func EachInOrder(ctx context.Context, batch []*ferry.Event, deliver func(context.Context, *ferry.Event) error, stop func(error) bool) error {
 	be := NewBatchError(len(batch))
 	eachInOrder(ctx, batch, be, func(_ int, ev *ferry.Event) error { return deliver(ctx, ev) }, stop)
@@ -245,8 +224,8 @@ func EachInOrder(ctx context.Context, batch []*ferry.Event, deliver func(context
 // result): submit(i, ev) puts event i in flight, or returns why it could
 // not, which Submit records in be. Later events of a key whose submit
 // failed are not submitted (ErrSkipped, retryable); a cancelled ctx fails
-// the events not yet submitted (retryable). The sink records the fates of
-// the submitted events in be itself.
+// the events not yet submitted (retryable, not attempted). The sink
+// records the fates of the submitted events in be itself.
 func Submit(ctx context.Context, batch []*ferry.Event, be *BatchError, submit func(i int, ev *ferry.Event) error) {
 	eachInOrder(ctx, batch, be, submit, nil)
 }
@@ -256,7 +235,7 @@ func eachInOrder(ctx context.Context, batch []*ferry.Event, be *BatchError, deli
 	for i, ev := range batch {
 		if err := ctx.Err(); err != nil {
 			for j := i; j < len(batch); j++ {
-				be.Set(j, Retryable(err))
+				be.Set(j, &stoppedBy{Retryable(err)})
 			}
 			return
 		}
@@ -272,7 +251,7 @@ func eachInOrder(ctx context.Context, batch []*ferry.Event, be *BatchError, deli
 		be.Set(i, err)
 		if stop != nil && stop(err) {
 			for j := i + 1; j < len(batch); j++ {
-				be.Set(j, err)
+				be.Set(j, &stoppedBy{err})
 			}
 			return
 		}

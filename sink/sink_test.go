@@ -90,6 +90,17 @@ func TestEachInOrder(t *testing.T) {
 		if !errors.Is(e, fail) {
 			t.Errorf("event %d: %v, want the stopping error", i, e)
 		}
+		// The ones after it were not attempted: ferry does not count them.
+		if notAttempted := errors.Is(e, sink.ErrNotAttempted); notAttempted != (i > 0) {
+			t.Errorf("event %d: %v matches ErrNotAttempted = %v, want %v", i, e, notAttempted, i > 0)
+		}
+	}
+	// A stopping error's class and retry delay hold for the events after it.
+	err = sink.EachInOrder(context.Background(), evs, func(context.Context, *ferry.Event) error {
+		return sink.RetryAfter(fail, time.Second)
+	}, func(error) bool { return true })
+	if d, ok := sink.RetryDelay(sink.Errors(err, 4)[3]); !ok || d != time.Second || !sink.IsRetryable(sink.Errors(err, 4)[3]) {
+		t.Errorf("a stopped event's error %v: retry delay %v %v, want 1s", sink.Errors(err, 4)[3], d, ok)
 	}
 	if len(tried) != 1 {
 		t.Errorf("%d attempts after a stopping error, want 1", len(tried))
@@ -99,7 +110,7 @@ func TestEachInOrder(t *testing.T) {
 	cancel()
 	err = sink.EachInOrder(ctx, evs, func(context.Context, *ferry.Event) error { t.Error("attempted"); return nil }, nil)
 	for _, e := range sink.Errors(err, 4) {
-		if !errors.Is(e, context.Canceled) || !sink.IsRetryable(e) {
+		if !errors.Is(e, context.Canceled) || !sink.IsRetryable(e) || !errors.Is(e, sink.ErrNotAttempted) {
 			t.Errorf("cancelled: %v", e)
 		}
 	}
@@ -134,5 +145,88 @@ func TestHandler(t *testing.T) {
 	err := sink.Handler(&fakeSink{sink.RetryAfter(base, 30*time.Millisecond)})(context.Background(), ev)
 	if !errors.Is(err, base) || errors.Is(err, ferry.ErrPermanent) || time.Since(start) < 30*time.Millisecond {
 		t.Errorf("retry-after: %v after %v, want the error after at least 30ms", err, time.Since(start))
+	}
+}
+
+// scriptSink answers each Write with write(batch).
+type scriptSink struct {
+	write func([]*ferry.Event) error
+	calls [][]*ferry.Event
+}
+
+func (f *scriptSink) Connect(context.Context) error { return nil }
+func (f *scriptSink) Close(context.Context) error   { return nil }
+func (f *scriptSink) Write(_ context.Context, b []*ferry.Event) error {
+	f.calls = append(f.calls, b)
+	return f.write(b)
+}
+
+// TestBatchHandler: the whole batch goes to one Write; per-event failures
+// come back per event, permanent ones marked ferry.Permanent, retryable ones
+// unchanged, after the longest Retry-After of the batch; a failure of the
+// whole Write comes back whole.
+func TestBatchHandler(t *testing.T) {
+	evs := []*ferry.Event{sinktest.NewEvent(1, "a", 1), sinktest.NewEvent(2, "b", 1), sinktest.NewEvent(3, "c", 1), sinktest.NewEvent(4, "d", 1)}
+	rejected, busy := errors.New("rejected"), errors.New("busy")
+	s := &scriptSink{write: func(b []*ferry.Event) error {
+		be := sink.NewBatchError(len(b))
+		be.Set(1, sink.Permanent(rejected))
+		be.Set(2, sink.RetryAfter(busy, 20*time.Millisecond))
+		be.Set(3, sink.RetryAfter(busy, 60*time.Millisecond))
+		return be.Err()
+	}}
+	start := time.Now()
+	err := sink.BatchHandler(s)(context.Background(), evs)
+	took := time.Since(start)
+	if len(s.calls) != 1 || len(s.calls[0]) != 4 {
+		t.Fatalf("Write calls %d, want one with the 4 events", len(s.calls))
+	}
+	var be *ferry.BatchError
+	if !errors.As(err, &be) || len(be.Errs) != 4 {
+		t.Fatalf("BatchHandler = %v, want a *ferry.BatchError of 4", err)
+	}
+	if be.Errs[0] != nil || !errors.Is(be.Errs[1], ferry.ErrPermanent) || !errors.Is(be.Errs[1], rejected) ||
+		!errors.Is(be.Errs[2], busy) || errors.Is(be.Errs[2], ferry.ErrPermanent) || !errors.Is(be.Errs[3], busy) {
+		t.Fatalf("per-event errors %v", be.Errs)
+	}
+	if took < 60*time.Millisecond {
+		t.Fatalf("returned after %v, want after the longest Retry-After (60ms)", took)
+	}
+	// Every event delivered.
+	s.write = func([]*ferry.Event) error { return nil }
+	if err := sink.BatchHandler(s)(context.Background(), evs); err != nil {
+		t.Fatalf("delivered batch: %v", err)
+	}
+	// A failure of the whole Write: returned whole (ferry retries each
+	// event alone), permanent ones marked.
+	s.write = func([]*ferry.Event) error { return sink.ErrNotConnected }
+	if err := sink.BatchHandler(s)(context.Background(), evs); err != sink.ErrNotConnected {
+		t.Fatalf("whole-batch failure = %v, want sink.ErrNotConnected unchanged", err)
+	}
+	s.write = func([]*ferry.Event) error { return sink.Permanent(rejected) }
+	if err := sink.BatchHandler(s)(context.Background(), evs); errors.As(err, &be) || !errors.Is(err, ferry.ErrPermanent) {
+		t.Fatalf("whole-batch permanent failure = %v, want it whole and permanent", err)
+	}
+	// A retry delay never outlives the context.
+	s.write = func([]*ferry.Event) error { return sink.RetryAfter(busy, time.Hour) }
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	if err := sink.BatchHandler(s)(ctx, evs); !errors.Is(err, busy) {
+		t.Fatalf("retry-after an hour with a 20ms context = %v", err)
+	}
+	if ctx.Err() == nil {
+		t.Fatal("returned before the context ended")
+	}
+}
+
+// TestSkippedIsNotAttempted: ferry retries an event the sink skipped
+// without counting the attempt, because ErrSkipped matches
+// ferry.ErrNotAttempted.
+func TestSkippedIsNotAttempted(t *testing.T) {
+	if !errors.Is(sink.ErrSkipped, ferry.ErrNotAttempted) || !errors.Is(sink.Retryable(sink.ErrSkipped), sink.ErrNotAttempted) {
+		t.Fatal("ErrSkipped does not match ErrNotAttempted")
+	}
+	if errors.Is(ferry.ErrNotAttempted, sink.ErrSkipped) {
+		t.Fatal("every not-attempted failure matches ErrSkipped")
 	}
 }

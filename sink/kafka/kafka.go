@@ -25,7 +25,7 @@ const (
 	// EpochHeader carries the lease epoch the event was produced under.
 	EpochHeader = "ferry-epoch"
 	// TraceParentHeader carries the W3C traceparent of the delivery's span
-	// (ferry.TraceParent of the handler's context), when tracing is on.
+	// (ferry.DeliveryTraceParent of the event), when tracing is on.
 	TraceParentHeader = "traceparent"
 )
 
@@ -227,7 +227,7 @@ func (s *Sink) record(ctx context.Context, ev *ferry.Event) (*kgo.Record, error)
 			{Key: EpochHeader, Value: []byte(strconv.FormatInt(ev.Epoch, 10))},
 		},
 	}
-	if tp := ferry.TraceParent(ctx); tp != "" {
+	if tp := ferry.DeliveryTraceParent(ctx, ev); tp != "" {
 		rec.Headers = append(rec.Headers, kgo.RecordHeader{Key: TraceParentHeader, Value: []byte(tp)})
 	}
 	return rec, nil

@@ -3,6 +3,7 @@ package mongoproj_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"path/filepath"
 	"sync"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/ferry-io/ferry"
 	"github.com/ferry-io/ferry/checkpoint/boltstore"
+	"github.com/ferry-io/ferry/internal/poll"
 	"github.com/ferry-io/ferry/sink"
 	"github.com/ferry-io/ferry/sink/mongoproj"
 )
@@ -278,17 +280,13 @@ func TestBackfillAndSweepConverge(t *testing.T) {
 		t.Errorf("backfill events = %d, want %d", cnt.bf, len(docs))
 	}
 	// The sweep runs once the scan's events are applied: wait for it.
-	deadline := time.Now().Add(20 * time.Second)
-	for n, _ := e.target.CountDocuments(ctx, bson.D{}); n != int64(len(docs)); n, _ = e.target.CountDocuments(ctx, bson.D{}) {
-		if time.Now().After(deadline) {
-			break // the checks below say what is left
+	poll.Until(t, 20*time.Second, func() error {
+		if n, err := e.target.CountDocuments(ctx, bson.D{}); err != nil || n != int64(len(docs)) {
+			return fmt.Errorf("target holds %d documents (%v), want %d: the sweep left leftovers or tombstones", n, err, len(docs))
 		}
-		time.Sleep(5 * time.Millisecond) // polling the target
-	}
+		return nil
+	})
 	if !sameDocs(t, source, e.target) {
 		t.Fatal("projection differs from the source after backfill and sweep")
-	}
-	if n, err := e.target.CountDocuments(ctx, bson.D{}); err != nil || n != int64(len(docs)) {
-		t.Fatalf("target holds %d documents (%v), want %d: the sweep left leftovers or tombstones", n, err, len(docs))
 	}
 }

@@ -4,7 +4,7 @@
 //
 //	s, err := mongoproj.New(client.Database("read").Collection("orders"))
 //	if err := s.Connect(ctx); err != nil { ... }
-//	c, err := ferry.NewConsumer(client, sink.Handler(s),
+//	c, err := ferry.NewBatchConsumer(client, sink.BatchHandler(s),
 //		ferry.WatchCollection("shop", "orders"),
 //		ferry.FullDocument("updateLookup"),
 //		ferry.WithSweeper(s.Sweep), ...)

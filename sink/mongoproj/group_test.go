@@ -28,6 +28,7 @@ import (
 	"github.com/ferry-io/ferry/group"
 	"github.com/ferry-io/ferry/internal/childproc"
 	"github.com/ferry-io/ferry/internal/emutest"
+	"github.com/ferry-io/ferry/internal/poll"
 	"github.com/ferry-io/ferry/internal/resumetoken"
 	"github.com/ferry-io/ferry/lease"
 	"github.com/ferry-io/ferry/sink"
@@ -208,37 +209,20 @@ func (r *groupRun) waitOwned(t *testing.T, members ...string) {
 	for _, m := range members {
 		ok[m] = true
 	}
-	waitUntil(t, 60*time.Second, func() string {
+	poll.Until(t, 60*time.Second, func() error {
 		own := r.owners(t)
 		held := map[string]bool{}
 		for p := range r.spec.Partitions {
 			if !ok[own[p]] {
-				return fmt.Sprintf("partition %d owned by %q, want one of %v (owners %v)", p, own[p], members, own)
+				return fmt.Errorf("partition %d owned by %q, want one of %v (owners %v)", p, own[p], members, own)
 			}
 			held[own[p]] = true
 		}
 		if len(held) < min(len(members), r.spec.Partitions) {
-			return fmt.Sprintf("not balanced yet: owners %v", own)
+			return fmt.Errorf("not balanced yet: owners %v", own)
 		}
-		return ""
+		return nil
 	})
-}
-
-// waitUntil polls cond (which says what is still missing, "" when done)
-// until it is done or within has passed.
-func waitUntil(t *testing.T, within time.Duration, cond func() string) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for {
-		missing := cond()
-		if missing == "" {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after %v: %s", within, missing)
-		}
-		time.Sleep(10 * time.Millisecond) // polling the server
-	}
 }
 
 func (r *groupRun) count(t *testing.T, c *mongo.Collection, filter bson.D) int64 {
@@ -333,24 +317,19 @@ func TestGroupProjectionEqualsSourceAfterKillsAndHistoryLost(t *testing.T) {
 	// Cold documents (_id coldFirst...) are inserted once, projected,
 	// then changed only while every member is down.
 	const oplogBytes, coldFirst, coldDocs = 4 << 20, int32(1000), 40
-	uri, srv := emutest.URI(t, emutest.OplogMaxBytes(oplogBytes))
+	client, srv := emutest.Client(t, emutest.OplogMaxBytes(oplogBytes))
 	if srv == nil {
 		t.Skip("needs the emulator: the history loss is forced with its oplog bound")
 	}
 	began := time.Now()
 	ctx := context.Background()
-	client, err := mongo.Connect(options.Client().ApplyURI(uri))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = client.Disconnect(context.Background()) })
 	// A killed member's open transaction locks what it wrote until the
 	// server reaps it; a short lifetime keeps the test short.
 	if err := client.Database("admin").RunCommand(ctx, bson.D{{Key: "setParameter", Value: 1}, {Key: "transactionLifetimeLimitSeconds", Value: 1}}).Err(); err != nil {
 		t.Fatal(err)
 	}
 	r := &groupRun{client: client, spec: groupSpec{
-		URI: uri, SourceDB: "grp_src", SourceColl: "orders", StateDB: "grp_state",
+		URI: srv.URI(), SourceDB: "grp_src", SourceColl: "orders", StateDB: "grp_state",
 		TargetDB: "grp_read", TargetColl: "orders", Partitions: 4, TTL: time.Second,
 	}}
 	r.source = client.Database(r.spec.SourceDB).Collection(r.spec.SourceColl)
@@ -362,6 +341,7 @@ func TestGroupProjectionEqualsSourceAfterKillsAndHistoryLost(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	var err error
 	if r.leases, err = lease.New(r.state); err != nil {
 		t.Fatal(err)
 	}
@@ -390,26 +370,26 @@ func TestGroupProjectionEqualsSourceAfterKillsAndHistoryLost(t *testing.T) {
 		t.Fatal(err)
 	}
 	load.writes.Add(coldDocs)
-	waitUntil(t, 60*time.Second, func() string {
+	poll.Until(t, 60*time.Second, func() error {
 		if n := r.count(t, r.target, append(bson.D{{Key: "cold", Value: true}}, mongoproj.Live()...)); n < coldDocs {
-			return fmt.Sprintf("the projection holds %d of the %d cold documents before the kill", n, coldDocs)
+			return fmt.Errorf("the projection holds %d of the %d cold documents before the kill", n, coldDocs)
 		}
-		return ""
+		return nil
 	})
 	phase("cold documents projected")
 	// The victims own partitions: wait out a hand-off in progress (every
 	// partition owned, each victim owning one).
-	waitUntil(t, 60*time.Second, func() string {
+	poll.Until(t, 60*time.Second, func() error {
 		before := r.owners(t)
 		if len(before) < r.spec.Partitions {
-			return fmt.Sprintf("owners %v: not every partition owned", before)
+			return fmt.Errorf("owners %v: not every partition owned", before)
 		}
 		for _, victim := range []string{"m1", "m2"} {
 			if !slices.Contains(slices.Collect(maps.Values(before)), victim) {
-				return fmt.Sprintf("victim %s owns no partition (owners %v)", victim, before)
+				return fmt.Errorf("victim %s owns no partition (owners %v)", victim, before)
 			}
 		}
-		return ""
+		return nil
 	})
 	for _, victim := range []string{"m1", "m2"} {
 		m[victim].Kill() // and requires that it died of the SIGKILL
@@ -423,11 +403,11 @@ func TestGroupProjectionEqualsSourceAfterKillsAndHistoryLost(t *testing.T) {
 	// The replacements apply events: the ledger grows under them.
 	ledger := r.state.Collection("ledger")
 	applied := r.count(t, ledger, bson.D{})
-	waitUntil(t, 60*time.Second, func() string {
+	poll.Until(t, 60*time.Second, func() error {
 		if n := r.count(t, ledger, bson.D{}); n < applied+50 {
-			return fmt.Sprintf("ledger holds %d entries, want %d after the takeover", n, applied+50)
+			return fmt.Errorf("ledger holds %d entries, want %d after the takeover", n, applied+50)
 		}
-		return ""
+		return nil
 	})
 
 	phase("replacements applying")
@@ -519,21 +499,21 @@ func TestGroupProjectionEqualsSourceAfterKillsAndHistoryLost(t *testing.T) {
 			}
 		}
 	}
-	waitUntil(t, 60*time.Second, func() string {
+	poll.Until(t, 60*time.Second, func() error {
 		scan()
 		if len(lostParts) < r.spec.Partitions || len(doneParts) < r.spec.Partitions {
-			return fmt.Sprintf("history lost on partitions %v, backfill finished on %v", lostParts, doneParts)
+			return fmt.Errorf("history lost on partitions %v, backfill finished on %v", lostParts, doneParts)
 		}
-		return ""
+		return nil
 	})
 	phase("every partition backfilled")
 	// More changes, streamed after the backfills, then the load stops.
 	mark := load.writes.Load()
-	waitUntil(t, 60*time.Second, func() string {
+	poll.Until(t, 60*time.Second, func() error {
 		if n := load.writes.Load(); n < mark+100 {
-			return fmt.Sprintf("%d writes since the backfills finished, want 100", n-mark)
+			return fmt.Errorf("%d writes since the backfills finished, want 100", n-mark)
 		}
-		return ""
+		return nil
 	})
 	writes := stopLoad()
 	phase("load stopped")
@@ -541,24 +521,24 @@ func TestGroupProjectionEqualsSourceAfterKillsAndHistoryLost(t *testing.T) {
 
 	// The group caught up: every partition's checkpoint passed the last
 	// write (a checkpoint never passes an event that was not applied).
-	waitUntil(t, 60*time.Second, func() string {
+	poll.Until(t, 60*time.Second, func() error {
 		cps, err := r.cps.List(ctx, groupName)
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, cp := range cps {
 			if cp.State != checkpoint.StateRunning || cp.Token == nil {
-				return fmt.Sprintf("partition %d: state %q (%s)", cp.Partition, cp.State, cp.Note)
+				return fmt.Errorf("partition %d: state %q (%s)", cp.Partition, cp.State, cp.Note)
 			}
 			tok, err := resumetoken.Parse(cp.Token)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if !tsAfter(tok.ClusterTime, end) {
-				return fmt.Sprintf("partition %d's checkpoint is at %v, the last write at %v", cp.Partition, tok.ClusterTime, end)
+				return fmt.Errorf("partition %d's checkpoint is at %v, the last write at %v", cp.Partition, tok.ClusterTime, end)
 			}
 		}
-		return ""
+		return nil
 	})
 	phase("every checkpoint past the last write")
 	if n := r.count(t, r.state.Collection("dlq"), bson.D{}); n != 0 {

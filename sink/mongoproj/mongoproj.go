@@ -138,7 +138,7 @@ var _ ferry.Sweeper = (*Sink)(nil).Sweep
 // one partition's backfill leaves the others' documents alone. Its
 // signature fits group.Sweeper:
 //
-//	group.New(client, sink.Handler(s), group.Partitions(8), group.Sweeper(s.SweepPartition), ...)
+//	group.NewBatch(client, sink.BatchHandler(s), group.Partitions(8), group.Sweeper(s.SweepPartition), ...)
 func (s *Sink) SweepPartition(p, n int) ferry.Sweeper {
 	return func(ctx context.Context, since time.Time) error { return s.sweep(ctx, since, p, n) }
 }

@@ -122,7 +122,7 @@ func (s *Sink) writeBatch(ctx context.Context, batch []*ferry.Event) error {
 		k := bwe.WriteErrors[0].Index
 		fail(k, classify(err))
 		for m := k + 1; m < len(models); m++ {
-			fail(m, sink.Retryable(fmt.Errorf("not attempted: an earlier write of the batch failed: %w", err)))
+			fail(m, sink.Retryable(fmt.Errorf("%w: an earlier write of the batch failed: %w", sink.ErrNotAttempted, err)))
 		}
 		return be.Err()
 	}

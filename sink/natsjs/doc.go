@@ -29,14 +29,17 @@
 //     takeover, therefore leaves no duplicate in the stream as long as it
 //     comes within the window. Set the window above the longest replay you
 //     expect (checkpoint interval plus restart or takeover time).
-//   - Order per subject and per document: events are published one at a
-//     time, each after the previous one's ack, so a stream holds the events
-//     of a document in change order; once one fails, the later events of the
-//     same document in the batch are not attempted (sink.EachInOrder).
+//   - Order per document: Write puts a batch in flight at once, but a
+//     document's event is published only after the ack of its event before
+//     it (waves: the first event of every document, then the next ones),
+//     so a stream holds the events of a document in change order and a
+//     batch of distinct documents costs one round trip; once one fails, the
+//     later events of the same document in the batch are not attempted
+//     (sink.ErrSkipped, retryable).
 //   - Failures: no stream bound to the subject, an invalid subject or a
 //     message above the server's max payload are permanent (the event goes
-//     to ferry's dead-letter policy); timeouts (Timeout per publish, 10s by
-//     default), no responders while a stream exists, connection loss and
+//     to ferry's dead-letter policy); timeouts (Timeout per publish until
+//     its ack, 10s by default), no responders while a stream exists, connection loss and
 //     other server errors are retryable.
 //
 // # Subjects and credentials

@@ -25,7 +25,7 @@ const (
 	// EpochHeader carries the lease epoch the event was published under.
 	EpochHeader = "Ferry-Epoch"
 	// TraceParentHeader carries the W3C traceparent of the delivery's span
-	// (ferry.TraceParent of the handler's context), when tracing is on.
+	// (ferry.DeliveryTraceParent of the event), when tracing is on.
 	TraceParentHeader = "traceparent"
 )
 
@@ -93,7 +93,9 @@ func (s *Sink) Connect(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("natsjs: connecting to %s: %w", s.where, s.scrub(err))
 	}
-	js, err := jetstream.New(nc)
+	// Acks that do not come within Timeout fail (the default waits for
+	// ever, keeping their futures).
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncTimeout(s.cfg.timeout))
 	if err != nil {
 		nc.Close()
 		return fmt.Errorf("natsjs: opening JetStream: %w", err)
@@ -209,8 +211,13 @@ func (s *Sink) Close(ctx context.Context) error {
 	return err
 }
 
-// Write publishes the batch in order, each event after the previous one's
-// ack (see the package doc for failures and their retry classes).
+// Write publishes the batch in waves: every event whose document has no
+// earlier event in the batch still waiting is published at once (async),
+// then Write awaits their acks; the next event of each document whose
+// event was acknowledged goes in the next wave. A batch of distinct
+// documents costs one round trip, and a stream still holds a document's
+// events in change order: none is published before the ack of the one
+// before it (see the package doc for failures and their retry classes).
 func (s *Sink) Write(ctx context.Context, batch []*ferry.Event) error {
 	if len(batch) == 0 {
 		return nil
@@ -221,40 +228,125 @@ func (s *Sink) Write(ctx context.Context, batch []*ferry.Event) error {
 	if js == nil {
 		return sink.Retryable(sink.ErrNotConnected)
 	}
-	return sink.EachInOrder(ctx, batch, func(ctx context.Context, ev *ferry.Event) error {
-		return s.publish(ctx, js, ev)
-	}, nil)
+	be := sink.NewBatchError(len(batch))
+	keys := make([]string, len(batch))
+	pending := make([]int, len(batch))
+	for i, ev := range batch {
+		keys[i], pending[i] = sink.KeyOf(ev), i
+	}
+	failed := map[string]bool{} // documents with a failed event: the rest are not attempted
+	for len(pending) > 0 {
+		var wave []inFlight
+		var next []int
+		inWave := map[string]bool{}
+		for _, i := range pending {
+			switch k := keys[i]; {
+			case ctx.Err() != nil:
+				be.Set(i, sink.Retryable(ctx.Err()))
+			case failed[k]:
+				be.Set(i, sink.Retryable(sink.ErrSkipped))
+			case inWave[k]:
+				next = append(next, i) // after the ack of its document's event before it
+			default:
+				inWave[k] = true
+				ack, err := s.publishAsync(ctx, js, batch[i])
+				if err != nil {
+					be.Set(i, err)
+					failed[k] = true
+				} else if ack != nil {
+					wave = append(wave, inFlight{i: i, ack: ack})
+				}
+			}
+		}
+		for _, f := range s.await(ctx, js, batch, wave) {
+			if f.err != nil {
+				be.Set(f.i, f.err)
+				failed[keys[f.i]] = true
+			}
+		}
+		pending = next
+	}
+	return be.Err()
 }
 
-// publish publishes one event and waits for its ack.
-func (s *Sink) publish(ctx context.Context, js jetstream.JetStream, ev *ferry.Event) error {
+// inFlight is a published event of a wave: its index in the batch, its
+// ack, and the error await found.
+type inFlight struct {
+	i   int
+	ack jetstream.PubAckFuture
+	err error
+}
+
+// await waits for the acks of a wave and sets each one's err. The client
+// fails an ack that does not come within Timeout
+// (jetstream.WithPublishAsyncTimeout); the timer is a backstop: once it
+// fired, the acks already in are still taken, and the others fail as late.
+func (s *Sink) await(ctx context.Context, js jetstream.JetStream, batch []*ferry.Event, wave []inFlight) []inFlight {
+	timer := time.NewTimer(s.cfg.timeout + time.Second)
+	defer timer.Stop()
+	late := false
+	for k := range wave {
+		f := &wave[k]
+		ev := batch[f.i]
+		var done <-chan time.Time = timer.C
+		if late {
+			done = closedTime
+		}
+		select {
+		case <-f.ack.Ok():
+			// Stored (a Duplicate ack too: the stream holds it already).
+		case err := <-f.ack.Err():
+			f.err = s.classify(ctx, js, ev, f.ack.Msg().Subject, err)
+		case <-ctx.Done():
+			f.err = sink.Retryable(fmt.Errorf("natsjs: event %s: %w", ev.ID(), ctx.Err()))
+		case <-done:
+			// A ready ack wins over the timer.
+			select {
+			case <-f.ack.Ok():
+				continue
+			case err := <-f.ack.Err():
+				f.err = s.classify(ctx, js, ev, f.ack.Msg().Subject, err)
+				continue
+			default:
+			}
+			late = true
+			f.err = sink.Retryable(fmt.Errorf("natsjs: event %s: no ack within %s: %w", ev.ID(), s.cfg.timeout, context.DeadlineExceeded))
+		}
+	}
+	return wave
+}
+
+// closedTime is a channel that is always ready: the timer of a wave that
+// is already late.
+var closedTime = func() chan time.Time { c := make(chan time.Time); close(c); return c }()
+
+// publishAsync publishes one event without waiting for its ack. A nil
+// future with a nil error means there is nothing to wait for.
+func (s *Sink) publishAsync(ctx context.Context, js jetstream.JetStream, ev *ferry.Event) (jetstream.PubAckFuture, error) {
 	subject := s.cfg.subject.render(ev)
 	data, err := extjson.Marshal(ev.Raw, s.cfg.canonical)
 	if err != nil {
-		return sink.Permanent(fmt.Errorf("natsjs: event %s: rendering Extended JSON: %w", ev.ID(), err))
+		return nil, sink.Permanent(fmt.Errorf("natsjs: event %s: rendering Extended JSON: %w", ev.ID(), err))
 	}
 	msg := &nats.Msg{Subject: subject, Data: data, Header: nats.Header{}}
 	msg.Header.Set(jetstream.MsgIDHeader, ev.ID())
 	msg.Header.Set(EpochHeader, strconv.FormatInt(ev.Epoch, 10))
-	if tp := ferry.TraceParent(ctx); tp != "" {
+	if tp := ferry.DeliveryTraceParent(ctx, ev); tp != "" {
 		msg.Header.Set(TraceParentHeader, tp)
 	}
 	if s.cfg.fault != nil {
 		if err := s.cfg.fault(ev); err != nil {
-			return s.classify(ctx, js, ev, subject, err)
+			return nil, s.classify(ctx, js, ev, subject, err)
 		}
 	}
 	if s.cfg.noPublish {
-		return nil
+		return nil, nil
 	}
-	pctx, cancel := context.WithTimeout(ctx, s.cfg.timeout)
-	defer cancel()
-	if _, err := js.PublishMsg(pctx, msg); err != nil {
-		// An ack with Duplicate set is a success: the stream holds the
-		// message already.
-		return s.classify(ctx, js, ev, subject, err)
+	ack, err := js.PublishMsgAsync(msg)
+	if err != nil {
+		return nil, s.classify(ctx, js, ev, subject, err)
 	}
-	return nil
+	return ack, nil
 }
 
 // classify wraps a publish error with its retry class.

@@ -26,7 +26,7 @@ const (
 	// NamespaceAttribute carries the event's namespace, "db.coll".
 	NamespaceAttribute = "ferry-namespace"
 	// TraceParentAttribute carries the W3C traceparent of the delivery's
-	// span (ferry.TraceParent of the handler's context), when tracing is
+	// span (ferry.DeliveryTraceParent of the event), when tracing is
 	// on.
 	TraceParentAttribute = "traceparent"
 )
@@ -58,7 +58,7 @@ func (s *Sink) message(ctx context.Context, ev *ferry.Event) (*gps.Message, erro
 	if ns := ev.Namespace.String(); ns != "" && len(ns) <= maxAttributeValueBytes {
 		attrs[NamespaceAttribute] = ns
 	}
-	if tp := ferry.TraceParent(ctx); tp != "" {
+	if tp := ferry.DeliveryTraceParent(ctx, ev); tp != "" {
 		attrs[TraceParentAttribute] = tp
 	}
 	return &gps.Message{Data: data, Attributes: attrs, OrderingKey: key}, nil

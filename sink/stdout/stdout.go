@@ -3,15 +3,16 @@
 //
 //	{"id":"<event id>","epoch":3,"event":{...the change event, relaxed Extended JSON...}}
 //
-// A line is rendered without holding any lock, then written with a single
-// Write call on the underlying writer (os.Stdout by default) under a lock,
-// so concurrent batches never interleave within a line (their lines may
-// interleave with each other). An event counts as delivered when that Write
-// returned without error; a write error fails the event retryably (and the
-// later events of its document in the batch). An event whose BSON cannot be
-// rendered as Extended JSON fails permanently. The id is the idempotency key:
-// a replayed event produces a line with the same id and event (its epoch is
-// the new owner's after a lease takeover).
+// A batch's lines are rendered first, then written with a single Write
+// call on the underlying writer (os.Stdout by default), under a lock, so
+// concurrent batches never interleave within a line, and a batch costs one
+// system call. An event counts as delivered when the writer took its whole
+// line without error; a write error (or a short write) fails the event it
+// stopped in retryably (and the later events of its document in the
+// batch), and the lines after it are written again. An event whose BSON
+// cannot be rendered as Extended JSON fails permanently. The id is the
+// idempotency key: a replayed event produces a line with the same id and
+// event (its epoch is the new owner's after a lease takeover).
 //
 // New validates its options once (see package sink, "Options"); its error
 // matches ErrInvalidOption.
@@ -67,7 +68,7 @@ func Canonical() Option { return option(func(c *config) { c.canonical = true }) 
 // Sink writes JSON lines. It is safe for concurrent use.
 type Sink struct {
 	cfg       config
-	mu        sync.Mutex // guards connected and serialises writes to cfg.w
+	mu        sync.Mutex // guards connected and serialises the writes to cfg.w
 	connected bool
 }
 
@@ -102,55 +103,110 @@ func (s *Sink) Close(context.Context) error {
 	return nil
 }
 
-// Write writes one line per event, in order. Each line is rendered
-// before the lock is taken, so concurrent batches render in parallel and
-// hold the lock only for their Write calls.
+// Write writes one line per event, in order, in a single Write call on
+// the writer for the whole batch: the lines are rendered before the lock
+// is taken, and the lock is held only for that call. If the writer takes
+// only part of the batch (a short write or an error), the events whose
+// lines it took are delivered, the event it stopped in fails retryably
+// (and the later events of its document are not attempted), and the lines
+// after it are written with one more call.
 func (s *Sink) Write(ctx context.Context, batch []*ferry.Event) error {
 	if len(batch) == 0 {
 		return nil
 	}
-	s.mu.Lock()
-	connected := s.connected
-	s.mu.Unlock()
-	if !connected {
+	if !s.isConnected() {
 		return sink.Retryable(sink.ErrNotConnected)
 	}
+	be := sink.NewBatchError(len(batch))
 	bp := lineBufs.Get().(*[]byte)
 	defer func() {
-		if cap(*bp) <= maxPooledLine {
+		if cap(*bp) <= maxPooledBatch {
 			lineBufs.Put(bp)
 		}
 	}()
-	return sink.EachInOrder(ctx, batch, func(_ context.Context, ev *ferry.Event) error {
-		return s.writeOne(ev, bp)
-	}, nil)
+	buf := (*bp)[:0]
+	starts := make([]int, len(batch)) // where each event's line is in buf
+	ends := make([]int, len(batch))
+	var pending []int // events with a line to write, in order
+	sink.Submit(ctx, batch, be, func(i int, ev *ferry.Event) error {
+		starts[i] = len(buf)
+		var err error
+		if buf, err = s.appendLine(buf, ev); err != nil {
+			return err
+		}
+		ends[i] = len(buf)
+		pending = append(pending, i)
+		return nil
+	})
+	*bp = buf
+	out := buf
+	for len(pending) > 0 {
+		s.mu.Lock()
+		if !s.connected {
+			s.mu.Unlock()
+			for _, i := range pending {
+				be.Set(i, sink.Retryable(sink.ErrNotConnected))
+			}
+			break
+		}
+		n, err := s.cfg.w.Write(out)
+		s.mu.Unlock()
+		if err == nil && n >= len(out) {
+			break
+		}
+		if err == nil {
+			err = io.ErrShortWrite
+		}
+		// The lines before offset n were written; the one holding it was
+		// not (whole).
+		var rest []int
+		var next []byte
+		written, cut := 0, ""
+		for _, i := range pending {
+			ln := buf[starts[i]:ends[i]]
+			switch {
+			case cut == "" && written+len(ln) <= n:
+				written += len(ln)
+			case cut == "":
+				cut = sink.KeyOf(batch[i])
+				be.Set(i, sink.Retryable(fmt.Errorf("stdout: event %s: %w", batch[i].ID(), err)))
+			case sink.KeyOf(batch[i]) == cut:
+				be.Set(i, sink.Retryable(sink.ErrSkipped))
+			case ctx.Err() != nil:
+				be.Set(i, sink.Retryable(ctx.Err()))
+			default:
+				rest = append(rest, i)
+				next = append(next, ln...)
+			}
+		}
+		pending, out = rest, next
+	}
+	return be.Err()
 }
 
-// maxPooledLine is the largest line buffer kept for reuse.
-const maxPooledLine = 1 << 20
+func (s *Sink) isConnected() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.connected
+}
 
-var lineBufs = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}
+// maxPooledBatch is the largest batch buffer kept for reuse.
+const maxPooledBatch = 4 << 20
 
-// writeOne renders one line into *bp, then writes it under s.mu.
-func (s *Sink) writeOne(ev *ferry.Event, bp *[]byte) error {
-	b := append((*bp)[:0], `{"id":"`...)
+var lineBufs = sync.Pool{New: func() any { b := make([]byte, 0, 64<<10); return &b }}
+
+// appendLine renders ev's line onto b; on an error b is returned as it
+// was.
+func (s *Sink) appendLine(b []byte, ev *ferry.Event) ([]byte, error) {
+	start := len(b)
+	b = append(b, `{"id":"`...)
 	b = append(b, ev.ID()...) // hex: needs no escaping
 	b = append(b, `","epoch":`...)
 	b = strconv.AppendInt(b, ev.Epoch, 10)
 	b = append(b, `,"event":`...)
 	b, err := extjson.Append(b, ev.Raw, s.cfg.canonical)
 	if err != nil {
-		return sink.Permanent(fmt.Errorf("stdout: event %s: rendering Extended JSON: %w", ev.ID(), err))
+		return b[:start], sink.Permanent(fmt.Errorf("stdout: event %s: rendering Extended JSON: %w", ev.ID(), err))
 	}
-	b = append(b, "}\n"...)
-	*bp = b
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if !s.connected {
-		return sink.Retryable(sink.ErrNotConnected)
-	}
-	if _, err := s.cfg.w.Write(b); err != nil {
-		return sink.Retryable(fmt.Errorf("stdout: event %s: %w", ev.ID(), err))
-	}
-	return nil
+	return append(b, "}\n"...), nil
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"strings"
 	"sync"
 	"testing"
@@ -16,12 +17,15 @@ import (
 )
 
 // lines is a writer that parses each line it is given, like a program
-// reading ferry's output through a pipe, and fails lines on request.
+// reading ferry's output through a pipe, and fails lines on request: it
+// takes the lines before a failing one and returns their length with the
+// error, as a write that fails midway does.
 type lines struct {
-	mu   sync.Mutex
-	got  []sinktest.Delivery
-	fail map[string]bool
-	errs []error
+	mu     sync.Mutex
+	got    []sinktest.Delivery
+	fail   map[string]bool
+	errs   []error
+	writes int
 }
 
 type line struct {
@@ -33,21 +37,31 @@ type line struct {
 func (l *lines) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if len(p) == 0 || p[len(p)-1] != '\n' || bytes.Count(p, []byte("\n")) != 1 {
-		l.errs = append(l.errs, errors.New("a Write call was not exactly one line"))
+	l.writes++
+	if len(p) == 0 || p[len(p)-1] != '\n' {
+		l.errs = append(l.errs, errors.New("a Write call did not end with a whole line"))
 	}
-	var ln line
-	dec := json.NewDecoder(bytes.NewReader(p))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&ln); err != nil {
-		l.errs = append(l.errs, err)
-		return 0, err
+	n := 0
+	for rest := p; len(rest) > 0; {
+		end := bytes.IndexByte(rest, '\n') + 1
+		if end == 0 {
+			end = len(rest)
+		}
+		var ln line
+		dec := json.NewDecoder(bytes.NewReader(rest[:end]))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&ln); err != nil {
+			l.errs = append(l.errs, err)
+			return n, err
+		}
+		if l.fail[ln.ID] {
+			return n, errors.New("disk full")
+		}
+		l.got = append(l.got, sinktest.Delivery{EventID: ln.ID, IdempotencyKey: ln.ID, Epoch: ln.Epoch, Body: bytes.Clone(ln.Event)})
+		n += end
+		rest = rest[end:]
 	}
-	if l.fail[ln.ID] {
-		return 0, errors.New("disk full")
-	}
-	l.got = append(l.got, sinktest.Delivery{EventID: ln.ID, IdempotencyKey: ln.ID, Epoch: ln.Epoch, Body: bytes.Clone(ln.Event)})
-	return len(p), nil
+	return n, nil
 }
 
 func (l *lines) Received() []sinktest.Delivery {
@@ -150,5 +164,94 @@ func TestMalformedEventIsPermanent(t *testing.T) {
 	err := sink.Errors(s.Write(context.Background(), []*ferry.Event{ev}), 1)[0]
 	if err == nil || sink.IsRetryable(err) || buf.Len() != 0 {
 		t.Errorf("malformed event: %v (wrote %q), want a permanent error and no output", err, buf.String())
+	}
+}
+
+// shortWriter takes at most max bytes per call, without an error.
+type shortWriter struct {
+	buf   bytes.Buffer
+	max   int
+	calls int
+}
+
+func (w *shortWriter) Write(p []byte) (int, error) {
+	w.calls++
+	if len(p) > w.max {
+		p = p[:w.max]
+	}
+	return w.buf.Write(p)
+}
+
+// TestOneWritePerBatch: a batch costs one Write call on the writer; a
+// failing line costs one more for the lines after it; a short write
+// delivers the whole lines it took and writes the rest again.
+func TestOneWritePerBatch(t *testing.T) {
+	ctx := context.Background()
+	var evs []*ferry.Event
+	for i := range 10 {
+		evs = append(evs, sinktest.NewEvent(i, string(rune('a'+i%5)), 1))
+	}
+	l := &lines{fail: map[string]bool{}}
+	s := l.NewSink(t)
+	if err := s.Connect(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Write(ctx, evs); err != nil {
+		t.Fatal(err)
+	}
+	if l.writes != 1 || len(l.Received()) != 10 {
+		t.Fatalf("a batch of 10: %d writes, %d lines; want 1 write of 10 lines", l.writes, len(l.Received()))
+	}
+	l.check(t)
+
+	l = &lines{fail: map[string]bool{evs[2].ID(): true}}
+	s = l.NewSink(t)
+	if err := s.Connect(ctx); err != nil {
+		t.Fatal(err)
+	}
+	errs := sink.Errors(s.Write(ctx, evs), len(evs))
+	for i, err := range errs {
+		switch {
+		case i == 2 && (err == nil || !sink.IsRetryable(err)):
+			t.Errorf("failed line: %v, want a retryable error", err)
+		case i == 7 && !errors.Is(err, sink.ErrSkipped):
+			t.Errorf("later event of the failed document: %v, want ErrSkipped", err)
+		case i != 2 && i != 7 && err != nil:
+			t.Errorf("event %d: %v, want delivered", i, err)
+		}
+	}
+	if l.writes != 2 || len(l.Received()) != 8 {
+		t.Fatalf("a failing line: %d writes, %d lines; want 2 writes, 8 lines", l.writes, len(l.Received()))
+	}
+
+	// A writer that takes one line and a half per call.
+	var one bytes.Buffer
+	s, err := stdout.New(stdout.Writer(&one))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Connect(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Write(ctx, evs[:1]); err != nil {
+		t.Fatal(err)
+	}
+	w := &shortWriter{max: one.Len() * 3 / 2}
+	s, err = stdout.New(stdout.Writer(w))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Connect(ctx); err != nil {
+		t.Fatal(err)
+	}
+	errs = sink.Errors(s.Write(ctx, evs[:3]), 3)
+	if errs[0] != nil || !errors.Is(errs[1], io.ErrShortWrite) || errs[2] != nil {
+		t.Fatalf("short write: %v, want the event it stopped in failed with io.ErrShortWrite, the others delivered", errs)
+	}
+	out := w.buf.String()
+	for _, i := range []int{0, 2} {
+		if !strings.Contains(out, `{"id":"`+evs[i].ID()+`"`) {
+			t.Errorf("event %d's line missing from %q", i, out)
+		}
 	}
 }

@@ -127,7 +127,8 @@ func Timeout(d time.Duration) Option { return option(func(c *config) { c.timeout
 func MaxRetryAfter(d time.Duration) Option { return option(func(c *config) { c.maxRetryAft = d }) }
 
 // MaxIdleConns sets how many idle keep-alive connections to the receiver are
-// kept for reuse (default 16).
+// kept for reuse (default DefaultMaxIdleConns): at least the number of
+// lanes that post at once (see the package doc).
 func MaxIdleConns(n int) Option { return option(func(c *config) { c.maxIdle = n }) }
 
 // reserved headers are set by the sink itself; Header refuses them.

@@ -10,7 +10,7 @@
 //	webhook-signature: v1,<base64 HMAC-SHA256(key, id + "." + timestamp + "." + body)>
 //	Idempotency-Key: <event id>
 //	Ferry-Epoch: <lease epoch>
-//	traceparent: <W3C traceparent>      (only when tracing is on: the delivery's span, ferry.TraceParent)
+//	traceparent: <W3C traceparent>      (only when tracing is on: the delivery's span, ferry.DeliveryTraceParent)
 //	User-Agent: ferry-webhook/1         (unless set with Header)
 //
 //	<the change event (for a backfill event, the scanned document) as relaxed (default) or canonical Extended JSON>
@@ -37,25 +37,41 @@
 //     the same Idempotency-Key), request timeouts (Timeout), 408, 429 and
 //     5xx. On 429 and 503 a Retry-After header (seconds or an HTTP date,
 //     capped by MaxRetryAfter) is attached to the error (sink.RetryDelay),
-//     and sink.Handler waits that long before ferry's next attempt. Write
-//     itself never sleeps.
+//     and sink.Handler (sink.BatchHandler) waits that long before ferry's
+//     next attempt. Write itself never sleeps.
 //   - permanent (dead-lettered without retry): every other status,
 //     including other 4xx and 3xx (redirects are not followed: a POST must
 //     not silently turn into a GET; configure the final URL), and events
 //     that cannot be rendered as Extended JSON.
 //
-// On a connection-level failure (error, timeout, 429, 503) the rest of the
-// batch is not attempted and fails with the same error: the receiver is
-// unreachable or overloaded, and hammering it helps no one.
+// # Batches
+//
+// Write posts a batch's events one at a time, in order: one request per
+// event is the contract (one id, one signature, one Idempotency-Key), and
+// a lane posting its batch in order keeps each document's events in change
+// order. What a batch saves is ferry's work around the requests (the
+// ledger of idempotent delivery is read and written once per batch). On a
+// connection-level failure (error, timeout, 429, 503) the rest of the
+// batch is not attempted and fails with an error that wraps the same one
+// and matches sink.ErrNotAttempted: the receiver is unreachable or
+// overloaded, and hammering it helps no one. Nor does Write start a
+// request after the first when its context's deadline (ferry's
+// HandlerTimeout, which bounds the whole batch) leaves less than Timeout
+// for it: the events left fail with ErrNoTimeLeft (not attempted,
+// retryable), and ferry tries them next, alone.
 //
 // # Connections and secrets
 //
 // One http.Client with keep-alive connections serves every Write; response
 // bodies are always drained (up to 64 KiB) and closed so connections are
-// reused. Close closes idle connections. The secret, header values set with
-// Header, the URL's user info and query string, and request bodies never
-// appear in errors; a failed response's first bytes (up to 200) do, for
-// debugging the receiver.
+// reused. It keeps up to MaxIdleConns idle connections to the receiver
+// (DefaultMaxIdleConns, 64): keep it at least the number of ferry lanes
+// posting through the sink in one process (partitions owned ×
+// ferry.Concurrency, 8 by default), or the connections of lanes that pause
+// together are closed and dialled again. Close closes idle connections.
+// The secret, header values set with Header, the URL's user info and query
+// string, and request bodies never appear in errors; a failed response's
+// first bytes (up to 200) do, for debugging the receiver.
 //
 // # Options
 //
@@ -93,7 +109,7 @@ const (
 	DefaultUserAgent     = "ferry-webhook/1" // unless Header sets User-Agent
 	DefaultTimeout       = 10 * time.Second
 	DefaultMaxRetryAfter = 60 * time.Second
-	DefaultMaxIdleConns  = 16
+	DefaultMaxIdleConns  = 64
 )
 
 // Sink posts events to one URL. It is safe for concurrent use.
@@ -148,7 +164,21 @@ func (s *Sink) Close(context.Context) error {
 	return nil
 }
 
-// Write posts the batch's events one at a time, in order.
+// ErrNoTimeLeft is the failure of an event of a batch that Write did not
+// post because the context's deadline left less than Timeout for its
+// request. It matches sink.ErrNotAttempted: ferry retries the event
+// without counting the attempt.
+var ErrNoTimeLeft error = &noTimeLeft{}
+
+type noTimeLeft struct{}
+
+func (*noTimeLeft) Error() string {
+	return "webhook: not attempted: the batch's deadline leaves less than Timeout for the request"
+}
+func (*noTimeLeft) Is(target error) bool { return target == sink.ErrNotAttempted }
+
+// Write posts the batch's events one at a time, in order (see the package
+// doc, "Batches").
 func (s *Sink) Write(ctx context.Context, batch []*ferry.Event) error {
 	if len(batch) == 0 {
 		return nil
@@ -156,7 +186,16 @@ func (s *Sink) Write(ctx context.Context, batch []*ferry.Event) error {
 	if !s.connected.Load() {
 		return sink.Retryable(sink.ErrNotConnected)
 	}
-	return sink.EachInOrder(ctx, batch, s.post, stopsBatch)
+	posted := false
+	return sink.EachInOrder(ctx, batch, func(ctx context.Context, ev *ferry.Event) error {
+		if posted {
+			if dl, ok := ctx.Deadline(); ok && time.Until(dl) < s.cfg.timeout {
+				return ErrNoTimeLeft
+			}
+		}
+		posted = true
+		return s.post(ctx, ev)
+	}, stopsBatch)
 }
 
 // StatusError is a non-2xx answer from the receiver; Write's per-event
@@ -183,6 +222,9 @@ func (e *connError) Unwrap() error { return e.err }
 // stopsBatch reports whether a failure concerns the receiver rather than
 // the event.
 func stopsBatch(err error) bool {
+	if err == ErrNoTimeLeft {
+		return true
+	}
 	var ce *connError
 	if errors.As(err, &ce) {
 		return true
@@ -213,7 +255,7 @@ func (s *Sink) post(ctx context.Context, ev *ferry.Event) error {
 	if _, set := s.cfg.headers["User-Agent"]; !set {
 		h.Set("User-Agent", DefaultUserAgent)
 	}
-	if tp := ferry.TraceParent(ctx); tp != "" {
+	if tp := ferry.DeliveryTraceParent(ctx, ev); tp != "" {
 		h.Set("Traceparent", tp) // W3C Trace Context: the delivery's span, when tracing is on
 	}
 	h.Set("Webhook-Id", id)

@@ -70,6 +70,7 @@ type Stream struct {
 	// split (fail, dead-letter, drop-images; default fail).
 	Oversize ferry.OversizePolicy `yaml:"oversize"`
 	Queue    Queue                `yaml:"queue"`
+	Batch    Batch                `yaml:"batch"`
 	Verify   Verify               `yaml:"verify"`
 	Sink     Sink                 `yaml:"sink"`
 }
@@ -149,6 +150,15 @@ type Verify struct {
 	// Window is how far back each run reads (default DefaultVerifyWindow,
 	// at least 1m; it must lie within the oplog).
 	Window time.Duration `yaml:"window"`
+}
+
+// Batch bounds what a lane hands its sink in one Write (ferry.BatchSize,
+// BatchBytes, BatchLinger): the events ready, up to Events of them and
+// Bytes of raw BSON, waiting up to Linger for more (0: what is ready).
+type Batch struct {
+	Events int           `yaml:"events"`
+	Bytes  int64         `yaml:"bytes"`
+	Linger time.Duration `yaml:"linger"`
 }
 
 // Queue bounds the events read but not yet delivered.
@@ -279,6 +289,9 @@ const (
 	DefaultHandlerTimeout  = 30 * time.Second
 	DefaultQueueEvents     = 10_000
 	DefaultQueueBytes      = 64 << 20
+	DefaultBatchEvents     = ferry.DefaultBatchSize
+	DefaultBatchBytes      = ferry.DefaultBatchBytes
+	MaxBatchLinger         = 10 * time.Second
 	DefaultVerifyWindow    = time.Hour
 	DefaultWebhookTimeout  = 10 * time.Second
 	DefaultWebhookEncoding = "canonical"

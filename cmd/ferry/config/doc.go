@@ -141,7 +141,8 @@
 //	      max_attempts: 5    >= 1 (default 5)
 //	      initial_backoff: 100ms   > 0 (default 100ms)
 //	      max_backoff: 30s   >= initial_backoff (default 30s)
-//	      handler_timeout: 30s   > 0, bounds one delivery (default 30s)
+//	      handler_timeout: 30s   > 0, bounds one write to the sink: an
+//	                         event, or a batch (default 30s)
 //	      max_elapsed: off   off | >= 1s: how long one event is retried at
 //	                         most, outage or not (default off). An attempt
 //	                         counts towards max_attempts only when the sink
@@ -164,6 +165,21 @@
 //	    queue:
 //	      events: 10000      >= 1 (default 10000)
 //	      bytes: 64MiB       >= 1 (default 64MiB)
+//	    batch:               what one lane hands the sink in one write: the
+//	                         events ready, in order (one document's events
+//	                         always share a lane); a failed event is retried
+//	                         alone, the others of its batch are done
+//	      events: 100        1 to queue.events (default 100, or queue.events
+//	                         if smaller); 1 delivers one event per write
+//	      bytes: 4MiB        >= 1 (default 4MiB), the events' raw BSON; an
+//	                         event above it goes alone
+//	      linger: 0s         0 to 10s (default 0: what is ready, no added
+//	                         latency): how long a lane with an event waits
+//	                         for more before it writes. Every sink takes a
+//	                         batch in one write (webhook: one POST per
+//	                         event, in order); the ledger of idempotent and
+//	                         transactional delivery is read and written once
+//	                         per batch
 //	    verify:              periodic reconciliation (what ferry verify does)
 //	      interval: off      off | >= 1m (default off): each run exports
 //	                         ferry_verify_missing and
@@ -273,7 +289,7 @@
 //	state := stateClient.Database(cfg.State.Database)
 //	snk, err := s.NewSink(os.Stdout, state)
 //	copts, err := s.ConsumerOptions(nil)
-//	g, err := group.New(client, sink.Handler(snk), append(s.GroupOptions(),
+//	g, err := group.NewBatch(client, sink.BatchHandler(snk), append(s.GroupOptions(),
 //		group.StateDatabase(state), group.ConsumerOptions(copts...))...)
 //
 // The checks that a sink makes of its own options are the sink package's,

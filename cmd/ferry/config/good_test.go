@@ -50,6 +50,7 @@ streams:
     on_history_lost: backfill
     on_invalidate: restart
     queue: {events: 500, bytes: 8MiB}
+    batch: {events: 50, bytes: 1MiB, linger: 5ms}
     sink:
       webhook:
         url: https://user:hook-url-pass@hooks.example.com/ferry?token=abc
@@ -110,6 +111,7 @@ func TestFullConfig(t *testing.T) {
 			OnInvalidate:  ferry.InvalidateRestart,
 			Oversize:      ferry.OversizeFail,
 			Queue:         config.Queue{Events: 500, Bytes: 8 << 20},
+			Batch:         config.Batch{Events: 50, Bytes: 1 << 20, Linger: 5 * time.Millisecond},
 			Verify:        config.Verify{Window: time.Hour},
 			Sink: config.Sink{Type: "webhook", Webhook: &config.Webhook{
 				URL:      "https://user:hook-url-pass@hooks.example.com/ferry?token=abc",
@@ -129,6 +131,7 @@ func TestFullConfig(t *testing.T) {
 			OnInvalidate:  ferry.InvalidateStop,
 			Oversize:      ferry.OversizeFail,
 			Queue:         config.Queue{Events: 10000, Bytes: 64 << 20},
+			Batch:         config.Batch{Events: 100, Bytes: 4 << 20},
 			Verify:        config.Verify{Window: time.Hour},
 			Sink:          config.Sink{Type: "stdout", Stdout: &config.Stdout{Encoding: "relaxed"}},
 		}},
@@ -177,6 +180,7 @@ func TestDefaults(t *testing.T) {
 		{"retry", s.Retry, config.Retry{MaxAttempts: 5, InitialBackoff: 100 * time.Millisecond, MaxBackoff: 30 * time.Second, HandlerTimeout: 30 * time.Second}},
 		{"policies", []string{string(s.OnPoison), string(s.OnHistoryLost), string(s.OnInvalidate)}, []string{"dead-letter", "fail", "stop"}},
 		{"queue", s.Queue, config.Queue{Events: 10000, Bytes: 64 << 20}},
+		{"batch", s.Batch, config.Batch{Events: 100, Bytes: 4 << 20}},
 		{"webhook", *s.Sink.Webhook, config.Webhook{URL: "https://hooks.example.com/ferry", Secret: config.Secret(hookSecret), Timeout: 10 * time.Second, Encoding: "canonical"}},
 		{"pipeline", len(s.Source.Pipeline), 0},
 	}
@@ -434,6 +438,38 @@ func TestConsumerOptions(t *testing.T) {
 		tc.edit(&c)
 		if _, err := consumer(t, &c); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("want a consumer error naming %q, got %v", tc.want, err)
+		}
+	}
+	// The batch values reach a batch consumer: each one invalid is named.
+	batchConsumer := func(c *config.Stream) error {
+		opts, err := c.ConsumerOptions(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		store, err := boltstore.Open(filepath.Join(t.TempDir(), "cp.db"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer store.Close()
+		opts = append(opts, ferry.Checkpoints(store), ferry.Partition(0, c.Group.Partitions))
+		_, err = ferry.NewBatchConsumer(client(t), func(context.Context, []*ferry.Event) error { return nil }, append(opts, c.BatchOptions()...)...)
+		return err
+	}
+	if err := batchConsumer(s); err != nil {
+		t.Errorf("batch consumer of the stream: %v", err)
+	}
+	for _, tc := range []struct {
+		edit func(*config.Stream)
+		want string
+	}{
+		{func(s *config.Stream) { s.Batch.Events = 0 }, "BatchSize"},
+		{func(s *config.Stream) { s.Batch.Bytes = 0 }, "BatchBytes"},
+		{func(s *config.Stream) { s.Batch.Linger = -time.Second }, "BatchLinger"},
+	} {
+		c := *s
+		tc.edit(&c)
+		if err := batchConsumer(&c); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("want a batch consumer error naming %q, got %v", tc.want, err)
 		}
 	}
 	// A stream built by hand with no scope is refused by ConsumerOptions.

@@ -88,6 +88,14 @@ func (s *Stream) ConsumerOptions(cps checkpoint.Store) ([]ferry.Option, error) {
 	return opts, nil
 }
 
+// BatchOptions returns the options of the stream's batches (batch.events,
+// batch.bytes, batch.linger), for ferry.NewBatchConsumer and
+// group.NewBatch (through group.ConsumerOptions); ferry.NewConsumer
+// refuses them.
+func (s *Stream) BatchOptions() []ferry.Option {
+	return []ferry.Option{ferry.BatchSize(s.Batch.Events), ferry.BatchBytes(s.Batch.Bytes), ferry.BatchLinger(s.Batch.Linger)}
+}
+
 // GroupOptions returns the consumer-group options of the stream: its name
 // (the group's and the stream's), partition count, lease TTL, member id
 // (when set) and delivery mode. The daemon adds StateDatabase, Consumer

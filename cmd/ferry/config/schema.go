@@ -156,6 +156,7 @@ func (d *decoder) stream(path string, n *yaml.Node) Stream {
 		OnInvalidate:  defaultOnInvalidate,
 		Oversize:      ferry.OversizeFail,
 		Queue:         Queue{Events: DefaultQueueEvents, Bytes: DefaultQueueBytes},
+		Batch:         Batch{Events: DefaultBatchEvents, Bytes: DefaultBatchBytes},
 		Verify:        Verify{Window: DefaultVerifyWindow},
 	}
 	seen := map[string]bool{}
@@ -230,6 +231,22 @@ func (d *decoder) stream(path string, n *yaml.Node) Stream {
 				"bytes":  func(p string, v *yaml.Node) { d.size(p, v, &s.Queue.Bytes) },
 			})
 		},
+		"batch": func(p string, v *yaml.Node) {
+			d.mapping(p, v, map[string]field{
+				"events": func(p string, v *yaml.Node) {
+					seen["batch.events"] = true
+					d.intField(p, v, &s.Batch.Events, 1, math.MaxInt32)
+				},
+				"bytes": func(p string, v *yaml.Node) { d.size(p, v, &s.Batch.Bytes) },
+				"linger": func(p string, v *yaml.Node) {
+					d.duration(p, v, &s.Batch.Linger, 0)
+					if s.Batch.Linger > MaxBatchLinger {
+						d.add(p, "must be at most %v (a lane waits this long for more events once it has one), got %v", MaxBatchLinger, s.Batch.Linger)
+						s.Batch.Linger = MaxBatchLinger
+					}
+				},
+			})
+		},
 		"verify": func(p string, v *yaml.Node) {
 			d.mapping(p, v, map[string]field{
 				"interval": func(p string, v *yaml.Node) {
@@ -246,6 +263,13 @@ func (d *decoder) stream(path string, n *yaml.Node) Stream {
 	})
 	if !ok {
 		return s
+	}
+	if s.Batch.Events > s.Queue.Events {
+		// A batch holds events of the queue: it can never be larger.
+		if seen["batch.events"] {
+			d.add(join(path, "batch.events"), "must not exceed queue.events (%d), got %d", s.Queue.Events, s.Batch.Events)
+		}
+		s.Batch.Events = s.Queue.Events
 	}
 	if s.Name == "" {
 		d.add(join(path, "name"), "is required")

@@ -13,6 +13,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"google.golang.org/api/option"
 
+	"github.com/ferry-io/ferry"
 	"github.com/ferry-io/ferry/sink"
 	"github.com/ferry-io/ferry/sink/kafka"
 	"github.com/ferry-io/ferry/sink/mongoproj"
@@ -39,7 +40,10 @@ func (s *Stream) NewSink(stdoutW io.Writer, state *mongo.Database) (sink.Sink, e
 		return mongoproj.New(state.Client().Database(sk.MongoDB.Database).Collection(sk.MongoDB.Collection))
 	case sk.Webhook != nil:
 		w := sk.Webhook
-		opts := []webhook.Option{webhook.Secret(w.Secret.Reveal()), webhook.Timeout(w.Timeout)}
+		// An idle connection for every lane that may post at once: every
+		// partition on this member, each with ferry's default lanes.
+		idle := max(webhook.DefaultMaxIdleConns, s.Group.Partitions*ferry.DefaultConcurrency)
+		opts := []webhook.Option{webhook.Secret(w.Secret.Reveal()), webhook.Timeout(w.Timeout), webhook.MaxIdleConns(idle)}
 		if w.Encoding == encodingCanonical {
 			opts = append(opts, webhook.Canonical())
 		}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -169,4 +170,59 @@ func TestKafkaSASLMechanisms(t *testing.T) {
 	if err == nil || strings.Contains(err.Error(), kafkaPassword) || !strings.Contains(err.Error(), `"gssapi"`) {
 		t.Errorf("SASL() of an unknown mechanism = %v", err)
 	}
+}
+
+// TestNewSinkWebhookKeepsAConnectionPerLane: the webhook sink of a stream
+// keeps an idle connection for every lane that may post through it in
+// one process (every partition's, ferry.DefaultConcurrency each): 16
+// partitions' 128 lanes, all pausing together between bursts, dial about
+// once each. (With the sink's fixed default, 64, half of them dial again
+// after every pause: over 300 dials here.)
+func TestNewSinkWebhookKeepsAConnectionPerLane(t *testing.T) {
+	const partitions, bursts = 16, 5
+	lanes := partitions * ferry.DefaultConcurrency
+	var mu sync.Mutex
+	dials := 0
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.Copy(io.Discard, r.Body) }))
+	srv.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+		if st == http.StateNew {
+			mu.Lock()
+			dials++
+			mu.Unlock()
+		}
+	}
+	srv.Start()
+	defer srv.Close()
+	doc := edit("        url: https://hooks.example.com/ferry\n", "        url: "+srv.URL+"/hook\n")
+	doc = strings.Replace(doc, "    sink:", "    group: {partitions: "+strconv.Itoa(partitions)+"}\n    sink:", 1)
+	s, err := parseStream(t, doc, testEnv(nil)).NewSink(io.Discard, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := s.Connect(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(ctx)
+	for b := range bursts {
+		var wg sync.WaitGroup
+		for l := range lanes {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if err := s.Write(ctx, []*ferry.Event{sinktest.NewEvent(b*lanes+l, "a", 1)}); err != nil {
+					t.Error(err)
+				}
+			}()
+		}
+		wg.Wait()
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	// A dial may race a connection coming back idle: allow a spare for
+	// half the lanes.
+	if limit := lanes + lanes/2; dials > limit {
+		t.Errorf("%d dials for %d requests from %d lanes, want at most %d", dials, bursts*lanes, lanes, limit)
+	}
+	t.Logf("%d dials for %d requests from %d lanes", dials, bursts*lanes, lanes)
 }

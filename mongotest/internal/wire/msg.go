@@ -165,9 +165,12 @@ func (m *Msg) Command() (bson.D, error) {
 	for _, s := range m.Sequences {
 		arr := make(bson.A, 0, len(s.Documents))
 		for i, d := range s.Documents {
-			v, err := decodeD(d, fmt.Sprintf("document sequence %q, document %d", s.Identifier, i))
-			if err != nil {
-				return nil, err
+			v, ok := decodeDoc(d)
+			if !ok {
+				var err error
+				if v, err = unmarshalD(d, fmt.Sprintf("document sequence %q, document %d", s.Identifier, i)); err != nil {
+					return nil, err
+				}
 			}
 			arr = append(arr, v)
 		}
@@ -176,7 +179,16 @@ func (m *Msg) Command() (bson.D, error) {
 	return cmd, nil
 }
 
+// decodeD decodes a document of the message, with decodeDoc when it can.
 func decodeD(raw bson.Raw, what string) (bson.D, error) {
+	if d, ok := decodeDoc(raw); ok {
+		return d, nil
+	}
+	return unmarshalD(raw, what)
+}
+
+// unmarshalD decodes a document with bson.Unmarshal.
+func unmarshalD(raw bson.Raw, what string) (bson.D, error) {
 	var d bson.D
 	if err := bson.Unmarshal(raw, &d); err != nil {
 		return nil, malformed(0, "%s: decoding: %v", what, err)

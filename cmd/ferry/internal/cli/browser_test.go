@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -14,6 +15,8 @@ import (
 
 	"github.com/chromedp/chromedp"
 	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/ferry-io/ferry/internal/poll"
 )
 
 // The status page tested as an operator sees it: Debian's Chromium,
@@ -129,17 +132,14 @@ func probe(t *testing.T, ctx context.Context) pageView {
 // showed then, and when.
 func waitPage(t *testing.T, ctx context.Context, d time.Duration, what string, cond func(pageView) bool) (pageView, time.Time) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for {
-		v := probe(t, ctx)
-		if cond(v) {
-			return v, time.Now()
+	var v pageView
+	poll.Until(t, d, func() error {
+		if v = probe(t, ctx); !cond(v) {
+			return fmt.Errorf("the page did not show %s; it shows: %+v", what, v)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the page did not show %s within %v; it shows: %+v", what, d, v)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
+	return v, time.Now()
 }
 
 func screenshot(t *testing.T, ctx context.Context, name string) string {
@@ -201,7 +201,7 @@ func TestStatusPageInBrowser(t *testing.T) {
 	for i := range 3 {
 		e.insert("orders", bson.D{{Key: "_id", Value: "o-" + string(rune('a'+i))}})
 	}
-	waitUntil(t, 20*time.Second, "3 deliveries", func() bool { return rcv.delivered() == 3 })
+	poll.Until(t, 20*time.Second, rcv.deliveredIs(3))
 
 	// A poison document: the DLQ grows, and the page says so.
 	rcv.setStatus(func(doc string) int {
@@ -221,16 +221,16 @@ func TestStatusPageInBrowser(t *testing.T) {
 	failPoint(t, e, bson.D{{Key: "failCommands", Value: bson.A{"getMore"}}, {Key: "errorCode", Value: 280},
 		{Key: "namespace", Value: "shop.audit"}})
 	var failedAt time.Time
-	waitUntil(t, 30*time.Second, "/status says audit failed", func() bool {
+	poll.Until(t, 30*time.Second, func() error {
 		code, body := getBody(t, base+"status")
 		if code != http.StatusOK {
-			return false
+			return fmt.Errorf("/status: %d", code)
 		}
-		if a := findStream(decodeStatus(t, body), "audit"); a != nil && a.State == "failed" {
-			failedAt = time.Now()
-			return true
+		if a := findStream(decodeStatus(t, body), "audit"); a == nil || a.State != "failed" {
+			return fmt.Errorf("/status does not say audit failed:\n%s", body)
 		}
-		return false
+		failedAt = time.Now()
+		return nil
 	})
 	v, shownAt := waitPage(t, ctx, pageRefresh+2*time.Second, "audit failed with its reason", func(v pageView) bool {
 		a := v.Streams["audit"]
@@ -259,7 +259,7 @@ func TestStatusPageInBrowser(t *testing.T) {
 	t.Logf("after SIGKILL of m2 the page showed m1 owning both partitions after %v (lease_ttl 2s, refresh %v)",
 		movedAt.Sub(killedAt).Round(time.Millisecond), pageRefresh)
 	e.insert("orders", bson.D{{Key: "_id", Value: "o-after-kill"}})
-	waitUntil(t, 20*time.Second, "a delivery after the takeover", func() bool { return rcv.delivered() == 4 })
+	poll.Until(t, 20*time.Second, rcv.deliveredIs(4)) // a delivery after the takeover
 	screenshot(t, ctx, "status-after-kill.png")
 
 	// A phone's width: nothing wider than the screen.

@@ -1,7 +1,9 @@
 // Package cli is the ferry command: its subcommands (run, validate,
 // status, dlq, reset, version, help) and the daemon `ferry run` runs. The
-// binaries are thin mains around Run: cmd/ferry, and cmd/ferry/demo, which
-// also embeds the MongoDB emulator (the ferry binary does not link it).
+// binaries are thin mains around Run: cmd/ferry, cmd/ferry/demo, which
+// also embeds the MongoDB emulator (the ferry binary does not link it),
+// and cmd/ferry/bench (a module of its own), which runs the daemon through
+// Run against the emulator and fake brokers to measure it.
 package cli
 
 import (
@@ -113,6 +115,29 @@ It runs TTL expiries delivered once by a group of three ` + "`ferry run`" + `
 members to a webhook receiver, one member killed with SIGKILL midway.`,
 			run: func(_ context.Context, _ []string, _, stderr io.Writer) int {
 				fmt.Fprintln(stderr, "ferry demo: the demo embeds the MongoDB emulator, which this binary does not link; from a source checkout run: go run ./cmd/ferry/demo")
+				return 2
+			},
+		},
+		{
+			name: "bench", noFlags: true,
+			summary: "throughput and CPU per event of each sink and delivery mode: its own command, go run ./cmd/ferry/bench",
+			doc: `The bench embeds the MongoDB emulator, kfake, nats-server and pstest, which
+the ferry binary does not link, so it is its own command (and module).
+From a checkout of the source:
+
+  go run ./cmd/ferry/bench [-n 20000] [-only stdout,webhook,...] [-runs k] [-json]
+  go run ./cmd/ferry/bench -rss-sweep        # peak RSS over 25k to 250k events
+  go run ./cmd/ferry/bench -uri mongodb://…  # a real cluster instead of the emulator
+
+It loads a backlog of 1 KiB inserts, runs ` + "`ferry run`" + ` with start_at before it
+for each configuration (stdout, webhook at-least-once with 1 and 4
+partitions, webhook idempotent, Kafka, NATS JetStream, Pub/Sub, the MongoDB
+projection transactional) until the receiver has every event, and the Go
+library alone with a no-op handler; it prints events/s, the ratio to a raw
+driver loop, the CPU per event of Ferry, the emulator and the receiver
+(each in its own process), and peak RSS.`,
+			run: func(_ context.Context, _ []string, _, stderr io.Writer) int {
+				fmt.Fprintln(stderr, "ferry bench: the bench embeds the MongoDB emulator and fake brokers, which this binary does not link; from a source checkout run: go run ./cmd/ferry/bench")
 				return 2
 			},
 		},

@@ -201,13 +201,17 @@ func (d *daemon) openStream(ctx context.Context, path string, sc *config.Stream,
 	if d.tracer != nil {
 		copts = append(copts, ferry.WithHooks(d.tracer))
 	}
-	h := sink.Handler(s)
+	// Every sink takes the batch a lane has ready in one Write: one bulk
+	// write, one buffered write, every publish in flight before the first
+	// ack; the delivery modes read and write the ledger once per batch.
+	h := sink.BatchHandler(s)
+	copts = append(copts, sc.BatchOptions()...)
 	if stateDB == nil {
 		if st.proj != nil {
 			copts = append(copts, ferry.WithSweeper(st.proj.Sweep)) // a backfill removes what it did not touch
 		}
 		one := newSingle(sc.Name, d.log, func(s group.Status) { d.onState(st, s) })
-		c, err := ferry.NewConsumer(client, h, append(copts, ferry.Checkpoints(cps), ferry.WithHooks(one), ferry.LogStops(false))...)
+		c, err := ferry.NewBatchConsumer(client, h, append(copts, ferry.Checkpoints(cps), ferry.WithHooks(one), ferry.LogStops(false))...)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", path, err)
 		}
@@ -221,7 +225,7 @@ func (d *daemon) openStream(ctx context.Context, path string, sc *config.Stream,
 		// Each partition's backfill sweeps only its own documents.
 		gopts = append(gopts, group.Sweeper(st.proj.SweepPartition))
 	}
-	g, err := group.New(client, h, gopts...)
+	g, err := group.NewBatch(client, h, gopts...)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}

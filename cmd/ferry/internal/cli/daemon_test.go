@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
+	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -21,19 +23,30 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
+	"github.com/ferry-io/ferry/internal/poll"
 	"github.com/ferry-io/ferry/mongotest"
 )
 
-// syncBuffer is a bytes.Buffer safe for concurrent use.
+// syncBuffer is a bytes.Buffer safe for concurrent use that counts the
+// Write calls it took.
 type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
+	mu     sync.Mutex
+	b      bytes.Buffer
+	writes int
 }
 
 func (s *syncBuffer) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.writes++
 	return s.b.Write(p)
+}
+
+// Writes returns how many Write calls it took.
+func (s *syncBuffer) Writes() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.writes
 }
 
 func (s *syncBuffer) String() string {
@@ -105,7 +118,7 @@ streams:
 // /metrics, /readyz and /healthz answer, and cancellation (SIGTERM) stops it
 // within Cloud Run's budget.
 func TestRunDeliversAndStops(t *testing.T) {
-	srv := mongotest.New(t)
+	srv, client := emulator(t)
 	cfgPath := writeFile(t, `
 listen: 127.0.0.1:0
 log: {level: info, format: json}
@@ -120,17 +133,12 @@ streams:
 	d := startRun(t, cfgPath)
 	addr := d.addr(t)
 	// Wait until both partitions run, then write.
-	waitFor(t, func() string {
-		if strings.Count(d.errOut.String(), `"msg":"partition assigned"`) >= 2 {
-			return "ok"
+	poll.Until(t, 30*time.Second, func() error {
+		if n := strings.Count(d.errOut.String(), `"msg":"partition assigned"`); n < 2 {
+			return fmt.Errorf("%d partitions assigned, want 2", n)
 		}
-		return ""
+		return nil
 	})
-	client, err := mongo.Connect(options.Client().ApplyURI(srv.URI()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer client.Disconnect(context.Background())
 	// The consumers record their start position before reading: wait for
 	// both partitions' checkpoints.
 	d.waitStarted(t, client, "ferry_state", 2)
@@ -139,11 +147,11 @@ streams:
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, func() string {
-		if strings.Count(d.out.String(), `"operationType":"insert"`) == 10 {
-			return "ok"
+	poll.Until(t, 30*time.Second, func() error {
+		if n := strings.Count(d.out.String(), `"operationType":"insert"`); n != 10 {
+			return fmt.Errorf("%d inserts printed, want 10", n)
 		}
-		return ""
+		return nil
 	})
 	for _, p := range []string{"/metrics", "/readyz", "/healthz"} {
 		resp, err := http.Get("http://" + addr + p)
@@ -203,18 +211,116 @@ streams:
 	}
 }
 
-func waitFor(t *testing.T, f func() string) string {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if s := f(); s != "" {
-			return s
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("timed out")
-		}
-		time.Sleep(10 * time.Millisecond)
+// TestRunDeliversBatches: a backlog caught up by `ferry run` reaches the
+// sink in batches (issue 15): 400 events written before the stream's
+// start_at time, idempotent mode, two partitions, the stdout sink: every
+// event is delivered exactly once, in far fewer writes than events (each
+// write is one lane's batch), and each document's events in change order.
+func TestRunDeliversBatches(t *testing.T) {
+	srv, client := emulator(t)
+	// The oplog's first entry, then a start time after it (whole seconds)
+	// and before the backlog.
+	if _, err := client.Database("shop").Collection("other").InsertOne(context.Background(), bson.D{}); err != nil {
+		t.Fatal(err)
 	}
+	srv.AdvanceClock(2 * time.Second)
+	start := srv.Now().Truncate(time.Second).UTC()
+	const docs, updates = 100, 3 // 400 events
+	coll := client.Database("shop").Collection("orders")
+	for i := range docs {
+		if _, err := coll.InsertOne(context.Background(), bson.D{{Key: "_id", Value: i}, {Key: "n", Value: 0}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for n := 1; n <= updates; n++ {
+		if _, err := coll.UpdateMany(context.Background(), bson.D{}, bson.D{{Key: "$set", Value: bson.D{{Key: "n", Value: n}}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfgPath := writeFile(t, `
+listen: 127.0.0.1:0
+log: {level: info, format: json}
+state: {uri: "`+srv.URI()+`", database: ferry_state}
+streams:
+  - name: orders
+    source: {uri: "`+srv.URI()+`", scope: {collection: shop.orders}, start_at: `+start.Format(time.RFC3339)+`}
+    group: {partitions: 2, lease_ttl: 2s}
+    delivery: {mode: idempotent}
+    batch: {events: 50, linger: 20ms}
+    sink: {stdout: {}}
+`)
+	d := startRun(t, cfgPath)
+	const events = docs * (1 + updates)
+	poll.Until(t, 30*time.Second, func() error {
+		d.alive(t)
+		if n := strings.Count(d.out.String(), "\n"); n < events {
+			return fmt.Errorf("%d of %d events delivered:\n%s", n, events, d.errOut.String())
+		}
+		return nil
+	})
+	d.stop(t)
+	lines := strings.Split(strings.TrimSpace(d.out.String()), "\n")
+	if len(lines) != events {
+		t.Fatalf("%d lines, want %d (idempotent: each event once)", len(lines), events)
+	}
+	ids := map[string]bool{}
+	last := map[int32]int32{} // document → the last n seen
+	for _, ln := range lines {
+		var rec struct {
+			ID    string `json:"id"`
+			Event struct {
+				DocumentKey struct {
+					ID int32 `json:"_id"`
+				} `json:"documentKey"`
+				FullDocument *struct {
+					N int32 `json:"n"`
+				} `json:"fullDocument"`
+				Update *struct {
+					Fields struct {
+						N int32 `json:"n"`
+					} `json:"updatedFields"`
+				} `json:"updateDescription"`
+			} `json:"event"`
+		}
+		if err := json.Unmarshal([]byte(ln), &rec); err != nil {
+			t.Fatalf("line %q: %v", ln, err)
+		}
+		if ids[rec.ID] {
+			t.Errorf("event %s delivered twice", rec.ID)
+		}
+		ids[rec.ID] = true
+		doc, n := rec.Event.DocumentKey.ID, int32(-1)
+		switch {
+		case rec.Event.FullDocument != nil: // the insert
+			n = rec.Event.FullDocument.N
+		case rec.Event.Update != nil:
+			n = rec.Event.Update.Fields.N
+		}
+		if prev, ok := last[doc]; (ok && n != prev+1) || (!ok && n != 0) {
+			t.Errorf("document %d: n=%d after %d, want change order", doc, n, prev)
+		}
+		last[doc] = n
+	}
+	writes := d.out.Writes()
+	t.Logf("%d events in %d writes", events, writes)
+	if writes > events/4 {
+		t.Errorf("%d events took %d writes, want batches (at most %d writes)", events, writes, events/4)
+	}
+}
+
+// emulator starts an emulator for the test and connects a client to it;
+// the client disconnects, then the emulator stops, when the test ends.
+// The daemon's tests always run on the emulator, whatever
+// $FERRY_TEST_MONGODB_URI says: they drive its clock and fail points.
+func emulator(t *testing.T, opts ...mongotest.Option) (*mongotest.Server, *mongo.Client) {
+	t.Helper()
+	srv := mongotest.New(t, opts...)
+	client, err := mongo.Connect(options.Client().ApplyURI(srv.URI()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = client.Disconnect(context.Background()) })
+	return srv, client
 }
 
 // TestSecretsNeverShown: a password in the MongoDB URI and a webhook secret
@@ -259,12 +365,7 @@ streams:
 // TestDLQReplay re-delivers a dead-lettered event through the stream's sink
 // and removes it from the dead-letter store.
 func TestDLQReplay(t *testing.T) {
-	srv := mongotest.New(t)
-	client, err := mongo.Connect(options.Client().ApplyURI(srv.URI()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer client.Disconnect(context.Background())
+	srv, client := emulator(t)
 	ctx := context.Background()
 	cs, err := client.Database("shop").Collection("orders").Watch(ctx, mongo.Pipeline{})
 	if err != nil {
@@ -315,12 +416,7 @@ type webhookRequest struct {
 // the same webhook-id and Idempotency-Key as the rejected attempt — and
 // clears the entries. One document has an ObjectId _id, one a document _id.
 func TestDLQReplayBackfill(t *testing.T) {
-	srv := mongotest.New(t)
-	client, err := mongo.Connect(options.Client().ApplyURI(srv.URI()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer client.Disconnect(context.Background())
+	srv, client := emulator(t)
 	ctx := context.Background()
 	oid := bson.NewObjectID()
 	if _, err := client.Database("shop").Collection("orders").InsertMany(ctx, []any{
@@ -484,14 +580,14 @@ func TestRunMongoProjectionTransactional(t *testing.T) {
 		t.Fatal(err)
 	}
 	proj := client.Database("readmodel").Collection("orders")
-	waitFor(t, func() string {
+	poll.Until(t, 30*time.Second, func() error {
 		live := bson.D{{Key: "_ferry.del", Value: bson.D{{Key: "$ne", Value: true}}}, {Key: "v", Value: bson.D{{Key: "$gte", Value: 100}}}}
 		n, _ := proj.CountDocuments(ctx, live)
 		dead, _ := proj.CountDocuments(ctx, bson.D{{Key: "_id", Value: 0}, {Key: "_ferry.del", Value: true}})
-		if n == 19 && dead == 1 {
-			return "ok"
+		if n != 19 || dead != 1 {
+			return fmt.Errorf("projection: %d updated documents and %d tombstones, want 19 and 1", n, dead)
 		}
-		return ""
+		return nil
 	})
 	ledger, _ := client.Database("ferry_state").Collection("ledger").CountDocuments(ctx, bson.D{})
 	if ledger != 41 { // 20 inserts, 20 updates, 1 delete

@@ -12,11 +12,9 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
-	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/ferry-io/ferry"
 	"github.com/ferry-io/ferry/deadletter"
-	"github.com/ferry-io/ferry/mongotest"
 )
 
 // changeEvent inserts doc into db.coll and returns the change event the
@@ -98,12 +96,7 @@ func dlqJSON(t *testing.T, out string) []dlqLine {
 // object per line with every field; -stream selects a stream and an
 // unknown one exits 2 naming the flag.
 func TestDLQListShowsKeyAndWholeError(t *testing.T) {
-	srv := mongotest.New(t)
-	client, err := mongo.Connect(options.Client().ApplyURI(srv.URI()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer client.Disconnect(context.Background())
+	srv, client := emulator(t)
 	longErr := "webhook: event " + strings.Repeat("ab", 32) + ": POST https://receiver.example.com/hooks/orders/v1:\n\ttimed out " +
 		strings.Repeat("waiting ", 12) + "then receiver answered 503 Service Unavailable"
 	withKey := changeEntry(t, "orders", changeEvent(t, client, "shop", "orders",
@@ -190,12 +183,7 @@ streams:
 // with the status it answered, which comes after the event id and URL in
 // the error (it used to be cut off), and their documentKey.
 func TestDLQListWebhookStatus(t *testing.T) {
-	srv := mongotest.New(t)
-	client, err := mongo.Connect(options.Client().ApplyURI(srv.URI()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer client.Disconnect(context.Background())
+	srv, client := emulator(t)
 	ctx := context.Background()
 	oid := bson.NewObjectID()
 	if _, err := client.Database("shop").Collection("orders").InsertOne(ctx,
@@ -251,12 +239,7 @@ streams:
 // how many still fail, and exits 1 if any still fails; an unknown -stream
 // exits 2 naming the flag.
 func TestDLQReplayEveryStream(t *testing.T) {
-	srv := mongotest.New(t)
-	client, err := mongo.Connect(options.Client().ApplyURI(srv.URI()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer client.Disconnect(context.Background())
+	srv, client := emulator(t)
 	ctx := context.Background()
 	state := client.Database("ferry")
 	order := changeEntry(t, "orders", changeEvent(t, client, "shop", "orders", bson.D{{Key: "_id", Value: "o-1"}}), "503", false)

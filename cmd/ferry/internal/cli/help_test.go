@@ -107,7 +107,7 @@ func TestUsage(t *testing.T) {
 			t.Fatalf("ferry %s: exit %d, stderr %q", form[0], code, errOut)
 		}
 		for _, c := range []string{"ferry run ", "ferry validate ", "ferry status ", "ferry reset ", "ferry dlq list ",
-			"ferry dlq replay ", "ferry demo ", "ferry version ", "ferry help "} {
+			"ferry dlq replay ", "ferry demo ", "ferry bench ", "ferry version ", "ferry help "} {
 			if !strings.Contains(out, c) {
 				t.Errorf("ferry %s does not list %q:\n%s", form[0], c, out)
 			}
@@ -165,5 +165,18 @@ func TestDemoPointsToItsCommand(t *testing.T) {
 	code, _, errOut := runCLI("demo")
 	if code != 2 || !strings.Contains(errOut, "go run ./cmd/ferry/demo") {
 		t.Fatalf("ferry demo: exit %d, stderr %q", code, errOut)
+	}
+}
+
+// TestBenchPointsToItsCommand: `ferry bench` says where the bench is: it
+// links the emulator and fake brokers, which the ferry binary does not.
+func TestBenchPointsToItsCommand(t *testing.T) {
+	code, out, errOut := runCLI("bench")
+	if code != 2 || out != "" || !strings.Contains(errOut, "go run ./cmd/ferry/bench") {
+		t.Fatalf("ferry bench: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	code, out, _ = runCLI("help", "bench")
+	if code != 0 || !strings.Contains(out, "-rss-sweep") || !strings.Contains(out, "go run ./cmd/ferry/bench") {
+		t.Fatalf("ferry help bench: exit %d, stdout %q", code, out)
 	}
 }

@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"regexp"
@@ -18,11 +19,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/sasl"
 	"go.mongodb.org/mongo-driver/v2/bson"
-	"go.mongodb.org/mongo-driver/v2/mongo"
-	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/ferry-io/ferry"
 	"github.com/ferry-io/ferry/cmd/ferry/config"
+	"github.com/ferry-io/ferry/internal/poll"
 	"github.com/ferry-io/ferry/mongotest"
 	"github.com/ferry-io/ferry/sink/kafka"
 )
@@ -141,7 +141,7 @@ func TestRunKafka(t *testing.T) {
 	const inserts, updates, deletes = 20, 10, 5
 	const changes = inserts + updates + deletes
 	kc := startKafka(t, partitions)
-	srv := mongotest.New(t)
+	srv, client := emulator(t)
 	cfgPath := writeFile(t, `
 listen: 127.0.0.1:0
 state: {uri: "`+srv.URI()+`"}
@@ -160,11 +160,6 @@ streams:
 `)
 	ctx := context.Background()
 	run := startRun(t, cfgPath)
-	client, err := mongo.Connect(options.Client().ApplyURI(srv.URI()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer client.Disconnect(ctx)
 	// Both partitions record their start position before reading.
 	run.waitStarted(t, client, "ferry", 2)
 	coll := client.Database("shop").Collection("orders")
@@ -399,12 +394,12 @@ func TestKafkaSecretsNeverShown(t *testing.T) {
 
 	// The right password: the daemon runs (its sink connected) until stopped.
 	d := startRun(t, cfgPath)
-	waitFor(t, func() string {
+	poll.Until(t, 30*time.Second, func() error {
 		d.alive(t)
-		if regexp.MustCompile(`"msg":"listening"`).MatchString(d.errOut.String()) {
-			return "ok"
+		if !regexp.MustCompile(`"msg":"listening"`).MatchString(d.errOut.String()) {
+			return errors.New("ferry run does not log that it listens")
 		}
-		return ""
+		return nil
 	})
 	d.stop(t)
 	all.WriteString(d.out.String() + d.errOut.String())

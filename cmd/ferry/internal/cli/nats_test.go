@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -9,10 +10,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.mongodb.org/mongo-driver/v2/bson"
-	"go.mongodb.org/mongo-driver/v2/mongo"
-	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
-	"github.com/ferry-io/ferry/mongotest"
+	"github.com/ferry-io/ferry/internal/poll"
 )
 
 // TestRunNATS runs the daemon with the nats sink against an in-process
@@ -43,7 +42,7 @@ func TestRunNATS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := mongotest.New(t)
+	srv, client := emulator(t)
 	cfgPath := writeFile(t, `
 listen: 127.0.0.1:0
 state: {uri: "`+srv.URI()+`"}
@@ -54,23 +53,21 @@ streams:
     sink: {nats: {url: "`+ns.ClientURL()+`"}}
 `)
 	run := startRun(t, cfgPath)
-	client, err := mongo.Connect(options.Client().ApplyURI(srv.URI()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer client.Disconnect(ctx)
 	run.waitStarted(t, client, "ferry", 1)
 	for i := range 25 {
 		if _, err := client.Database("shop").Collection("orders").InsertOne(ctx, bson.D{{Key: "_id", Value: i}}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, func() string {
+	poll.Until(t, 30*time.Second, func() error {
 		info, err := stream.Info(ctx)
-		if err == nil && info.State.Msgs == 25 {
-			return "ok"
+		if err != nil {
+			return err
 		}
-		return ""
+		if info.State.Msgs != 25 {
+			return fmt.Errorf("the stream holds %d messages, want 25", info.State.Msgs)
+		}
+		return nil
 	})
 	run.stop(t)
 	info, _ := stream.Info(ctx)

@@ -13,6 +13,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
+	"github.com/ferry-io/ferry/internal/poll"
 	"github.com/ferry-io/ferry/mongotest"
 )
 
@@ -83,9 +84,11 @@ func TestFatalStopsAreAStateNotALoop(t *testing.T) {
 			e := newProcEnv(t, tc.opts...)
 			rcv := newReceiver(t)
 			m := tc.run(t, e, rcv)
-			waitUntil(t, 30*time.Second, "/readyz says failed", func() bool {
-				code, body := m.get("/readyz")
-				return code == http.StatusServiceUnavailable && strings.Contains(body, "failed since") && strings.Contains(body, tc.class)
+			poll.Until(t, 30*time.Second, func() error {
+				if code, body := m.get("/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, "failed since") || !strings.Contains(body, tc.class) {
+					return fmt.Errorf("/readyz: %d %s; want 503 saying failed since, %s", code, body, tc.class)
+				}
+				return nil
 			})
 			epochs, lines := e.epochs("orders"), len(m.logLines())
 			// The observation window: long enough for hundreds of restarts
@@ -93,8 +96,11 @@ func TestFatalStopsAreAStateNotALoop(t *testing.T) {
 			// evidence that the failed loop ran on (its record was
 			// refreshed: every 2 s here).
 			first := failureUpdatedAt(t, e, "orders")
-			waitUntil(t, 20*time.Second, "the failure record was refreshed twice", func() bool {
-				return failureUpdatedAt(t, e, "orders").Sub(first) >= 3*time.Second
+			poll.Until(t, 20*time.Second, func() error {
+				if d := failureUpdatedAt(t, e, "orders").Sub(first); d < 3*time.Second {
+					return fmt.Errorf("the failure record was refreshed %v after its first write, want 3s (twice)", d)
+				}
+				return nil
 			})
 			code, body := m.get("/readyz")
 			if code != http.StatusServiceUnavailable || !strings.Contains(body, "what to do") {
@@ -134,10 +140,13 @@ func TestFatalStopsAreAStateNotALoop(t *testing.T) {
 // waitStartedIn waits until n partitions of stream recorded a position.
 func waitStartedIn(t *testing.T, e *procEnv, stream string, n int64) {
 	t.Helper()
-	waitUntil(t, 30*time.Second, "the partitions started", func() bool {
+	poll.Until(t, 30*time.Second, func() error {
 		c, _ := e.client.Database("ferry").Collection("checkpoints").CountDocuments(context.Background(),
 			bson.D{{Key: "stream", Value: stream}, {Key: "token", Value: bson.D{{Key: "$ne", Value: nil}}}})
-		return c >= n
+		if c < n {
+			return fmt.Errorf("%d of %d partitions of %s recorded a position", c, n, stream)
+		}
+		return nil
 	})
 }
 
@@ -224,6 +233,18 @@ func (w *writer) written() map[string]time.Time {
 	return out
 }
 
+// wroteAtLeast is a poll.Until condition: n inserts or more sent.
+func (w *writer) wroteAtLeast(n int) func() error {
+	return func() error {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if len(w.sent) < n {
+			return fmt.Errorf("%d inserts written, want %d", len(w.sent), n)
+		}
+		return nil
+	}
+}
+
 // TestCrashTakeoverWithinLeaseTTL: with lease_ttl 2s, a member SIGKILLed
 // while documents are written: nothing is lost, and every document
 // written after the kill arrives within 3.5 s of its insert (before, the
@@ -235,19 +256,22 @@ func TestCrashTakeoverWithinLeaseTTL(t *testing.T) {
 	cfg := writeFile(t, streamYAML(e.srv.URI(), "orders", rcv.url(), "", ""))
 	a, b := startMember(t, cfg, "a"), startMember(t, cfg, "b")
 	waitStartedIn(t, e, "orders", 2)
-	waitUntil(t, 30*time.Second, "both members own a partition", func() bool {
-		return a.metric(`ferry_partitions_owned{stream="orders"}`) == 1 && b.metric(`ferry_partitions_owned{stream="orders"}`) == 1
+	poll.Until(t, 30*time.Second, func() error {
+		if na, nb := a.metric(`ferry_partitions_owned{stream="orders"}`), b.metric(`ferry_partitions_owned{stream="orders"}`); na != 1 || nb != 1 {
+			return fmt.Errorf("partitions owned: a %v, b %v; want one each", na, nb)
+		}
+		return nil
 	})
 	w := startWriter(t, e, "o", 20*time.Millisecond, 0)
-	waitUntil(t, 10*time.Second, "deliveries flow", func() bool { return rcv.delivered() >= 20 })
+	poll.Until(t, 10*time.Second, rcv.deliveredAtLeast(20))
 	_ = a.cmd.Process.Signal(syscall.SIGKILL)
 	<-a.done
 	killed := time.Now()
-	waitUntil(t, 20*time.Second, "b owns both partitions", func() bool { return b.metric(`ferry_partitions_owned{stream="orders"}`) == 2 })
+	poll.Until(t, 20*time.Second, b.metricIs(`ferry_partitions_owned{stream="orders"}`, 2))
 	time.Sleep(time.Second) // a second of writes under the new owner (the window observed, not synchronisation)
 	w.halt()
 	sent := w.written()
-	waitUntil(t, 20*time.Second, "every document delivered", func() bool { return rcv.delivered() >= len(sent) })
+	poll.Until(t, 20*time.Second, rcv.deliveredAtLeast(len(sent)))
 	var worst time.Duration
 	var worstDoc string
 	for id, at := range sent {
@@ -280,8 +304,11 @@ func TestReceiverOutageDeadLettersNothing(t *testing.T) {
 	outage := time.Now()
 	w := startWriter(t, e, "o", 100*time.Millisecond, 100)
 	<-w.done
-	waitUntil(t, 15*time.Second, "the sink shows down", func() bool {
-		return m.metric(`ferry_sink_up{partition="0",stream="orders"}`) == 0 || m.metric(`ferry_sink_up{partition="1",stream="orders"}`) == 0
+	poll.Until(t, 15*time.Second, func() error {
+		if up0, up1 := m.metric(`ferry_sink_up{partition="0",stream="orders"}`), m.metric(`ferry_sink_up{partition="1",stream="orders"}`); up0 != 0 && up1 != 0 {
+			return fmt.Errorf("ferry_sink_up: partition 0 %v, partition 1 %v; want the sink shown down", up0, up1)
+		}
+		return nil
 	})
 	if code, body := m.get("/readyz"); code != 200 {
 		t.Fatalf("/readyz during a sink outage: %d %s; want ready (restarting ferry does not fix a receiver)", code, body)
@@ -297,7 +324,7 @@ func TestReceiverOutageDeadLettersNothing(t *testing.T) {
 	}
 	tries := rcv.attempts()
 	rcv.setStatus(nil)
-	waitUntil(t, 60*time.Second, "all 100 delivered after the outage", func() bool { return rcv.delivered() == 100 })
+	poll.Until(t, 60*time.Second, rcv.deliveredIs(100)) // all, after the outage
 	n, err := e.client.Database("ferry").Collection("dlq").CountDocuments(context.Background(), bson.D{})
 	if err != nil {
 		t.Fatal(err)
@@ -306,9 +333,7 @@ func TestReceiverOutageDeadLettersNothing(t *testing.T) {
 		t.Fatalf("%d events dead-lettered by a 20 s outage, want 0", n)
 	}
 	t.Logf("outage: %d attempts refused in 20 s; all 100 delivered after it, DLQ empty", tries)
-	waitUntil(t, 10*time.Second, "the sink shows up again", func() bool {
-		return m.metric(`ferry_stream_state{state="running",stream="orders"}`) == 1
-	})
+	poll.Until(t, 10*time.Second, m.metricIs(`ferry_stream_state{state="running",stream="orders"}`, 1)) // the sink up again
 }
 
 // TestPoisonStillGoesToTheDLQ: a document the receiver always refuses
@@ -330,13 +355,15 @@ func TestPoisonStillGoesToTheDLQ(t *testing.T) {
 	waitStartedIn(t, e, "orders", 2)
 	e.insert("orders", bson.D{{Key: "_id", Value: "poison"}})
 	w := startWriter(t, e, "o", 20*time.Millisecond, 0)
-	waitUntil(t, 30*time.Second, "the poison document is dead-lettered", func() bool {
-		n, _ := e.client.Database("ferry").Collection("dlq").CountDocuments(context.Background(), bson.D{})
-		return n == 1
+	poll.Until(t, 30*time.Second, func() error {
+		if n, _ := e.client.Database("ferry").Collection("dlq").CountDocuments(context.Background(), bson.D{}); n != 1 {
+			return fmt.Errorf("%d dead letters, want the poison document's", n)
+		}
+		return nil
 	})
 	w.halt()
 	sent := w.written()
-	waitUntil(t, 20*time.Second, "the others delivered", func() bool { return rcv.delivered() >= len(sent) })
+	poll.Until(t, 20*time.Second, rcv.deliveredAtLeast(len(sent))) // the others
 	var out, errOut bytes.Buffer
 	if code := run(context.Background(), []string{"dlq", "list", "-c", cfg}, &out, &errOut); code != 0 {
 		t.Fatalf("dlq list: %d %s", code, errOut.String())
@@ -362,20 +389,20 @@ func TestDefinitionChangeLosesNothing(t *testing.T) {
 	v1 := startMember(t, writeFile(t, streamYAML(e.srv.URI(), "orders", rcv.url(), "      pipeline: [{$match: {operationType: insert}}]", "")), "v1")
 	waitStartedIn(t, e, "orders", 2)
 	w := startWriter(t, e, "o", 10*time.Millisecond, 0)
-	waitUntil(t, 10*time.Second, "v1 delivers", func() bool { return rcv.delivered() >= 30 })
+	poll.Until(t, 10*time.Second, rcv.deliveredAtLeast(30)) // v1 delivers
 	v1.stop(syscall.SIGTERM)
 	before := len(w.written())
-	waitUntil(t, 10*time.Second, "changes written while no member runs", func() bool { return len(w.written()) >= before+30 })
+	poll.Until(t, 10*time.Second, w.wroteAtLeast(before+30)) // while no member runs
 	cfg2 := writeFile(t, strings.Replace(streamYAML(e.srv.URI(), "orders-v2", rcv.url(),
 		"      pipeline: [{$match: {operationType: {$in: [insert, replace]}}}]\n      start_at: {checkpoints_of: orders}", ""),
 		"partitions: 2", "partitions: 3", 1))
 	v2 := startMember(t, cfg2, "v2")
 	waitStartedIn(t, e, "orders-v2", 3)
 	n := len(w.written())
-	waitUntil(t, 10*time.Second, "more changes under v2", func() bool { return len(w.written()) >= n+30 })
+	poll.Until(t, 10*time.Second, w.wroteAtLeast(n+30)) // under v2
 	w.halt()
 	sent := w.written()
-	waitUntil(t, 30*time.Second, "every document delivered", func() bool { return rcv.delivered() >= len(sent) })
+	poll.Until(t, 30*time.Second, rcv.deliveredAtLeast(len(sent)))
 	lost := 0
 	for id := range sent {
 		if _, ok := rcv.arrival(id); !ok {

@@ -13,13 +13,13 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
-	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/ferry-io/ferry"
 
 	"github.com/ferry-io/ferry/checkpoint"
 	"github.com/ferry-io/ferry/checkpoint/mongostore"
 	"github.com/ferry-io/ferry/deadletter"
+	"github.com/ferry-io/ferry/internal/poll"
 	"github.com/ferry-io/ferry/mongotest"
 )
 
@@ -70,7 +70,7 @@ func TestPositionSetRoundTrip(t *testing.T) {
 	for i := range 10 {
 		e.insert("orders", bson.D{{Key: "_id", Value: fmt.Sprintf("o-%d", i)}})
 	}
-	waitUntil(t, 30*time.Second, "10 delivered", func() bool { return rcv.delivered() == 10 })
+	poll.Until(t, 30*time.Second, rcv.deliveredIs(10))
 	m0.stop(syscall.SIGTERM)
 	for i := 10; i < 20; i++ {
 		e.insert("orders", bson.D{{Key: "_id", Value: fmt.Sprintf("o-%d", i)}})
@@ -99,7 +99,7 @@ func TestPositionSetRoundTrip(t *testing.T) {
 		t.Fatalf("position set -time t0: exit %d\n%s%s", code, out, errOut)
 	}
 	m1 := startMember(t, cfg, "m1")
-	waitUntil(t, 30*time.Second, "20 delivered", func() bool { return rcv.delivered() == 20 })
+	poll.Until(t, 30*time.Second, rcv.deliveredIs(20))
 	code, out, errOut = ferryCmd("position", "set", "-c", cfg, "-stream", "orders", "-time", t0.Format(time.RFC3339))
 	if code != 1 || !strings.Contains(errOut, "live member") || !strings.Contains(errOut, "m1") {
 		t.Fatalf("position set while m1 runs: exit %d\n%s%s", code, out, errOut)
@@ -152,9 +152,11 @@ func TestPositionSetEndsLostHistory(t *testing.T) {
 		e.insert("orders", bson.D{{Key: "_id", Value: fmt.Sprintf("o-%d", i)}})
 	}
 	m := startMember(t, cfg, "m1")
-	waitUntil(t, 30*time.Second, "/readyz says failed", func() bool {
-		code, body := m.get("/readyz")
-		return code == 503 && strings.Contains(body, "history-lost")
+	poll.Until(t, 30*time.Second, func() error {
+		if code, body := m.get("/readyz"); code != 503 || !strings.Contains(body, "history-lost") {
+			return fmt.Errorf("/readyz: %d %s; want 503 saying history-lost", code, body)
+		}
+		return nil
 	})
 	code, out, errOut := ferryCmd("position", "show", "-c", cfg)
 	if code != 0 || !regexp.MustCompile(`history lost \(\d+ s before the window\)`).MatchString(out) {
@@ -169,14 +171,15 @@ func TestPositionSetEndsLostHistory(t *testing.T) {
 		!strings.Contains(out, "1 failed member(s) asked to re-check") {
 		t.Fatalf("position set -allow-gap: exit %d\n%s%s", code, out, errOut)
 	}
-	waitUntil(t, 30*time.Second, "/readyz ready again", func() bool {
-		code, _ := m.get("/readyz")
-		return code == 200
+	poll.Until(t, 30*time.Second, func() error {
+		if code, body := m.get("/readyz"); code != 200 {
+			return fmt.Errorf("/readyz: %d %s; want ready again", code, body)
+		}
+		return nil
 	})
 	e.insert("orders", bson.D{{Key: "_id", Value: "after"}})
-	waitUntil(t, 30*time.Second, "the held changes and the one after the new position delivered", func() bool {
-		return rcv.delivered() == 6
-	})
+	// The held changes and the one after the new position.
+	poll.Until(t, 30*time.Second, rcv.deliveredIs(6))
 }
 
 // TestPositionSetFromDLQAndCheckpoints: -token-from-dlq resumes the
@@ -189,11 +192,7 @@ func TestPositionSetEndsLostHistory(t *testing.T) {
 func TestPositionSetFromDLQAndCheckpoints(t *testing.T) {
 	env := newResetEnv(t, 300*time.Second)
 	cfg := env.config(t, "now")
-	client, err := mongo.Connect(options.Client().ApplyURI(env.srv.URI()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = client.Disconnect(context.Background()) })
+	client := env.client
 	ctx := context.Background()
 	coll := client.Database("shop").Collection("orders")
 	cs, err := coll.Watch(ctx, mongo.Pipeline{})
@@ -320,11 +319,17 @@ func TestDaemonReportsOplogHeadroom(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitUntil(t, 30*time.Second, "two updates without a pre-image counted", func() bool {
-		return m.metricSum(`ferry_events_without_image_total{image="pre"`) == 2
+	poll.Until(t, 30*time.Second, func() error {
+		if n := m.metricSum(`ferry_events_without_image_total{image="pre"`); n != 2 {
+			return fmt.Errorf("%v updates without a pre-image counted, want 2", n)
+		}
+		return nil
 	})
-	waitUntil(t, 30*time.Second, "head-room for both partitions", func() bool {
-		return m.metricCount(`ferry_oplog_headroom_seconds{`) == 2
+	poll.Until(t, 30*time.Second, func() error {
+		if n := m.metricCount(`ferry_oplog_headroom_seconds{`); n != 2 {
+			return fmt.Errorf("head-room for %d partitions, want both", n)
+		}
+		return nil
 	})
 	if w := m.metric(`ferry_oplog_window_seconds{stream="orders"}`); w < 60 {
 		t.Errorf("ferry_oplog_window_seconds = %v, want at least the minute the clock moved", w)

@@ -17,8 +17,8 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
-	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
+	"github.com/ferry-io/ferry/internal/poll"
 	"github.com/ferry-io/ferry/mongotest"
 )
 
@@ -70,17 +70,21 @@ func tail(s string, n int) string {
 // addr waits until the member serves its ops port and returns the address.
 func (m *member) addr() string {
 	m.t.Helper()
-	return waitFor(m.t, func() string {
+	var addr string
+	poll.Until(m.t, 30*time.Second, func() error {
 		select {
 		case <-m.done:
 			m.t.Fatalf("%s exited: %v\n%s", m.name, m.err, m.errOut.String())
 		default:
 		}
-		if x := listening.FindStringSubmatch(m.errOut.String()); x != nil {
-			return x[1]
+		x := listening.FindStringSubmatch(m.errOut.String())
+		if x == nil {
+			return fmt.Errorf("%s does not log that it listens", m.name)
 		}
-		return ""
+		addr = x[1]
+		return nil
 	})
+	return addr
 }
 
 // stop sends sig and waits for the process to exit (within 15 s).
@@ -171,12 +175,7 @@ type procEnv struct {
 
 func newProcEnv(t *testing.T, opts ...mongotest.Option) *procEnv {
 	t.Helper()
-	srv := mongotest.New(t, opts...)
-	client, err := mongo.Connect(options.Client().ApplyURI(srv.URI()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = client.Disconnect(context.Background()) })
+	srv, client := emulator(t, opts...)
 	return &procEnv{t: t, srv: srv, client: client}
 }
 
@@ -301,14 +300,34 @@ func (r *receiver) attempts() int {
 	return r.tries
 }
 
-// waitUntil polls cond every 20 ms until it holds or d passes.
-func waitUntil(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting until %s", d, what)
+// deliveredIs is a poll.Until condition: exactly n documents delivered.
+func (r *receiver) deliveredIs(n int) func() error {
+	return func() error {
+		if got := r.delivered(); got != n {
+			return fmt.Errorf("%d documents delivered, want %d", got, n)
 		}
-		time.Sleep(20 * time.Millisecond)
+		return nil
+	}
+}
+
+// deliveredAtLeast is a poll.Until condition: n documents or more
+// delivered.
+func (r *receiver) deliveredAtLeast(n int) func() error {
+	return func() error {
+		if got := r.delivered(); got < n {
+			return fmt.Errorf("%d documents delivered, want %d", got, n)
+		}
+		return nil
+	}
+}
+
+// metricIs is a poll.Until condition: the member's first /metrics sample
+// starting with prefix has the value v.
+func (m *member) metricIs(prefix string, v float64) func() error {
+	return func() error {
+		if got := m.metric(prefix); got != v {
+			return fmt.Errorf("%s: %s = %v, want %v", m.name, prefix, got, v)
+		}
+		return nil
 	}
 }

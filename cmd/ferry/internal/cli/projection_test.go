@@ -14,6 +14,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
+	"github.com/ferry-io/ferry/internal/poll"
 	"github.com/ferry-io/ferry/mongotest"
 	"github.com/ferry-io/ferry/sink/mongoproj"
 )
@@ -77,18 +78,7 @@ func TestRunMongoProjectionAfterHistoryLost(t *testing.T) {
 	src, proj := env.src, env.proj
 	converged := func(run *running) {
 		t.Helper()
-		deadline := time.Now().Add(30 * time.Second)
-		for {
-			run.alive(t)
-			diff := projectionDiff(t, src, proj)
-			if diff == "" {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("the projection differs from the source:\n%s", diff)
-			}
-			time.Sleep(10 * time.Millisecond) // polling interval
-		}
+		poll.Until(t, 30*time.Second, run.converged(t, src, proj))
 	}
 
 	run := startRun(t, cfgPath)
@@ -209,13 +199,15 @@ func TestRunMongoProjectionForcedReplay(t *testing.T) {
 		}
 	}
 	const changes = inserts + updates + deletes
-	waitFor(t, func() string {
+	poll.Until(t, 30*time.Second, func() error {
 		run.alive(t)
-		n, _ := ledger.CountDocuments(ctx, bson.D{})
-		if n == changes && projectionDiff(t, src, proj) == "" {
-			return "ok"
+		if n, _ := ledger.CountDocuments(ctx, bson.D{}); n != changes {
+			return fmt.Errorf("%d ledger entries, want %d", n, changes)
 		}
-		return ""
+		if diff := projectionDiff(t, src, proj); diff != "" {
+			return fmt.Errorf("projection differs from the source: %s", diff)
+		}
+		return nil
 	})
 	run.stop(t)
 	written := docsOf(t, proj, bson.D{}, nil) // every document with its _ferry stamp (write time included)
@@ -229,13 +221,12 @@ func TestRunMongoProjectionForcedReplay(t *testing.T) {
 	}
 	run = startRun(t, cfgPath)
 	var dups string
-	waitFor(t, func() string {
+	poll.Until(t, 30*time.Second, func() error {
 		run.alive(t)
-		dups = metricValue(t, run, `ferry_ledger_duplicates_total{stream="orders"}`)
-		if dups == fmt.Sprint(changes) {
-			return "ok"
+		if dups = metricValue(t, run, `ferry_ledger_duplicates_total{stream="orders"}`); dups != fmt.Sprint(changes) {
+			return fmt.Errorf("ferry_ledger_duplicates_total = %s, want %d", dups, changes)
 		}
-		return ""
+		return nil
 	})
 	run.stop(t)
 	n, _ := ledger.CountDocuments(ctx, bson.D{})
@@ -272,7 +263,7 @@ type projectionEnv struct {
 // and sinkExtra to the mongodb sink's flow mapping (", key: value").
 func newProjectionEnv(t *testing.T, streamExtra, sinkExtra string, opts ...mongotest.Option) *projectionEnv {
 	t.Helper()
-	srv := mongotest.New(t, opts...)
+	srv, client := emulator(t, opts...)
 	if streamExtra != "" {
 		streamExtra = "\n    " + streamExtra
 	}
@@ -286,11 +277,6 @@ streams:
     delivery: {mode: transactional}`+streamExtra+`
     sink: {mongodb: {database: readmodel, collection: orders`+sinkExtra+`}}
 `)
-	client, err := mongo.Connect(options.Client().ApplyURI(srv.URI()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = client.Disconnect(context.Background()) })
 	// Collections written inside transactions exist beforehand.
 	_ = client.Database("readmodel").CreateCollection(context.Background(), "orders")
 	return &projectionEnv{srv: srv, cfgPath: cfgPath, client: client,
@@ -350,20 +336,16 @@ func TestBackfillFinishesWhileItsWritesRollTheOplog(t *testing.T) {
 	cps := env.client.Database("ferry_state").Collection("checkpoints")
 	// 1,500 transactional backfill writes: seconds alone, much longer on a
 	// loaded machine, so a generous deadline (not a sleep).
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
+	poll.Until(t, 2*time.Minute, func() error {
 		run.alive(t)
 		n, _ := cps.CountDocuments(ctx, bson.D{{Key: "stream", Value: "orders"}, {Key: "state", Value: ""}, {Key: "token", Value: bson.D{{Key: "$ne", Value: nil}}}})
 		finished := strings.Count(run.errOut.String(), `"msg":"backfill finished"`)
-		if n == 2 && finished == 2 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after 2 min: %d of 2 checkpoints running, %d of 2 backfills finished, %d started; log tail:\n%s",
+		if n != 2 || finished != 2 {
+			return fmt.Errorf("%d of 2 checkpoints running, %d of 2 backfills finished, %d started; log tail:\n%s",
 				n, finished, strings.Count(run.errOut.String(), `"msg":"backfill started"`), tail(run.errOut.String(), 3000))
 		}
-		time.Sleep(10 * time.Millisecond) // polling interval
-	}
+		return nil
+	})
 	// The writes go on for a while after the backfill: a backfill whose
 	// marker fell off would fail and start again meanwhile.
 	marker := len(run.errOut.String())
@@ -373,14 +355,7 @@ func TestBackfillFinishesWhileItsWritesRollTheOplog(t *testing.T) {
 	if later := run.errOut.String()[marker:]; strings.Contains(later, `"msg":"backfill started"`) || strings.Contains(later, "history-lost") {
 		t.Fatalf("the backfill started again after it had finished:\n%s", later)
 	}
-	deadline = time.Now().Add(30 * time.Second)
-	for diff := projectionDiff(t, env.src, env.proj); diff != ""; diff = projectionDiff(t, env.src, env.proj) {
-		run.alive(t)
-		if time.Now().After(deadline) {
-			t.Fatalf("the projection differs from the source:\n%s", diff)
-		}
-		time.Sleep(10 * time.Millisecond) // polling interval
-	}
+	poll.Until(t, 30*time.Second, run.converged(t, env.src, env.proj))
 	run.stop(t)
 	if n := strings.Count(run.errOut.String(), `"msg":"backfill started"`); n > 2 {
 		t.Fatalf("%d backfills started for 2 partitions: the backfill restarted", n)

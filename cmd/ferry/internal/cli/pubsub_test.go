@@ -5,14 +5,13 @@ import (
 	"fmt"
 	"strconv"
 	"testing"
+	"time"
 
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
 	"cloud.google.com/go/pubsub/v2/pstest"
 	"go.mongodb.org/mongo-driver/v2/bson"
-	"go.mongodb.org/mongo-driver/v2/mongo"
-	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
-	"github.com/ferry-io/ferry/mongotest"
+	"github.com/ferry-io/ferry/internal/poll"
 	"github.com/ferry-io/ferry/sink/pubsub"
 )
 
@@ -26,7 +25,7 @@ func TestRunPubSub(t *testing.T) {
 	if _, err := ps.GServer.CreateTopic(ctx, &pubsubpb.Topic{Name: "projects/ferry-test/topics/orders"}); err != nil {
 		t.Fatal(err)
 	}
-	srv := mongotest.New(t)
+	srv, client := emulator(t)
 	cfgPath := writeFile(t, `
 listen: 127.0.0.1:0
 state: {uri: "`+srv.URI()+`"}
@@ -38,11 +37,6 @@ streams:
     sink: {pubsub: {project: ferry-test, topic: orders, emulator: "`+ps.Addr+`"}}
 `)
 	run := startRun(t, cfgPath)
-	client, err := mongo.Connect(options.Client().ApplyURI(srv.URI()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer client.Disconnect(ctx)
 	run.waitStarted(t, client, "ferry", 2)
 	orders := client.Database("shop").Collection("orders")
 	const inserts, updates, deletes = 20, 8, 4
@@ -62,12 +56,12 @@ streams:
 		}
 	}
 	const changes = inserts + updates + deletes
-	waitFor(t, func() string {
+	poll.Until(t, 30*time.Second, func() error {
 		run.alive(t)
-		if len(ps.Messages()) >= changes {
-			return "ok"
+		if n := len(ps.Messages()); n < changes {
+			return fmt.Errorf("%d messages published, want %d", n, changes)
 		}
-		return ""
+		return nil
 	})
 	run.stop(t)
 	msgs := ps.Messages()

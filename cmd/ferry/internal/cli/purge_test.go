@@ -12,6 +12,7 @@ import (
 
 	"github.com/ferry-io/ferry/checkpoint"
 	"github.com/ferry-io/ferry/checkpoint/mongostore"
+	"github.com/ferry-io/ferry/internal/poll"
 	"github.com/ferry-io/ferry/internal/resumetoken"
 	"github.com/ferry-io/ferry/sink/mongoproj"
 )
@@ -182,7 +183,7 @@ func TestRunMongoProjectionPurgesTombstones(t *testing.T) {
 	waitPasses := func(run *running, n int) {
 		t.Helper()
 		from := passCount()
-		waitFor(t, func() string {
+		poll.Until(t, 30*time.Second, func() error {
 			run.alive(t)
 			mu.Lock()
 			defer mu.Unlock()
@@ -191,10 +192,10 @@ func TestRunMongoProjectionPurgesTombstones(t *testing.T) {
 					t.Fatalf("purge pass failed: %v", r.Err)
 				}
 			}
-			if len(passes) >= from+n {
-				return "ok"
+			if len(passes) < from+n {
+				return fmt.Errorf("%d purge passes ran, want %d", len(passes)-from, n)
 			}
-			return ""
+			return nil
 		})
 	}
 
@@ -216,12 +217,12 @@ func TestRunMongoProjectionPurgesTombstones(t *testing.T) {
 	if _, err := src.DeleteMany(ctx, bson.D{{Key: "_id", Value: bson.D{{Key: "$lt", Value: 6}}}}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() string {
+	poll.Until(t, 30*time.Second, func() error {
 		run.alive(t)
-		if tombstones() == 6 {
-			return "ok"
+		if n := tombstones(); n != 6 {
+			return fmt.Errorf("%d tombstones, want 6", n)
 		}
-		return ""
+		return nil
 	})
 	cur, err := proj.Find(ctx, bson.D{{Key: "_ferry.del", Value: true}})
 	if err != nil {
@@ -244,12 +245,12 @@ func TestRunMongoProjectionPurgesTombstones(t *testing.T) {
 	}
 	// Every checkpoint passes the deletes, but the tombstones are younger
 	// than the retention: passes run and keep them.
-	waitFor(t, func() string {
+	poll.Until(t, 30*time.Second, func() error {
 		run.alive(t)
-		if behind() == "" {
-			return "ok"
+		if b := behind(); b != "" {
+			return fmt.Errorf("%s is behind the deletes", b)
 		}
-		return ""
+		return nil
 	})
 	waitPasses(run, 3)
 	if n := tombstones(); n != 6 {
@@ -304,12 +305,12 @@ func TestRunMongoProjectionPurgesTombstones(t *testing.T) {
 	}
 	set(rewind)
 	run = startRun(t, cfgPath)
-	waitFor(t, func() string {
+	poll.Until(t, 30*time.Second, func() error {
 		run.alive(t)
-		if tombstones() == 0 {
-			return "ok"
+		if n := tombstones(); n != 0 {
+			return fmt.Errorf("%d tombstones not purged", n)
 		}
-		return ""
+		return nil
 	})
 	if b := behind(); b != "" {
 		t.Fatalf("tombstones purged while %s is behind them", b)

@@ -11,7 +11,6 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
-	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/ferry-io/ferry/checkpoint"
 	"github.com/ferry-io/ferry/checkpoint/mongostore"
@@ -22,6 +21,7 @@ import (
 // checkpoints were saved at known cluster times.
 type resetEnv struct {
 	srv    *mongotest.Server
+	client *mongo.Client
 	cps    *mongostore.Store
 	oldest time.Time // the oldest checkpoint's cluster time (whole seconds)
 }
@@ -30,18 +30,13 @@ type resetEnv struct {
 // server's clock and of partition 1 at 100 s before it.
 func newResetEnv(t *testing.T, agoOldest time.Duration) *resetEnv {
 	t.Helper()
-	srv := mongotest.New(t)
-	client, err := mongo.Connect(options.Client().ApplyURI(srv.URI()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = client.Disconnect(context.Background()) })
+	srv, client := emulator(t)
 	cps, err := mongostore.New(client.Database("ferry_state"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	now := srv.Now()
-	env := &resetEnv{srv: srv, cps: cps, oldest: time.Unix(now.Add(-agoOldest).Unix(), 0).UTC()}
+	env := &resetEnv{srv: srv, client: client, cps: cps, oldest: time.Unix(now.Add(-agoOldest).Unix(), 0).UTC()}
 	for p, ago := range []time.Duration{agoOldest, 100 * time.Second} {
 		ts := bson.Timestamp{T: uint32(now.Add(-ago).Unix()), I: 3}
 		if _, err := cps.Save(context.Background(), checkpoint.Checkpoint{Stream: "orders", Partition: p, Epoch: 1,

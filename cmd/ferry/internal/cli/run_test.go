@@ -2,11 +2,16 @@ package cli
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"regexp"
 	"testing"
+	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
+
+	"github.com/ferry-io/ferry/internal/poll"
 )
 
 // running is a `ferry run` a test started in-process.
@@ -25,6 +30,18 @@ func startRun(t *testing.T, cfgPath string) *running {
 	go func() { r.done <- runDaemon(ctx, []string{"-c", cfgPath}, &r.out, &r.errOut) }()
 	t.Cleanup(cancel)
 	return r
+}
+
+// converged is a poll.Until condition: the projection equals the source,
+// document for document, and the daemon still runs.
+func (r *running) converged(t *testing.T, src, proj *mongo.Collection) func() error {
+	return func() error {
+		r.alive(t)
+		if diff := projectionDiff(t, src, proj); diff != "" {
+			return fmt.Errorf("the projection differs from the source:\n%s", diff)
+		}
+		return nil
+	}
 }
 
 // alive fails the test at once if the daemon stopped.
@@ -51,14 +68,14 @@ func (r *running) stop(t *testing.T) {
 // state database: events written afterwards are delivered.
 func (r *running) waitStarted(t *testing.T, client *mongo.Client, stateDB string, n int64) {
 	t.Helper()
-	waitFor(t, func() string {
+	poll.Until(t, 30*time.Second, func() error {
 		r.alive(t)
 		c, _ := client.Database(stateDB).Collection("checkpoints").CountDocuments(context.Background(),
 			bson.D{{Key: "token", Value: bson.D{{Key: "$ne", Value: nil}}}})
-		if c >= n {
-			return "ok"
+		if c < n {
+			return fmt.Errorf("%d of %d partitions recorded a position", c, n)
 		}
-		return ""
+		return nil
 	})
 }
 
@@ -68,11 +85,15 @@ var listening = regexp.MustCompile(`"msg":"listening","addr":"([^"]+)"`)
 // addr waits until the daemon serves HTTP and returns its address.
 func (r *running) addr(t *testing.T) string {
 	t.Helper()
-	return waitFor(t, func() string {
+	var addr string
+	poll.Until(t, 30*time.Second, func() error {
 		r.alive(t)
-		if m := listening.FindStringSubmatch(r.errOut.String()); m != nil {
-			return m[1]
+		m := listening.FindStringSubmatch(r.errOut.String())
+		if m == nil {
+			return errors.New("ferry run does not log that it listens")
 		}
-		return ""
+		addr = m[1]
+		return nil
 	})
+	return addr
 }

@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/ferry-io/ferry/internal/poll"
 )
 
 // twoStreamsYAML configures orders (2 partitions) and audit (1 partition),
@@ -111,15 +113,18 @@ func TestStatusDocument(t *testing.T) {
 
 	var doc *statusDoc
 	var body []byte
-	waitUntil(t, 30*time.Second, "/status shows the deliveries, the dead letter and the failed stream", func() bool {
+	poll.Until(t, 30*time.Second, func() error {
 		code, b := getBody(t, "http://"+addr+"/status")
 		if code != http.StatusOK {
-			return false
+			return fmt.Errorf("/status: %d", code)
 		}
 		body, doc = b, decodeStatus(t, b)
 		o, a := findStream(doc, "orders"), findStream(doc, "audit")
-		return rcv.delivered() == 6 && o != nil && o.DLQ.Size != nil && *o.DLQ.Size == 1 && a != nil && a.State == "failed" &&
-			doc.LedgerEntries != nil && *doc.LedgerEntries >= 6
+		if rcv.delivered() != 6 || o == nil || o.DLQ.Size == nil || *o.DLQ.Size != 1 || a == nil || a.State != "failed" ||
+			doc.LedgerEntries == nil || *doc.LedgerEntries < 6 {
+			return fmt.Errorf("%d delivered; /status does not show 6 deliveries, orders' dead letter, audit failed and 6 ledger entries:\n%s", rcv.delivered(), b)
+		}
+		return nil
 	})
 	if doc.Schema != statusSchema || doc.StateStore != "mongodb" || len(doc.Streams) != 2 || doc.Streams[0].Name != "orders" {
 		t.Fatalf("document header: schema %q, store %q, %d streams:\n%s", doc.Schema, doc.StateStore, len(doc.Streams), body)
@@ -317,14 +322,16 @@ streams:
 	d := startRun(t, cfg)
 	addr := d.addr(t)
 	var doc *statusDoc
-	waitUntil(t, 20*time.Second, "/status shows the running partition", func() bool {
+	poll.Until(t, 20*time.Second, func() error {
 		code, b := getBody(t, "http://"+addr+"/status")
 		if code != http.StatusOK {
-			return false
+			return fmt.Errorf("/status: %d", code)
 		}
 		doc = decodeStatus(t, b)
-		o := findStream(doc, "orders")
-		return o != nil && len(o.Partitions) == 1 && o.Partitions[0].CheckpointAt != nil && o.Partitions[0].Owner != ""
+		if o := findStream(doc, "orders"); o == nil || len(o.Partitions) != 1 || o.Partitions[0].CheckpointAt == nil || o.Partitions[0].Owner == "" {
+			return fmt.Errorf("/status does not show the running partition:\n%s", b)
+		}
+		return nil
 	})
 	o := findStream(doc, "orders")
 	if doc.StateStore != "bolt" || doc.LedgerEntries != nil || o.DLQ.Size != nil || o.State != "running" ||

@@ -11,6 +11,8 @@ import (
 
 	"github.com/chromedp/chromedp"
 	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/ferry-io/ferry/internal/poll"
 )
 
 // TestOperatorSurfaceShowsNoSecrets runs a member with credentials
@@ -73,15 +75,18 @@ streams:
 	}
 	base := "http://" + m.addr() + "/"
 	var status string
-	waitUntil(t, 30*time.Second, "deliveries, a dead letter and audit failed", func() bool {
+	poll.Until(t, 30*time.Second, func() error {
 		code, body := getBody(t, base+"status")
 		if code != http.StatusOK {
-			return false
+			return fmt.Errorf("/status: %d", code)
 		}
 		doc := decodeStatus(t, body)
 		o, a := findStream(doc, "orders"), findStream(doc, "audit")
 		status = string(body)
-		return len(hook.deliveries()) == 3 && o.DLQ.Size != nil && *o.DLQ.Size == 1 && a.State == "failed"
+		if len(hook.deliveries()) != 3 || o.DLQ.Size == nil || *o.DLQ.Size != 1 || a.State != "failed" {
+			return fmt.Errorf("%d deliveries, orders DLQ size %v, audit %s; want 3, 1 and failed", len(hook.deliveries()), o.DLQ.Size, a.State)
+		}
+		return nil
 	})
 	_, page := getBody(t, base)
 	shown := ""

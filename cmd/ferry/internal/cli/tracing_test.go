@@ -20,6 +20,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/ferry-io/ferry"
+	"github.com/ferry-io/ferry/internal/poll"
 )
 
 // otlpSpan is a span as an OTLP/HTTP collector received it.
@@ -210,9 +211,19 @@ func TestTracingEndToEnd(t *testing.T) {
 	const n = 5
 	for i := range n {
 		e.insert("orders", bson.D{{Key: "_id", Value: fmt.Sprintf("o-%d", i)}})
-		waitUntil(t, 20*time.Second, fmt.Sprintf("delivery %d", i+1), func() bool { return len(hook.deliveries()) == i+1 })
+		poll.Until(t, 20*time.Second, func() error {
+			if got := len(hook.deliveries()); got != i+1 {
+				return fmt.Errorf("%d deliveries, want %d", got, i+1)
+			}
+			return nil
+		})
 	}
-	waitUntil(t, 20*time.Second, "the collector received every delivery's span", func() bool { return len(otlp.named("deliver ")) >= n })
+	poll.Until(t, 20*time.Second, func() error {
+		if got := len(otlp.named("deliver ")); got < n {
+			return fmt.Errorf("the collector received %d deliver spans, want every delivery's (%d)", got, n)
+		}
+		return nil
+	})
 	metricsBody := func() string { _, b := m.get("/metrics"); return b }()
 	m.stop(syscall.SIGTERM) // flushes the rest
 

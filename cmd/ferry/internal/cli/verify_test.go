@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"regexp"
@@ -12,6 +13,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
+	"github.com/ferry-io/ferry/internal/poll"
 	"github.com/ferry-io/ferry/sink/mongoproj"
 )
 
@@ -45,14 +47,14 @@ func TestVerify(t *testing.T) {
 		t.Fatal(err)
 	}
 	ledgerColl := e.client.Database("ferry_state").Collection("ledger")
-	waitFor(t, func() string {
+	poll.Until(t, 30*time.Second, func() error {
 		daemon.alive(t)
 		n, _ := ledgerColl.CountDocuments(ctx, bson.D{})
 		live, _ := e.proj.CountDocuments(ctx, mongoproj.Live())
-		if n == 22 && live == 19 {
-			return "ok"
+		if n != 22 || live != 19 {
+			return fmt.Errorf("%d ledger entries and %d live documents, want 22 and 19", n, live)
 		}
-		return ""
+		return nil
 	})
 	daemon.stop(t) // final checkpoints: nothing pending
 	verifyRun := func() (int, string) {
@@ -137,23 +139,23 @@ func TestDaemonVerifies(t *testing.T) {
 		return m[1]
 	}
 	ledgerColl := e.client.Database("ferry_state").Collection("ledger")
-	waitFor(t, func() string {
+	poll.Until(t, 30*time.Second, func() error {
 		daemon.alive(t)
 		n, _ := ledgerColl.CountDocuments(ctx, bson.D{})
-		if n == 10 && metric("ferry_verify_missing") == "0" && metric("ferry_verify_last_run_timestamp") != "0" {
-			return "ok"
+		if missing, last := metric("ferry_verify_missing"), metric("ferry_verify_last_run_timestamp"); n != 10 || missing != "0" || last == "0" {
+			return fmt.Errorf("%d ledger entries, ferry_verify_missing %q, ferry_verify_last_run_timestamp %q; want 10, 0 and a run", n, missing, last)
 		}
-		return ""
+		return nil
 	})
 	if _, err := ledgerColl.DeleteOne(ctx, bson.D{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() string {
+	poll.Until(t, 30*time.Second, func() error {
 		daemon.alive(t)
-		if metric("ferry_verify_missing") == "1" {
-			return "ok"
+		if missing := metric("ferry_verify_missing"); missing != "1" {
+			return fmt.Errorf("ferry_verify_missing = %q, want 1", missing)
 		}
-		return ""
+		return nil
 	})
 	if !strings.Contains(daemon.errOut.String(), `"msg":"verify found missing changes"`) {
 		t.Fatalf("no warning logged:\n%s", daemon.errOut.String())

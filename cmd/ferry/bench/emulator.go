@@ -1,0 +1,36 @@
+package main
+
+import (
+	"os"
+	"strconv"
+
+	"github.com/ferry-io/ferry/mongotest"
+)
+
+// oplogBytesEnv sizes the emulator's oplog for the backlog, so that
+// nothing the bench reads falls off it.
+const oplogBytesEnv = "FERRY_BENCH_OPLOG_BYTES"
+
+// runEmulator is the emulator child: a mongotest server on a free port
+// until stdin closes. Its CPU and memory are its own, reported on request.
+func runEmulator(out *childOut) error {
+	opts := []mongotest.Option{mongotest.Addr("127.0.0.1:0"), mongotest.OplogMaxEntries(1 << 30)}
+	if n, err := strconv.ParseInt(os.Getenv(oplogBytesEnv), 10, 64); err == nil && n > 0 {
+		opts = append(opts, mongotest.OplogMaxBytes(n))
+	}
+	srv, err := mongotest.Start(opts...)
+	if err != nil {
+		return err
+	}
+	defer srv.Close()
+	out.send(message{Kind: "ready", Ready: &ready{URI: srv.URI()}})
+	out.serve(os.Stdin, nil)
+	return nil
+}
+
+// startEmulator starts an emulator child whose oplog holds a backlog of n
+// events several times over (the daemon's own writes go there too).
+func startEmulator(n int) (*child, error) {
+	bytes := max(int64(n)*8<<10, 1<<30)
+	return startChild("emulator", []string{oplogBytesEnv + "=" + strconv.FormatInt(bytes, 10)})
+}

@@ -1,5 +1,0 @@
-package ferry_test
-
-import "runtime"
-
-func runtime_Gosched() { runtime.Gosched() }

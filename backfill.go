@@ -152,6 +152,14 @@ func (r *runner) scopeNamespaces(ctx context.Context) ([]Namespace, error) {
 // scan: a scan whose own writes (a state store sharing the source's
 // oplog) pushed the marker off the oplog used to restart for ever.
 //
+// The marker is the first postBatchResumeToken of the stream the read
+// loop goes on consuming (r.opened): nothing stands between taking the
+// marker and reading from it, neither closing that stream and opening
+// another at the marker nor the server round trips the scan needs first
+// (its server time, its collections), which the scan's goroutine makes.
+// Any of them answered slowly let a busy oplog roll past the marker before
+// the stream read from it, and the backfill never ended.
+//
 // Per document, the sink sees the scanned document and the streamed
 // changes in any order; the backfill events carry ScanStarted and
 // ScanMarker so that the sink keeps a streamed change's result over an
@@ -167,17 +175,9 @@ func (r *runner) startBackfill(ctx context.Context) (position, error) {
 		return position{}, fmt.Errorf("ferry: backfill: open the start marker: %w", err)
 	}
 	marker := cs.ResumeToken()
-	cs.Close(context.WithoutCancel(ctx))
 	if marker == nil {
+		cs.Close(context.WithoutCancel(ctx))
 		return position{}, fmt.Errorf("ferry: backfill: the server returned no resume token for the start marker")
-	}
-	since, err := r.serverTime(ctx)
-	if err != nil {
-		return position{}, err
-	}
-	namespaces, err := r.scopeNamespaces(ctx)
-	if err != nil {
-		return position{}, err
 	}
 	var markerTime bson.Timestamp
 	if tok, err := resumetoken.Parse(marker); err == nil {
@@ -190,9 +190,25 @@ func (r *runner) startBackfill(ctx context.Context) (position, error) {
 	sctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	r.stopScan = func() { cancel(); <-done }
-	r.c.log.Info("backfill started", "namespaces", len(namespaces), "streaming_meanwhile", true)
 	go func() {
 		defer close(done)
+		// The sweep's time is the server's, read after the marker: a
+		// target document not written since is not in the source.
+		since, err := r.serverTime(sctx)
+		if err != nil {
+			if sctx.Err() == nil {
+				r.fail(err)
+			}
+			return
+		}
+		namespaces, err := r.scopeNamespaces(sctx)
+		if err != nil {
+			if sctx.Err() == nil {
+				r.fail(err)
+			}
+			return
+		}
+		r.c.log.Info("backfill started", "namespaces", len(namespaces), "streaming_meanwhile", true)
 		var wg sync.WaitGroup
 		var scanned int
 		scan := &scanMark{since: since, marker: markerTime}
@@ -224,6 +240,7 @@ func (r *runner) startBackfill(ctx context.Context) (position, error) {
 		default:
 		}
 	}()
+	r.opened = cs
 	return position{resumeAfter: marker}, nil
 }
 

@@ -4,13 +4,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/ferry-io/ferry"
 	"github.com/ferry-io/ferry/checkpoint"
+	"github.com/ferry-io/ferry/internal/emutest"
 	"github.com/ferry-io/ferry/internal/poll"
 )
 
@@ -129,5 +135,86 @@ func TestBackfillDocumentKeyOnShardedCollection(t *testing.T) {
 	}
 	if err := r.stop(t); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestBackfillStreamsFromItsMarkerAtOnce: with a sweeper, the backfill's
+// stream must read from its start marker as soon as the marker is taken;
+// whatever else the backfill asks the server first (the server's time for
+// the sweep, closing a cursor) may be slow, and meanwhile a busy oplog
+// rolls past the marker. Here the server answers the consumer's hello and
+// killCursors a second late while other writes roll a 60-entry oplog in
+// about 100 ms. The backfill took its marker from one stream, closed it,
+// read the server's time and opened the stream again at the marker: the
+// marker was gone by then, twice, and the stream failed (history-lost).
+// Now the marker's own stream is kept open and read at once, and the
+// backfill ends.
+func TestBackfillStreamsFromItsMarkerAtOnce(t *testing.T) {
+	e := newEnv(t, emutest.OplogMaxEntries(60))
+	if e.srv == nil {
+		t.Skip("needs the emulator's small oplog and fail points")
+	}
+	ctx := context.Background()
+	src := e.db.Collection("c")
+	r := start(t, e.client, func(context.Context, *ferry.Event) error { return nil }, e.opts()...)
+	waitStarted(t, e.store)
+	if err := r.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	var docs []any
+	for i := range 100 {
+		docs = append(docs, bson.D{{Key: "_id", Value: i}})
+	}
+	if _, err := src.InsertMany(ctx, docs); err != nil { // the checkpoint falls off the oplog
+		t.Fatal(err)
+	}
+	const app = "backfiller"
+	client, err := mongo.Connect(options.Client().ApplyURI(e.srv.URI()).SetAppName(app))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = client.Disconnect(context.Background()) }()
+	if err := client.Ping(ctx, nil); err != nil { // connected before the fail point slows the handshake
+		t.Fatal(err)
+	}
+	noise := stopNoise(t, e.db.Collection("noise"))
+	defer noise()
+	e.srv.FailCommand(emutest.FailPoint{Commands: []string{"hello", "killCursors"}, BlockFor: time.Second, AppName: app})
+	defer e.srv.ClearFailPoints()
+	var swept atomic.Bool
+	sweeper := func(context.Context, time.Time) error { swept.Store(true); return nil }
+	var logs lockedBuffer
+	rec := newRecorder()
+	r = start(t, client, rec.handle, e.opts(ferry.OnHistoryLost(ferry.HistoryLostBackfill), ferry.WithSweeper(sweeper),
+		ferry.Logger(slog.New(slog.NewTextHandler(&logs, nil))))...)
+	failed := make(chan error, 1)
+	go func() { failed <- r.wait(t) }()
+	deadline := time.After(30 * time.Second)
+	for {
+		cp, err := e.store.Load(ctx, "s", 0)
+		if err == nil && cp.State == checkpoint.StateRunning && swept.Load() {
+			break
+		}
+		select {
+		case err := <-failed:
+			t.Fatalf("Run = %v; the backfill never ended (%d backfills):\n%s", err, strings.Count(logs.String(), "backfill started"), logs.String())
+		case <-deadline:
+			t.Fatalf("the checkpoint never left needs-backfill in 30 s (%d backfills)", strings.Count(logs.String(), "backfill started"))
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	// One recovery: the checkpoint's history was lost once, the marker's
+	// never.
+	if n := strings.Count(logs.String(), "resume token no longer in the oplog"); n != 1 || strings.Contains(logs.String(), "start marker left the oplog") {
+		t.Errorf("%d recoveries from lost history, want 1:\n%s", n, logs.String())
+	}
+	scanned := map[int32]bool{}
+	for _, ev := range rec.snapshot() {
+		if ev.Backfill {
+			scanned[ev.DocumentKey.Lookup("_id").Int32()] = true
+		}
+	}
+	if len(scanned) != 100 {
+		t.Errorf("the scan handed on %d of 100 documents", len(scanned))
 	}
 }

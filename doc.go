@@ -141,14 +141,17 @@
 // handler as a backfill event, and resumes streaming from the marker. With
 // a sweeper (WithSweeper: a sink that can tell a scanned copy from a newer
 // streamed change, such as the mongodb projection) the stream is applied
-// from the marker while the scan runs, so the oplog only has to hold the
-// marker until the open stream has read past it, not for the whole scan;
-// the checkpoint stays needs-backfill until the scan and its sweep are
-// done. Without a sweeper the scan runs first and the stream resumes from
-// the marker after it, so every backfill event of a document reaches the
+// from the marker while the scan runs: the marker is the first position of
+// the stream that goes on being read, so the oplog only has to hold the
+// marker until that stream's next read, not for the whole scan; the
+// checkpoint stays needs-backfill until the scan and its sweep are done.
+// Without a sweeper the scan runs first and the stream resumes from the
+// marker after it, so every backfill event of a document reaches the
 // handler before that document's newer changes; the oplog must then hold
-// the marker for the whole scan, or the backfill fails (a failure that
-// clears: it is tried again).
+// the marker for the whole scan. A backfill whose marker left the oplog
+// before streaming got past it is tried once more; after two in a row the
+// stream fails with FailHistoryLost (it does not clear), saying how long
+// the scan ran.
 //
 // # Lag
 //

@@ -120,6 +120,9 @@ type Event struct {
 	// Attempt counts handler calls for this event, from 1.
 	Attempt int
 
+	// laneIdx is the index of the lane that delivers the event (Lane).
+	laneIdx int
+
 	idOnce sync.Once
 	id     string
 	// traceParent is the traceparent of the read batch the event came in
@@ -129,6 +132,13 @@ type Event struct {
 	// delivery (HookDelivery), "" when none: DeliveryTraceParent.
 	deliveryTP string
 }
+
+// Lane returns the index of the lane that delivers the event, from 0 to
+// Concurrency-1: a lane delivers its events one after the other, and the
+// events of one document always share a lane. A handler that keeps state
+// per call in flight (group's transactional fencing keeps a fence document
+// per lane) can key it by the lane without two calls contending for it.
+func (e *Event) Lane() int { return e.laneIdx }
 
 // ID returns the event id: the hex sha256 of the resume token's bytes
 // (for a backfill event, of the backfill's start marker, namespace and

@@ -507,7 +507,7 @@ func (r *runner) waitRetry(ctx context.Context, d time.Duration) bool {
 // documentKey) always go to the same lane, so they apply in order.
 func (r *runner) dispatch(it *item) { r.lanes[r.laneOf(it.ev)] <- it }
 
-// laneOf is the lane of ev's document.
+// laneOf is the lane of ev's document; it records it in ev (Event.Lane).
 func (r *runner) laneOf(ev *Event) int {
 	// FNV-1a over db, coll and documentKey, inline to stay allocation-free.
 	const prime = 1099511628211
@@ -523,7 +523,9 @@ func (r *runner) laneOf(ev *Event) int {
 	for _, b := range ev.DocumentKey {
 		h = (h ^ uint64(b)) * prime
 	}
-	return int(h % uint64(len(r.lanes)))
+	lane := int(h % uint64(len(r.lanes)))
+	ev.laneIdx = lane // Event.Lane: the transactional fence's slot
+	return lane
 }
 
 // sinkDown records that every delivery is failing: the partition waits

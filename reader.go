@@ -107,7 +107,7 @@ func (r *runner) read(ctx context.Context) error {
 	}
 	wait := cfg.backoffMin
 	for {
-		cs, err := r.open(ctx, pos)
+		cs, err := r.openAt(ctx, pos)
 		if err == nil {
 			wait = cfg.backoffMin
 			if fresh {
@@ -217,6 +217,16 @@ func (r *runner) read(ctx context.Context) error {
 			return &stopError{kind: ErrFatal, err: err, detail: detail, msg: "ferry: " + detail}
 		}
 	}
+}
+
+// openAt opens the stream at pos, or hands over the stream already open
+// there (r.opened: a concurrent backfill's, open at its marker).
+func (r *runner) openAt(ctx context.Context, pos position) (*mongo.ChangeStream, error) {
+	if cs := r.opened; cs != nil {
+		r.opened = nil
+		return cs, nil
+	}
+	return r.open(ctx, pos)
 }
 
 // consume reads events from an open stream. A non-nil position means

@@ -8,6 +8,7 @@ import (
 
 	"github.com/ferry-io/ferry/checkpoint"
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
 )
 
 // runner is one execution of Consumer.Run: reader → window → lanes →
@@ -43,6 +44,10 @@ type runner struct {
 	// it (nil when none was started).
 	scanning atomic.Bool
 	stopScan func()
+	// opened is a stream already open at the position the read loop goes
+	// on from (a concurrent backfill's marker stream): the loop reads it
+	// instead of opening one.
+	opened *mongo.ChangeStream
 	// frags collects a split event's fragments (the reader's only).
 	frags fragments
 	// readAt is the stream's position after the last event the reader

@@ -65,9 +65,9 @@
 //	               after; Event.ID() is the idempotency key,         effect and the ledger write and the sink ignores the key
 //	               Event.Epoch the fencing token
 //	transactional  ledger insert + lease-epoch check + the           exactly-once effects for writes the handler makes through
-//	               handler's writes in one MongoDB transaction       the context it is given, with the group's client, in the
-//	               (the handler gets a session context)              state store's cluster; a fenced-off zombie's transaction
-//	                                                                 aborts
+//	               handler's writes + a fence write in one MongoDB   the context it is given, with the group's client, in the
+//	               transaction (the handler gets a session context)  state store's cluster; a fenced-off zombie's transaction
+//	                                                                 aborts, even one stopped after its lease check
 //
 // Every handler call first checks that the partition's lease is still
 // provably valid; if not, the partition stops without finishing the event
@@ -95,6 +95,17 @@
 //     transactions on them meet write conflicts. Ferry retries transient
 //     errors for as long as they last and never dead-letters an event
 //     because of them; lowering the server parameter shortens the wait.
+//     Killed between its fence write and its commit (the transaction's
+//     last round trip), it also holds a fence document, and the new
+//     owner's start waits for the transaction to end.
+//   - Fencing in transactional mode is a write, not a read: the
+//     transaction's snapshot keeps showing the lease it read, however long
+//     the member is stopped (SIGSTOP, a pause) before it commits. Each
+//     partition has 64 fence documents in the state database's fences
+//     collection ({_id: {group, partition, slot}, epoch}); a new owner
+//     raises them to its epoch before reading, and each transaction
+//     increments its lane's one under its own epoch just before the
+//     commit: it then either commits before the takeover or not at all.
 //   - Takeover after a crash takes up to the lease TTL plus a rebalance
 //     interval (a quarter of the TTL): the member timeout defaults to the
 //     lease TTL, so a dead member's leases and membership lapse together.

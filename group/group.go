@@ -30,9 +30,10 @@ const (
 	// Idempotent: the ledger is consulted before the effect and written
 	// after it; the handler gets the idempotency key (Event.ID) and epoch.
 	Idempotent Mode = "idempotent"
-	// Transactional: ledger insert, a lease-epoch check and the handler's
-	// own writes (through the context it is given) in one MongoDB
-	// transaction: exactly-once effects in the state store's cluster.
+	// Transactional: ledger insert, a lease-epoch check, the handler's
+	// own writes (through the context it is given) and a write to the
+	// partition's fence document in one MongoDB transaction: exactly-once
+	// effects in the state store's cluster, none from a fenced-off owner.
 	Transactional Mode = "transactional"
 )
 

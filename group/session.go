@@ -192,7 +192,15 @@ func (g *Group) start(ctx context.Context, runs map[int]*running, p int, ended c
 	run := &running{held: held, cancel: cancel, done: make(chan error, 1), started: time.Now()}
 	runs[p] = run
 	go func() {
-		err := c.Run(cctx)
+		var err error
+		if cfg.mode == Transactional {
+			// Before anything is read: a transaction of an earlier owner
+			// either commits first or cannot commit (fence.go).
+			err = g.raiseFence(cctx, p, epoch)
+		}
+		if err == nil {
+			err = c.Run(cctx)
+		}
 		run.done <- err
 		ended <- p
 	}()

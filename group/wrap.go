@@ -70,7 +70,13 @@ func (g *Group) wrap(held *lease.Held, p int) ferry.Handler {
 				if err := fence(sctx, held); err != nil {
 					return err
 				}
-				return h(sctx, ev)
+				if err := h(sctx, ev); err != nil {
+					return err
+				}
+				// The read above sees this transaction's snapshot only: the
+				// fence write is what keeps a stopped member's effect from
+				// committing after a takeover (fence.go).
+				return g.passFence(sctx, p, ev)
 			})
 		}
 	}

@@ -88,8 +88,12 @@ func (g *Group) wrapBatch(held *lease.Held, p int) ferry.BatchHandler {
 				if err := fence(sctx, held); err != nil {
 					return err
 				}
-				herr = h(sctx, fresh)
-				return herr
+				if herr = h(sctx, fresh); herr != nil {
+					return herr
+				}
+				// A lane's batch: its events share the lane's fence slot
+				// (fence.go).
+				return g.passFence(sctx, p, fresh[0])
 			})
 			if err == nil {
 				g.ledgerDuplicates.Add(int64(dups))

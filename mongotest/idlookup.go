@@ -1,6 +1,7 @@
 package mongotest
 
 import (
+	"cmp"
 	"slices"
 	"strings"
 
@@ -160,16 +161,6 @@ func naturalOrder(recs []*record) []*record {
 	if len(recs) < 2 {
 		return recs
 	}
-	slices.SortFunc(recs, func(a, b *record) int { return cmpOrd(a.ord, b.ord) })
+	slices.SortFunc(recs, func(a, b *record) int { return cmp.Compare(a.ord, b.ord) })
 	return slices.Compact(recs)
-}
-
-func cmpOrd(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }

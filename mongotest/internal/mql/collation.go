@@ -1,6 +1,7 @@
 package mql
 
 import (
+	"cmp"
 	"strings"
 	"sync"
 
@@ -162,7 +163,7 @@ func CompareCollated(a, b any, c *Collation) int {
 	}
 	ra, rb := typeRank(a), typeRank(b)
 	if ra != rb {
-		return cmpInt(ra, rb)
+		return cmp.Compare(ra, rb)
 	}
 	switch ra {
 	case rankString:
@@ -174,7 +175,7 @@ func CompareCollated(a, b any, c *Collation) int {
 		for i := 0; i < n; i++ {
 			ra, rb := typeRank(da[i].Value), typeRank(db[i].Value)
 			if ra != rb {
-				return cmpInt(ra, rb)
+				return cmp.Compare(ra, rb)
 			}
 			if k := strings.Compare(da[i].Key, db[i].Key); k != 0 {
 				return k
@@ -183,7 +184,7 @@ func CompareCollated(a, b any, c *Collation) int {
 				return k
 			}
 		}
-		return cmpInt(len(da), len(db))
+		return cmp.Compare(len(da), len(db))
 	case rankArray:
 		aa, _ := asArray(a)
 		ab, _ := asArray(b)
@@ -193,7 +194,7 @@ func CompareCollated(a, b any, c *Collation) int {
 				return k
 			}
 		}
-		return cmpInt(len(aa), len(ab))
+		return cmp.Compare(len(aa), len(ab))
 	}
 	return compareSameRank(ra, a, b)
 }

@@ -2,6 +2,7 @@ package mql
 
 import (
 	"bytes"
+	"cmp"
 	"math"
 	"math/big"
 	"strings"
@@ -25,7 +26,7 @@ import (
 func Compare(a, b any) int {
 	ra, rb := typeRank(a), typeRank(b)
 	if ra != rb {
-		return cmpInt(ra, rb)
+		return cmp.Compare(ra, rb)
 	}
 	return compareSameRank(ra, a, b)
 }
@@ -33,16 +34,6 @@ func Compare(a, b any) int {
 // Equal reports whether Compare(a, b) == 0.
 func Equal(a, b any) bool {
 	return Compare(a, b) == 0
-}
-
-func cmpInt(a, b int) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 func compareSameRank(rank int, a, b any) int {
@@ -64,10 +55,10 @@ func compareSameRank(rank int, a, b any) int {
 	case rankBinary:
 		ba, bb := binaryOf(a), binaryOf(b)
 		if len(ba.Data) != len(bb.Data) {
-			return cmpInt(len(ba.Data), len(bb.Data))
+			return cmp.Compare(len(ba.Data), len(bb.Data))
 		}
 		if ba.Subtype != bb.Subtype {
-			return cmpInt(int(ba.Subtype), int(bb.Subtype))
+			return cmp.Compare(int(ba.Subtype), int(bb.Subtype))
 		}
 		return bytes.Compare(ba.Data, bb.Data)
 	case rankObjectID:
@@ -115,7 +106,7 @@ func compareSameRank(rank int, a, b any) int {
 	case rankDBPointer:
 		x, y := a.(bson.DBPointer), b.(bson.DBPointer)
 		if len(x.DB) != len(y.DB) {
-			return cmpInt(len(x.DB), len(y.DB))
+			return cmp.Compare(len(x.DB), len(y.DB))
 		}
 		if c := strings.Compare(x.DB, y.DB); c != 0 {
 			return c
@@ -170,7 +161,7 @@ func compareDocs(a, b bson.D) int {
 	for i := 0; i < n; i++ {
 		ra, rb := typeRank(a[i].Value), typeRank(b[i].Value)
 		if ra != rb {
-			return cmpInt(ra, rb)
+			return cmp.Compare(ra, rb)
 		}
 		if c := strings.Compare(a[i].Key, b[i].Key); c != 0 {
 			return c
@@ -179,7 +170,7 @@ func compareDocs(a, b bson.D) int {
 			return c
 		}
 	}
-	return cmpInt(len(a), len(b))
+	return cmp.Compare(len(a), len(b))
 }
 
 func compareArrays(a, b bson.A) int {
@@ -189,7 +180,7 @@ func compareArrays(a, b bson.A) int {
 			return c
 		}
 	}
-	return cmpInt(len(a), len(b))
+	return cmp.Compare(len(a), len(b))
 }
 
 // numKind classifies a number for arithmetic and comparison.
@@ -396,7 +387,7 @@ func compareDecimal(x, y num) int {
 		return 1
 	}
 	if a.inf != 0 || b.inf != 0 {
-		return cmpInt(a.inf, b.inf)
+		return cmp.Compare(a.inf, b.inf)
 	}
 	return a.r.Cmp(b.r)
 }

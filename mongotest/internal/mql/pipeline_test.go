@@ -1,6 +1,7 @@
 package mql
 
 import (
+	"cmp"
 	"strings"
 	"testing"
 
@@ -210,7 +211,7 @@ func TestCompare(t *testing.T) {
 	}
 	for i := range vals {
 		for j := range vals {
-			want := cmpInt(i, j)
+			want := cmp.Compare(i, j)
 			if got := Compare(vals[i], vals[j]); got != want {
 				t.Errorf("Compare(%s, %s) = %d, want %d", order[i], order[j], got, want)
 			}

@@ -1,6 +1,7 @@
 package mql
 
 import (
+	"cmp"
 	"sort"
 	"strings"
 
@@ -221,14 +222,14 @@ func comparePathParts(a, b []string) int {
 			return c
 		}
 	}
-	return cmpInt(len(a), len(b))
+	return cmp.Compare(len(a), len(b))
 }
 
 func compareUpdateField(a, b string) int {
 	if allDigitsStr(a) && allDigitsStr(b) {
 		ta, tb := strings.TrimLeft(a, "0"), strings.TrimLeft(b, "0")
 		if len(ta) != len(tb) {
-			return cmpInt(len(ta), len(tb))
+			return cmp.Compare(len(ta), len(tb))
 		}
 		if c := strings.Compare(ta, tb); c != 0 {
 			return c

@@ -3,8 +3,6 @@ package kafka_test
 import (
 	"testing"
 
-	"go.mongodb.org/mongo-driver/v2/bson"
-
 	"github.com/ferry-io/ferry/sink/kafka"
 	"github.com/ferry-io/ferry/sink/sinktest"
 )
@@ -26,14 +24,7 @@ func TestRenderingUnchanged(t *testing.T) {
 			keys[rec.d.EventID] = rec.key
 		}
 		for _, ev := range sinktest.VariedEvents(9) {
-			want := ev.Namespace.String()
-			if len(ev.DocumentKey) > 0 {
-				b, err := bson.MarshalExtJSON(ev.DocumentKey, true, false)
-				if err != nil {
-					t.Fatal(err)
-				}
-				want = string(b)
-			}
+			want := sinktest.DriverKey(t, ev)
 			if got, ok := keys[ev.ID()]; !ok || got != want {
 				t.Errorf("%s event: record key %q, want %q", ev.OperationType, got, want)
 			}

@@ -5,8 +5,6 @@ import (
 	"encoding/hex"
 	"testing"
 
-	"go.mongodb.org/mongo-driver/v2/bson"
-
 	"github.com/ferry-io/ferry/sink/pubsub"
 	"github.com/ferry-io/ferry/sink/sinktest"
 )
@@ -28,14 +26,7 @@ func TestRenderingUnchanged(t *testing.T) {
 			keys[m.d.EventID] = m.orderingKey
 		}
 		for _, ev := range sinktest.VariedEvents(9) {
-			want := ev.Namespace.String()
-			if len(ev.DocumentKey) > 0 {
-				b, err := bson.MarshalExtJSON(ev.DocumentKey, true, false)
-				if err != nil {
-					t.Fatal(err)
-				}
-				want = string(b)
-			}
+			want := sinktest.DriverKey(t, ev)
 			if len(want) > pubsub.MaxOrderingKeyBytes {
 				sum := sha256.Sum256([]byte(want))
 				want = "sha256:" + hex.EncodeToString(sum[:])

@@ -209,3 +209,19 @@ func CheckRendering(t *testing.T, s sink.Sink, r Receiver, canonical bool) {
 		}
 	}
 }
+
+// DriverKey is the ordering key the broker sinks gave ev before they
+// rendered with internal/extjson: its documentKey as the driver's relaxed
+// Extended JSON, or its namespace for an event without one. Tests compare
+// a sink's keys with it, so existing topics keep their partitioning.
+func DriverKey(t *testing.T, ev *ferry.Event) string {
+	t.Helper()
+	if len(ev.DocumentKey) == 0 {
+		return ev.Namespace.String()
+	}
+	b, err := bson.MarshalExtJSON(ev.DocumentKey, true, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}

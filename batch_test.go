@@ -147,14 +147,6 @@ func (l *callLog) waitApplied(t *testing.T, ids ...int32) {
 	})
 }
 
-func ids(from, to int32) []int32 {
-	var out []int32
-	for i := from; i < to; i++ {
-		out = append(out, i)
-	}
-	return out
-}
-
 // TestBatchMixedResults: a batch whose handler applies some events and
 // fails others (a *BatchError) finishes the applied ones at once and
 // retries only the failed ones, each alone and in batch order; every event
@@ -181,7 +173,7 @@ func TestBatchMixedResults(t *testing.T) {
 	}
 	c, _ := startBatch(t, e.client, h, e.opts(ferry.StartAt(ferry.StartAtTime(at)), ferry.Concurrency(1), ferry.BatchSize(50))...)
 	g.openWhenQueued(t, c, n)
-	log.waitApplied(t, ids(0, n)...)
+	log.waitApplied(t, seq[int32](0, n)...)
 
 	handed, applied := log.handed(), log.applied()
 	for id := range int32(n) {
@@ -375,7 +367,7 @@ func TestBatchPoisonIsDeadLetteredAlone(t *testing.T) {
 				return nil
 			})
 			written := stopWriting()
-			want := append(ids(0, n), ids(1000, 1000+int32(written))...)
+			want := append(seq[int32](0, n), seq(1000, 1000+int32(written))...)
 			want = slices.DeleteFunc(want, func(id int32) bool { return id == poison.Load() })
 			log.waitApplied(t, want...)
 			entries = deadLetters(t, e)
@@ -453,7 +445,7 @@ func TestBatchOutageDeadLettersNothing(t *testing.T) {
 				return nil
 			})
 			down.Store(false)
-			log.waitApplied(t, ids(0, 50)...)
+			log.waitApplied(t, seq[int32](0, 50)...)
 			if entries := deadLetters(t, e); len(entries) != 0 {
 				t.Fatalf("%d events dead-lettered during an outage, want none", len(entries))
 			}
@@ -505,7 +497,7 @@ func TestBatchBounds(t *testing.T) {
 	c, _ := startBatch(t, e.client, h, e.opts(ferry.StartAt(ferry.StartAtTime(at)), ferry.Concurrency(2),
 		ferry.BatchSize(7), ferry.BatchBytes(maxBytes))...)
 	g.openWhenQueued(t, c, n)
-	log.waitApplied(t, ids(0, n)...)
+	log.waitApplied(t, seq[int32](0, n)...)
 	mu.Lock()
 	full := 0
 	for _, s := range sizes {
@@ -533,7 +525,7 @@ func TestBatchBounds(t *testing.T) {
 	mu.Unlock()
 	c, _ = startBatch(t, e2.client, h, e2.opts(ferry.StartAt(ferry.StartAtTime(at)), ferry.Concurrency(1), ferry.BatchSize(7))...)
 	g.openWhenQueued(t, c, n)
-	log.waitApplied(t, ids(0, n)...)
+	log.waitApplied(t, seq[int32](0, n)...)
 	mu.Lock()
 	defer mu.Unlock()
 	sevens := 0

@@ -681,8 +681,9 @@ func sortedIDs(evs []*ferry.Event) []int {
 	return out
 }
 
-func seq(from, to int) []int {
-	var out []int
+// seq returns from, from+1, …, to-1.
+func seq[T int | int32](from, to T) []T {
+	var out []T
 	for i := from; i < to; i++ {
 		out = append(out, i)
 	}

@@ -404,6 +404,28 @@ func zombieInsideTransaction(t *testing.T, batch bool) {
 	z.Signal(syscall.SIGSTOP)
 	c.waitOwned(t, partitions, 30*time.Second, func(l lease.Lease) bool { return l.Owner == "heir" })
 	newEpoch := c.ownersNow(t)[0].Epoch
+	// The heir raises the partition's fence documents in its own goroutine
+	// once it holds the lease. Resumed before that, the zombie may write
+	// its fence document first and commit, which fence.go allows: the
+	// raise then waits for it and the heir sees its effect in the ledger
+	// (one effect, no loss). The case under test is the zombie resumed
+	// after the raise.
+	poll.Until(t, 30*time.Second, func() error {
+		fences := c.state.Collection("fences")
+		all, err := fences.CountDocuments(context.Background(), bson.D{{Key: "_id.group", Value: "orders"}, {Key: "_id.partition", Value: 0}})
+		if err != nil {
+			return err
+		}
+		old, err := fences.CountDocuments(context.Background(), bson.D{{Key: "_id.group", Value: "orders"}, {Key: "_id.partition", Value: 0},
+			{Key: "epoch", Value: bson.D{{Key: "$lt", Value: newEpoch}}}})
+		if err != nil {
+			return err
+		}
+		if all == 0 || old > 0 {
+			return fmt.Errorf("%d of %d fence documents of partition 0 below the heir's epoch %d", old, all, newEpoch)
+		}
+		return nil
+	})
 	z.Signal(syscall.SIGUSR1) // delivered when it resumes: the handler goes on at once
 	z.Signal(syscall.SIGCONT)
 	z.WaitLine("LOST 0", 30*time.Second)

@@ -244,7 +244,7 @@ func defaultConfig() config {
 		start:          StartNow(),
 		partitions:     1,
 		concurrency:    DefaultConcurrency,
-		maxEvents:      10_000,
+		maxEvents:      4_000,
 		maxBytes:       64 << 20,
 		commitInterval: time.Second,
 		commitBatch:    1000,
@@ -328,7 +328,7 @@ func Epoch(e int64) Option { return optionFunc(func(c *config) { c.epoch = e }) 
 func Concurrency(n int) Option { return optionFunc(func(c *config) { c.concurrency = n }) }
 
 // QueueLimit bounds the events read but not yet finished, by count and by
-// bytes (default 10,000 events, 64 MiB). When full, reading pauses.
+// bytes (default 4,000 events, 64 MiB). When full, reading pauses.
 func QueueLimit(events int, bytes int64) Option {
 	return optionFunc(func(c *config) { c.maxEvents, c.maxBytes = events, bytes })
 }

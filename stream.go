@@ -47,6 +47,8 @@ func (c *Consumer) open(ctx context.Context, pos position, mode ...openMode) (*m
 	opts := options.ChangeStream().SetMaxAwaitTime(cfg.maxAwait)
 	if m.batchOne {
 		opts.SetBatchSize(1)
+	} else {
+		opts.SetBatchSize(serverBatch(cfg.maxEvents))
 	}
 	switch cfg.fullDocument {
 	case "updateLookup":
@@ -143,4 +145,18 @@ func (c *Consumer) checkSplit(ctx context.Context) error {
 		c.split.Store(2)
 	}
 	return nil
+}
+
+// maxReadBatch is the most events one server batch (the aggregate's first
+// or a getMore's) carries. The driver holds a whole batch's reply in one
+// buffer while the fetcher copies events out of it, outside the queue's
+// accounting: left to the server, a batch is up to 16 MiB, whatever the
+// queue's bounds. A thousand 1 KiB events are 1 MiB, and a batch of them
+// costs one round trip per thousand events.
+const maxReadBatch = 1000
+
+// serverBatch is the server batch size for a queue of maxEvents: no more
+// than the queue holds, so a small queue bounds the reply too.
+func serverBatch(maxEvents int) int32 {
+	return int32(max(1, min(maxEvents, maxReadBatch)))
 }

@@ -287,7 +287,7 @@ const (
 	DefaultInitialBackoff  = 100 * time.Millisecond
 	DefaultMaxBackoff      = 30 * time.Second
 	DefaultHandlerTimeout  = 30 * time.Second
-	DefaultQueueEvents     = 10_000
+	DefaultQueueEvents     = 4_000
 	DefaultQueueBytes      = 64 << 20
 	DefaultBatchEvents     = ferry.DefaultBatchSize
 	DefaultBatchBytes      = ferry.DefaultBatchBytes

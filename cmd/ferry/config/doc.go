@@ -163,7 +163,7 @@
 //	                         (its documentKey, no body); or delivered without
 //	                         its fullDocument and fullDocumentBeforeChange
 //	    queue:
-//	      events: 10000      >= 1 (default 10000)
+//	      events: 4000       >= 1 (default 4000)
 //	      bytes: 64MiB       >= 1 (default 64MiB)
 //	    batch:               what one lane hands the sink in one write: the
 //	                         events ready, in order (one document's events

@@ -115,7 +115,11 @@
 //
 // A member's stream is Starting, Running (WaitingForSink while a sink fails
 // for every event; nothing is dead-lettered then), Draining and Stopped
-// (Status, OnStateChange). A partition that stops with a failure a retry
+// (Status, OnStateChange). The partitions waiting for their sink, with the
+// delivery error, are also published in the member's document in the
+// state store when they change (lease.Member.SetStatus; read them with
+// WaitingPartitions), so that `ferry status` shows a sink outage from any
+// machine; they vanish with the member document. A partition that stops with a failure a retry
 // cannot fix (ferry.AsFailure: a changed definition, lost history under
 // HistoryLostFail, an invalidated stream under InvalidateStop, a pipeline
 // that modifies _id, a required image missing, missing privileges, a

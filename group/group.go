@@ -136,7 +136,7 @@ func newGroup(client *mongo.Client, handler ferry.Handler, batch ferry.BatchHand
 	g := &Group{cfg: cfg, client: client, handler: handler, batch: batch, leases: ls, cps: cps,
 		dlq: deadletter.NewMongo(cfg.state, "dlq"), owned: map[int]int64{},
 		log: cfg.logger.With("group", cfg.name, "member", cfg.memberID),
-		st:  &status{onChange: cfg.onState},
+		st:  &status{onChange: cfg.onState, waits: make(chan struct{}, 1)},
 		records: &failureRecords{coll: cfg.state.Collection(FailuresCollection), stream: cfg.name, member: cfg.memberID,
 			refresh: min(10*time.Second, max(cfg.ttl, time.Second))}}
 	if client != nil && (handler != nil || batch != nil) && cfg.partitions >= 1 {
@@ -341,7 +341,7 @@ func (g *Group) failed(ctx context.Context, sf *streamFailure, recheck *backoff.
 	}
 	g.st.update(func(s *Status) {
 		s.State, s.Failure, s.FailedPartition, s.FailedSince, s.RetryAt = Failed, &f, sf.partition, since, retryAt
-		s.Partitions = nil
+		s.Partitions, s.SinkErrors = nil, nil
 	})
 	if g.putFailureRecord(ctx) {
 		g.log.Info("re-checking the failed stream: its checkpoints were changed (ferry position set or reset)", "class", f.Class)

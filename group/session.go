@@ -52,8 +52,10 @@ func (g *Group) session(ctx context.Context, member *lease.Member, recheck *back
 	// A re-check that runs this long without failing again ends the
 	// failure.
 	probation := 2 * cfg.ttl
+	var pub published
 	for {
 		g.reconcile(ctx, runs, paced, ended)
+		g.publishWaits(ctx, member, &pub)
 		select {
 		case <-ctx.Done():
 			g.st.set(Draining)
@@ -84,6 +86,7 @@ func (g *Group) session(ctx context.Context, member *lease.Member, recheck *back
 				g.recovered(recheck)
 			}
 		case <-kick: // a lease changed owner, or a member joined or left
+		case <-g.st.waits: // a partition's sink went down or came back: publish it
 		}
 	}
 }

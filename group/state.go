@@ -58,6 +58,10 @@ type Status struct {
 	RetryAt time.Time
 	// Partitions are the run states of the partitions this member owns.
 	Partitions map[int]ferry.RunState
+	// SinkErrors holds, for each owned partition waiting for its sink
+	// (ferry.StateWaitingForSink), the delivery error that made it wait,
+	// as SinkProblem renders it.
+	SinkErrors map[int]string
 	// LastError is the last transient problem (joining the group,
 	// acquiring a lease), "" once things work again.
 	LastError string
@@ -68,6 +72,9 @@ type status struct {
 	mu       sync.Mutex
 	s        Status
 	onChange func(Status)
+	// waits is signalled (never blocking) when the partitions waiting for
+	// their sink, or their errors, change: the session publishes them.
+	waits chan struct{}
 }
 
 func (st *status) get() Status {
@@ -75,6 +82,7 @@ func (st *status) get() Status {
 	defer st.mu.Unlock()
 	s := st.s
 	s.Partitions = maps.Clone(st.s.Partitions)
+	s.SinkErrors = maps.Clone(st.s.SinkErrors)
 	if s.Failure != nil {
 		f := *s.Failure
 		s.Failure = &f
@@ -109,9 +117,12 @@ func (st *status) set(s State) {
 }
 
 // partition records a partition's run state (from its consumer's
-// HookState) and moves the member between Running and WaitingForSink.
-func (st *status) partition(p int, rs ferry.RunState) {
+// HookState), with the delivery error when it waits for its sink, and
+// moves the member between Running and WaitingForSink.
+func (st *status) partition(p int, rs ferry.RunState, err error) {
+	var waitsChanged bool
 	st.update(func(x *Status) {
+		before, had := x.SinkErrors[p]
 		if rs == ferry.StateStopped {
 			delete(x.Partitions, p)
 		} else {
@@ -120,10 +131,26 @@ func (st *status) partition(p int, rs ferry.RunState) {
 			}
 			x.Partitions[p] = rs
 		}
+		if rs == ferry.StateWaitingForSink {
+			if x.SinkErrors == nil {
+				x.SinkErrors = map[int]string{}
+			}
+			x.SinkErrors[p] = SinkProblem(err)
+		} else {
+			delete(x.SinkErrors, p)
+		}
+		after, has := x.SinkErrors[p]
+		waitsChanged = had != has || before != after
 		if x.State == Running || x.State == WaitingForSink {
 			x.State = runningState(x.Partitions)
 		}
 	})
+	if waitsChanged && st.waits != nil {
+		select {
+		case st.waits <- struct{}{}:
+		default:
+		}
+	}
 }
 
 func runningState(parts map[int]ferry.RunState) State {
@@ -138,4 +165,4 @@ func runningState(parts map[int]ferry.RunState) State {
 // partitionStates is the ferry.HookState the group gives each consumer.
 type partitionStates struct{ st *status }
 
-func (h partitionStates) OnState(i ferry.StateInfo) { h.st.partition(i.Partition, i.State) }
+func (h partitionStates) OnState(i ferry.StateInfo) { h.st.partition(i.Partition, i.State, i.Err) }

@@ -63,8 +63,10 @@
 // Leases: one document per (group, partition) in collection "leases",
 // {_id: "<group>/<partition>", group, partition, owner, epoch, expiresAt,
 // acquiredAt}. Members: one per (group, member) in "members", {_id: {group,
-// member}, incarnation, meta, joinedAt, heartbeatAt, expiresAt}. New
-// creates no index.
+// member}, incarnation, meta, status, joinedAt, heartbeatAt, expiresAt}:
+// meta is fixed at Join, status is what the member last reported about
+// itself (Member.SetStatus), gone with the document when the member
+// leaves or expires. New creates no index.
 //
 // # Assumptions and limits
 //

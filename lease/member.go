@@ -15,8 +15,12 @@ import (
 
 // Member documents, one per (group, member id):
 //
-//	{_id: {group, member}, group, member, incarnation, meta,
+//	{_id: {group, member}, group, member, incarnation, meta, status,
 //	 joinedAt: date, heartbeatAt: date, expiresAt: date}
+//
+// meta is fixed at Join; status (null until the first SetStatus) is what
+// the member reports about itself as it runs. Both live and die with the
+// document: a member that leaves or expires reports nothing.
 //
 // expiresAt = heartbeatAt + the member's timeout, both from $$NOW, so a
 // member is live while expiresAt >= $$NOW by the server's clock, whatever
@@ -25,6 +29,7 @@ const (
 	fMember      = "member"
 	fIncarnation = "incarnation"
 	fMeta        = "meta"
+	fStatus      = "status"
 	fJoinedAt    = "joinedAt"
 	fHeartbeatAt = "heartbeatAt"
 )
@@ -34,6 +39,7 @@ type MemberInfo struct {
 	Group       string
 	ID          string
 	Meta        bson.D // as given to Join (nil when none)
+	Status      bson.D // as last given to SetStatus (nil when none)
 	JoinedAt    time.Time
 	HeartbeatAt time.Time
 	ExpiresAt   time.Time // HeartbeatAt + the member's timeout
@@ -44,6 +50,7 @@ type memberDoc struct {
 	Member      string        `bson:"member"`
 	Incarnation string        `bson:"incarnation"`
 	Meta        bson.D        `bson:"meta"`
+	Status      bson.D        `bson:"status"`
 	JoinedAt    bson.DateTime `bson:"joinedAt"`
 	HeartbeatAt bson.DateTime `bson:"heartbeatAt"`
 	ExpiresAt   bson.DateTime `bson:"expiresAt"`
@@ -93,6 +100,7 @@ func (s *Store) Join(ctx context.Context, group, memberID string, meta bson.D) (
 		{Key: fMember, Value: lit(memberID)},
 		{Key: fIncarnation, Value: m.incarnation},
 		{Key: fMeta, Value: lit(meta)},
+		{Key: fStatus, Value: lit(nil)}, // a new incarnation reports nothing yet
 		{Key: fJoinedAt, Value: "$$NOW"},
 		{Key: fHeartbeatAt, Value: "$$NOW"},
 		{Key: fExpiresAt, Value: nowPlus(timeout)},
@@ -155,6 +163,46 @@ func (m *Member) heartbeat(ctx context.Context) error {
 	return fmt.Errorf("%w: member %q of group %q: %s", ErrLost, m.id, m.group, what)
 }
 
+// MaxStatusSize bounds the BSON size of a member's status (SetStatus).
+const MaxStatusSize = 16 << 10
+
+// SetStatus replaces what the member reports about itself — for example
+// which of its partitions wait for their sink — for the group's other
+// members and tools to read (MemberInfo.Status). It writes at once (one
+// update of the member document, by this incarnation only, while it is
+// live); the caller decides when the status changed. The status is part
+// of the member document, so it disappears when the member leaves or
+// expires: a dead member's status never lingers. Field names are checked
+// as Join's meta; its BSON size must not exceed MaxStatusSize; nil clears
+// it. It returns an error matching ErrLost when this incarnation is no
+// longer registered or live.
+func (m *Member) SetStatus(ctx context.Context, status bson.D) error {
+	if err := validMeta("status", status); err != nil {
+		return err
+	}
+	if status != nil {
+		b, err := bson.Marshal(status)
+		if err != nil {
+			return invalid("status: %v", err)
+		}
+		if len(b) > MaxStatusSize {
+			return invalid("status: %d bytes of BSON, more than MaxStatusSize (%d): report a summary, not data", len(b), MaxStatusSize)
+		}
+	}
+	filter := append(memberKey(m.group, m.id),
+		bson.E{Key: fIncarnation, Value: m.incarnation},
+		bson.E{Key: "$expr", Value: op("$gte", "$expiresAt", "$$NOW")})
+	update := mongo.Pipeline{{{Key: "$set", Value: bson.D{{Key: fStatus, Value: lit(status)}}}}}
+	res, err := m.s.members.UpdateOne(ctx, filter, update)
+	if err != nil {
+		return wrapf(err, "set the status of member %q of group %q", m.id, m.group)
+	}
+	if res.MatchedCount != 1 {
+		return fmt.Errorf("%w: member %q of group %q: set status: this incarnation is no longer registered and live", ErrLost, m.id, m.group)
+	}
+	return nil
+}
+
 // ID is the member's id.
 func (m *Member) ID() string { return m.id }
 
@@ -200,7 +248,7 @@ func (s *Store) Members(ctx context.Context, group string) ([]MemberInfo, error)
 	out := make([]MemberInfo, len(docs))
 	for i, d := range docs {
 		out[i] = MemberInfo{
-			Group: d.Group, ID: d.Member, Meta: d.Meta,
+			Group: d.Group, ID: d.Member, Meta: d.Meta, Status: d.Status,
 			JoinedAt: dateOf(d.JoinedAt), HeartbeatAt: dateOf(d.HeartbeatAt), ExpiresAt: dateOf(d.ExpiresAt),
 		}
 	}

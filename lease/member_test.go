@@ -208,3 +208,80 @@ func TestDefaultMemberID(t *testing.T) {
 		t.Fatalf("off Cloud Run: %q, want %s:<suffix>", id, host)
 	}
 }
+
+// TestMemberStatus: SetStatus writes what a member reports about itself,
+// stored literally and read back by Members; it is checked like meta; a
+// new incarnation of the id starts with none; once the member has left,
+// or been replaced, the old incarnation can no longer set one.
+func TestMemberStatus(t *testing.T) {
+	e := newEnv(t)
+	s := e.store(t, "")
+	a := join(t, s, "a", bson.D{{Key: "zone", Value: "eu"}})
+	status := func(id string) bson.D {
+		t.Helper()
+		ms, err := s.Members(ctx(t), "g")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range ms {
+			if m.ID == id {
+				return m.Status
+			}
+		}
+		t.Fatalf("member %s not live", id)
+		return nil
+	}
+	if got := status("a"); got != nil {
+		t.Fatalf("status before SetStatus = %v, want nil", got)
+	}
+	want := bson.D{{Key: "waiting", Value: bson.A{int32(0), int32(2)}}, {Key: "note", Value: "$x"}}
+	if err := a.SetStatus(ctx(t), want); err != nil {
+		t.Fatal(err)
+	}
+	if got := status("a"); len(got) != 2 || got[1].Value != "$x" || len(got[0].Value.(bson.A)) != 2 {
+		t.Fatalf("status = %v, want %v stored literally", got, want)
+	}
+	ms, _ := s.Members(ctx(t), "g")
+	if ms[0].Meta[0].Value != "eu" {
+		t.Fatalf("SetStatus changed the meta: %v", ms[0].Meta)
+	}
+	for _, bad := range []bson.D{
+		{{Key: "$set", Value: 1}},
+		{{Key: "a", Value: bson.D{{Key: "b.c", Value: 1}}}},
+		{{Key: "big", Value: strings.Repeat("x", lease.MaxStatusSize)}},
+	} {
+		if err := a.SetStatus(ctx(t), bad); !errors.Is(err, lease.ErrInvalid) || !strings.Contains(err.Error(), "status") {
+			t.Errorf("SetStatus(%.40v) = %v, want ErrInvalid naming the status", bad, err)
+		}
+	}
+	if got := status("a"); len(got) != 2 {
+		t.Fatalf("a refused status was written: %v", got)
+	}
+	if err := a.SetStatus(ctx(t), nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := status("a"); got != nil {
+		t.Fatalf("status after SetStatus(nil) = %v, want nil", got)
+	}
+	if err := a.SetStatus(ctx(t), want); err != nil {
+		t.Fatal(err)
+	}
+	// A new incarnation of the id reports nothing; the old one cannot
+	// write over it.
+	b := join(t, e.store(t, ""), "a", nil)
+	if got := status("a"); got != nil {
+		t.Fatalf("a new incarnation's status = %v, want nil (the old one's must not linger)", got)
+	}
+	if err := a.SetStatus(ctx(t), want); !errors.Is(err, lease.ErrLost) {
+		t.Fatalf("SetStatus by the replaced incarnation = %v, want ErrLost", err)
+	}
+	if got := status("a"); got != nil {
+		t.Fatalf("the replaced incarnation wrote its status: %v", got)
+	}
+	if err := b.Leave(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.SetStatus(ctx(t), want); !errors.Is(err, lease.ErrLost) {
+		t.Fatalf("SetStatus after Leave = %v, want ErrLost", err)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -80,6 +81,7 @@ type pageView struct {
 	Generation int                   `json:"generation"`
 	Error      string                `json:"error"`
 	Overflow   bool                  `json:"overflow"` // wider than the viewport
+	Title      string                `json:"title"`
 	Streams    map[string]streamView `json:"streams"`
 }
 
@@ -90,6 +92,7 @@ type streamView struct {
 	Owners    []string `json:"owners"`
 	Members   []string `json:"members"`
 	Lagging   []bool   `json:"lagging"`
+	States    []string `json:"states"`
 	DLQ       string   `json:"dlq"`
 	DLQGrowth bool     `json:"dlqGrowing"`
 	Text      string   `json:"text"`
@@ -99,6 +102,7 @@ const probeJS = `(() => {
   const out = {generation: Number(document.body.dataset.generation || 0),
     error: document.getElementById("error").textContent,
     overflow: document.documentElement.scrollWidth > window.innerWidth + 1,
+    title: document.title,
     streams: {}};
   document.querySelectorAll("section.stream").forEach(s => {
     const q = sel => s.querySelector(sel);
@@ -109,6 +113,7 @@ const probeJS = `(() => {
       owners: [...s.querySelectorAll("tr[data-partition] td[data-field=owner]")].map(td => td.textContent),
       members: [...s.querySelectorAll("li[data-member]")].map(li => li.dataset.member),
       lagging: [...s.querySelectorAll("tr[data-partition]")].map(tr => tr.dataset.lagging === "true"),
+      states: [...s.querySelectorAll("tr[data-partition] td[data-field=state]")].map(td => td.textContent),
       dlq: q(".dlq b") ? q(".dlq b").textContent : "",
       dlqGrowing: q(".dlq") ? q(".dlq").dataset.growing === "true" : false,
       text: s.innerText,
@@ -216,6 +221,33 @@ func TestStatusPageInBrowser(t *testing.T) {
 		return o.DLQ == "1" && o.DLQGrowth && o.State == "running"
 	})
 
+	// The receiver goes down (503 to everything): orders waits for its
+	// sink, and the page says so, with the receiver's answer; then it is
+	// back, and orders runs again.
+	rcv.setStatus(func(string) int { return http.StatusServiceUnavailable })
+	for _, id := range []string{"o-outage-1", "o-outage-2", "o-outage-3", "o-outage-4"} {
+		e.insert("orders", bson.D{{Key: "_id", Value: id}})
+	}
+	v, _ = waitPage(t, ctx, 30*time.Second, "orders waiting for its sink", func(v pageView) bool {
+		o := v.Streams["orders"]
+		return o.State == "waiting-for-sink" && strings.Contains(o.Reason, "503") && slices.Contains(o.States, "waiting-for-sink")
+	})
+	if !strings.HasPrefix(v.Title, "SINK DOWN") || v.Streams["audit"].State != "running" {
+		t.Errorf("during the outage: title %q, audit %q", v.Title, v.Streams["audit"].State)
+	}
+	screenshot(t, ctx, "status-sink-down.png")
+	rcv.setStatus(func(doc string) int {
+		if doc == "poison" {
+			return http.StatusBadRequest
+		}
+		return http.StatusOK
+	})
+	poll.Until(t, 30*time.Second, rcv.deliveredIs(7))
+	waitPage(t, ctx, 20*time.Second, "orders running after the outage", func(v pageView) bool {
+		o := v.Streams["orders"]
+		return o.State == "running" && o.Reason == "" && len(o.States) == 2 && o.States[0] == "running" && o.States[1] == "running"
+	})
+
 	// audit fails: first on one member, whose release hands the partition
 	// to the other, which fails too: then no live member runs it.
 	failPoint(t, e, bson.D{{Key: "failCommands", Value: bson.A{"getMore"}}, {Key: "errorCode", Value: 280},
@@ -259,7 +291,7 @@ func TestStatusPageInBrowser(t *testing.T) {
 	t.Logf("after SIGKILL of m2 the page showed m1 owning both partitions after %v (lease_ttl 2s, refresh %v)",
 		movedAt.Sub(killedAt).Round(time.Millisecond), pageRefresh)
 	e.insert("orders", bson.D{{Key: "_id", Value: "o-after-kill"}})
-	poll.Until(t, 20*time.Second, rcv.deliveredIs(4)) // a delivery after the takeover
+	poll.Until(t, 20*time.Second, rcv.deliveredIs(8)) // a delivery after the takeover
 	screenshot(t, ctx, "status-after-kill.png")
 
 	// A phone's width: nothing wider than the screen.

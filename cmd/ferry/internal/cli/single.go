@@ -36,6 +36,7 @@ func (x *single) get() group.Status {
 	defer x.mu.Unlock()
 	s := x.s
 	s.Partitions = maps.Clone(x.s.Partitions)
+	s.SinkErrors = maps.Clone(x.s.SinkErrors)
 	return s
 }
 
@@ -58,12 +59,14 @@ func (x *single) OnState(i ferry.StateInfo) {
 	x.update(func(s *group.Status) {
 		switch i.State {
 		case ferry.StateStopped:
-			s.Partitions = nil
+			s.Partitions, s.SinkErrors = nil, nil
 			return
 		case ferry.StateWaitingForSink:
 			s.State = group.WaitingForSink
+			s.SinkErrors = map[int]string{i.Partition: group.SinkProblem(i.Err)}
 		default:
 			s.State = group.Running
+			s.SinkErrors = nil
 		}
 		s.Partitions = map[int]ferry.RunState{i.Partition: i.State}
 	})
@@ -140,7 +143,7 @@ func (x *single) failed(ctx context.Context, f ferry.Failure, recheck *backoff.B
 		retryAt = now.Add(wait)
 	}
 	x.update(func(s *group.Status) {
-		s.State, s.Failure, s.FailedSince, s.RetryAt, s.Partitions = group.Failed, &f, since, retryAt, nil
+		s.State, s.Failure, s.FailedSince, s.RetryAt, s.Partitions, s.SinkErrors = group.Failed, &f, since, retryAt, nil, nil
 	})
 	if prev.Failure == nil || prev.Failure.Class != f.Class || prev.Failure.Detail != f.Detail {
 		x.log.Error("stream failed", "class", f.Class, "err", f.Detail)

@@ -8,11 +8,9 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
-	"github.com/ferry-io/ferry"
 	"github.com/ferry-io/ferry/checkpoint/mongostore"
 	"github.com/ferry-io/ferry/cmd/ferry/config"
 	"github.com/ferry-io/ferry/group"
@@ -94,96 +92,72 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	})
 }
 
+// printStatus prints the status document (the one /status serves) as
+// text: per stream its state, members, failures and partitions.
 func printStatus(ctx context.Context, cfg *config.Config, db *mongo.Database, ls *lease.Store, cps *mongostore.Store, stdout io.Writer) error {
-	now := time.Now()
-	var hello struct {
-		LocalTime time.Time `bson:"localTime"`
-	}
-	if err := db.Client().Database("admin").RunCommand(ctx, bson.D{{Key: "hello", Value: 1}}).Decode(&hello); err == nil {
-		now = hello.LocalTime // ages by the server's clock
+	doc, err := statusSource{cfg: cfg, db: db, ls: ls, cps: cps}.build(ctx)
+	if err != nil {
+		return err
 	}
 	w := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	for _, st := range cfg.Streams {
-		members, err := ls.Members(ctx, st.Name)
-		if err != nil {
-			return err
-		}
-		leases, err := ls.List(ctx, st.Name)
-		if err != nil {
-			return err
-		}
-		checkpoints, err := cps.List(ctx, st.Name)
-		if err != nil {
-			return err
-		}
-		failures, err := group.Failures(ctx, db, st.Name)
-		if err != nil {
-			return err
-		}
-		state := "running"
-		switch {
-		case len(failures) > 0 && len(members) == 0:
-			state = "failed"
-		case len(failures) > 0:
-			state = "running, failed on " + plural(len(failures), "member")
-		case len(members) == 0:
+	for _, sd := range doc.Streams {
+		state := sd.State
+		switch sd.State {
+		case "degraded":
+			state = "running, failed on " + plural(len(sd.Failures), "member")
+		case "stopped":
 			state = "stopped (no live member)"
 		}
-		fmt.Fprintf(w, "stream %s: %s; %d partition(s), %d live member(s)\n", st.Name, state, st.Group.Partitions, len(members))
-		for _, m := range members {
-			fmt.Fprintf(w, "  member\t%s\theartbeat %s ago\n", m.ID, ageOf(now, m.HeartbeatAt))
+		fmt.Fprintf(w, "stream %s: %s; %d partition(s), %d live member(s)\n", sd.Name, state, sd.PartitionCount, len(sd.Members))
+		if sd.State == string(group.WaitingForSink) {
+			fmt.Fprintf(w, "  why: %s\n", sd.Reason)
 		}
-		for _, f := range failures {
-			fmt.Fprintf(w, "  member\t%s\tfailed since %s (%s, partition %d): %s\n", f.Member, f.Since.UTC().Format(time.RFC3339),
+		for _, m := range sd.Members {
+			fmt.Fprintf(w, "  member\t%s\theartbeat %s ago\n", m.ID, secondsText(m.HeartbeatAgeSeconds, time.Millisecond))
+		}
+		for _, f := range sd.Failures {
+			fmt.Fprintf(w, "  member\t%s\tfailed since %s (%s, partition %d): %s\n", f.Member, f.Since.Format(time.RFC3339),
 				f.Class, f.Partition, f.Message)
-			fmt.Fprintf(w, "  \t\twhat to do: %s\n", advice(&st, ferry.Failure{Class: ferry.FailureClass(f.Class), Clears: f.Clears, Detail: f.Message}))
-			if f.RetryAt.IsZero() {
+			fmt.Fprintf(w, "  \t\twhat to do: %s\n", f.Advice)
+			if f.RetryAt == nil {
 				fmt.Fprintf(w, "  \t\tre-check: never by itself: a change of configuration (and a restart), ferry position set or ferry reset ends it\n")
 			} else {
-				fmt.Fprintf(w, "  \t\tre-check: at %s\n", f.RetryAt.UTC().Format(time.RFC3339))
+				fmt.Fprintf(w, "  \t\tre-check: at %s\n", f.RetryAt.Format(time.RFC3339))
 			}
 		}
 		fmt.Fprintln(w, "  partition\towner\tepoch\tcheckpoint age\tlag\tstate")
-		byP := map[int]lease.Lease{}
-		for _, l := range leases {
-			byP[l.Partition] = l
-		}
-		cpByP := map[int]int{}
-		for i, cp := range checkpoints {
-			cpByP[cp.Partition] = i
-		}
-		for p := 0; p < st.Group.Partitions; p++ {
+		for _, p := range sd.Partitions {
 			owner, epoch := "-", "-"
-			if l, ok := byP[p]; ok {
-				epoch = fmt.Sprint(l.Epoch)
-				if l.Owner != "" && !l.Expired {
-					owner = l.Owner
-				}
+			if p.Owner != "" {
+				owner = p.Owner
 			}
-			age, lag, state := "-", "-", "no checkpoint"
-			if i, ok := cpByP[p]; ok {
-				cp := checkpoints[i]
-				age = ageOf(now, cp.UpdatedAt)
-				// Lag, as in ferry_lag_seconds: 0 when nothing was pending at
-				// the last checkpoint write, else now minus the clusterTime of
-				// the oldest pending event.
-				var oldest time.Time
-				if !cp.Pending.IsZero() {
-					oldest = time.Unix(int64(cp.Pending.T), 0)
-				}
-				lag = ferry.LagOf(now, oldest).Round(time.Second).String()
-				state = string(cp.State)
-				if state == "" {
-					state = "running"
-				}
-				if cp.Note != "" {
-					state += " (" + cp.Note + ")"
-				}
+			if p.Epoch > 0 {
+				epoch = fmt.Sprint(p.Epoch)
 			}
-			fmt.Fprintf(w, "  %d\t%s\t%s\t%s\t%s\t%s\n", p, owner, epoch, age, lag, state)
+			age, lag, state := "-", "-", p.State
+			if p.CheckpointAgeSeconds != nil {
+				age = secondsText(*p.CheckpointAgeSeconds, time.Millisecond)
+			}
+			if p.LagSeconds != nil {
+				lag = secondsText(*p.LagSeconds, time.Second)
+			}
+			switch {
+			case p.State == "no-checkpoint":
+				state = "no checkpoint"
+			case p.State == string(group.WaitingForSink) && p.LastError != "":
+				state += " (" + p.LastError + ")"
+			case p.Note != "":
+				state += " (" + p.Note + ")"
+			}
+			fmt.Fprintf(w, "  %d\t%s\t%s\t%s\t%s\t%s\n", p.Partition, owner, epoch, age, lag, state)
 		}
 	}
 	return w.Flush()
+}
+
+// secondsText is a number of seconds as a duration, rounded to round.
+func secondsText(sec float64, round time.Duration) string {
+	return time.Duration(sec * float64(time.Second)).Round(round).String()
 }
 
 // ageOf is now minus t, never negative (the clocks of two servers).

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -191,6 +192,19 @@ func (s statusSource) stream(ctx context.Context, sc *config.Stream, now time.Ti
 	} else if s.local != nil {
 		failures, members, leases = s.localView(sc, now)
 	}
+	// The partitions each member reports waiting for the sink: from its
+	// member document (MongoDB), or the local member's own view (bolt).
+	waiting := map[string]map[int]string{}
+	for _, m := range members {
+		if w := group.WaitingPartitions(m); len(w) > 0 {
+			waiting[m.ID] = w
+		}
+	}
+	if s.db == nil && s.local != nil {
+		if st, member, ok := s.local(sc.Name); ok && st.State != group.Failed && st.State != group.Stopped && len(st.SinkErrors) > 0 {
+			waiting[member] = st.SinkErrors
+		}
+	}
 
 	// Definition: the configured digest against the checkpoints'.
 	if s.digest != nil {
@@ -243,6 +257,8 @@ func (s statusSource) stream(ctx context.Context, sc *config.Stream, now time.Ti
 
 	// Partitions.
 	cpByP := map[int]checkpoint.Checkpoint{}
+	var waitingParts []int // waiting for the sink
+	var sinkErr string     // the first one's delivery error
 	for _, cp := range cps {
 		cpByP[cp.Partition] = cp
 	}
@@ -280,6 +296,19 @@ func (s statusSource) stream(ctx context.Context, sc *config.Stream, now time.Ti
 				pd.LastError = pd.Note
 			}
 		}
+		// Its live owner says it waits for the sink (a partition stopped
+		// by its checkpoint's state cannot be delivering).
+		if msg, ok := waiting[pd.Owner][p]; ok && pd.Owner != "" && (pd.State == "running" || pd.State == "no-checkpoint") {
+			pd.State = string(group.WaitingForSink)
+			pd.Note = sinkWaitNote
+			if pd.LastError == "" {
+				pd.LastError = msg
+			}
+			waitingParts = append(waitingParts, p)
+			if sinkErr == "" {
+				sinkErr = msg
+			}
+		}
 		sd.Partitions = append(sd.Partitions, pd)
 	}
 
@@ -291,6 +320,9 @@ func (s statusSource) stream(ctx context.Context, sc *config.Stream, now time.Ti
 		sd.State = "degraded" // failed on some members, running on others (a rolling deploy)
 	case len(members) == 0:
 		sd.State = "stopped"
+	case len(waitingParts) > 0:
+		sd.State = string(group.WaitingForSink)
+		sd.Reason = sinkWaitReason(waitingParts, sinkErr)
 	default:
 		sd.State = "running"
 	}
@@ -302,6 +334,26 @@ func (s statusSource) stream(ctx context.Context, sc *config.Stream, now time.Ti
 		sd.Recovery = &recoveryDoc{Command: recoveryCommand(s.cfgPath, sc, ff), Advice: advice(sc, ff), Recheck: recheckText(rs)}
 	}
 	return sd, nil
+}
+
+// sinkWaitNote explains a partition waiting for its sink.
+const sinkWaitNote = "the sink fails every delivery (transiently): events wait, in order, with backoff; none is dead-lettered; delivery resumes by itself when the sink is back"
+
+// sinkWaitReason is a stream's reason while partitions wait for the sink.
+func sinkWaitReason(parts []int, sinkErr string) string {
+	ps := make([]string, len(parts))
+	for i, p := range parts {
+		ps[i] = fmt.Sprint(p)
+	}
+	what := "partition " + ps[0]
+	if len(ps) > 1 {
+		what = "partitions " + strings.Join(ps, ", ")
+	}
+	r := "sink down: every delivery of " + what + " fails; events wait, none is dead-lettered"
+	if sinkErr != "" {
+		r += "; last error: " + sinkErr
+	}
+	return r
 }
 
 // dlq fills the dead-letter counts of a stream.

@@ -68,6 +68,9 @@ type item struct {
 	size int64
 	seq  int64           // the tracker's sequence number (stream events)
 	wg   *sync.WaitGroup // backfill events: done when finished
+	// next is the event after this one in a run sent to its lane at once
+	// (the reader's: one channel send per lane per run), nil at the end.
+	next *item
 }
 
 // done finishes an event (applied or dead-lettered): it frees its place in

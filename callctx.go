@@ -77,12 +77,17 @@ func (c *callCtx) Err() error {
 	return c.err
 }
 
-// errAt is Err with the clock read already: now (the caller's time.Now).
-func (c *callCtx) errAt(now time.Time) error {
+// finish ends the context as the call's return does, at now (the
+// caller's time.Now), and returns what Err returned just before:
+// DeadlineExceeded if the deadline had passed by now, the parent's error
+// if it had ended, or nil.
+func (c *callCtx) finish(now time.Time) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.checkLocked(now)
-	return c.err
+	err := c.err
+	c.endLocked(context.Canceled)
+	return err
 }
 
 // checkLocked ends the context if its parent ended or its deadline

@@ -139,12 +139,11 @@ func fetch(ctx context.Context, cs *mongo.ChangeStream, win *window, out chan<- 
 	}
 }
 
-// clone copies b (nil stays nil).
+// clone copies b (nil stays nil). It appends rather than makes and
+// copies, so the new memory is not zeroed first.
 func clone(b bson.Raw) bson.Raw {
 	if b == nil {
 		return nil
 	}
-	c := make(bson.Raw, len(b))
-	copy(c, b)
-	return c
+	return append(bson.Raw{}, b...)
 }

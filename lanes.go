@@ -337,8 +337,7 @@ func (r *runner) attempt(ctx context.Context, sc *scratch, ts []*tries) (retry [
 	judged := 0
 	for i, t := range ts {
 		ev, err := t.it.ev, errAt(i)
-		info := &t.info
-		*info = EventInfo{}
+		info := &t.info // what the hooks are told (t.cl.finish is a no-op without hooks)
 		if len(r.c.hooks) > 0 {
 			*info = EventInfo{Stream: cfg.name, Partition: cfg.partition, Operation: ev.OperationType, Namespace: ev.Namespace,
 				EventID: ev.ID(), Attempt: ev.Attempt, Duration: took, Err: err,
@@ -481,15 +480,20 @@ func (r *runner) poison(ctx context.Context, t *tries) bool {
 // caller's duration).
 func (r *runner) invoke(parent context.Context, batch []*Event, start time.Time) (end time.Time, err error) {
 	ctx := openCallCtx(parent, start.Add(r.c.cfg.handlerTimeout))
-	defer ctx.stop()
+	returned := false
 	defer func() {
+		if returned {
+			return
+		}
+		ctx.stop()
 		if p := recover(); p != nil {
 			end, err = time.Now(), fmt.Errorf("ferry: handler panicked: %v\n%s", p, debug.Stack())
 		}
 	}()
 	err = r.c.handler(ctx, batch)
+	returned = true
 	end = time.Now()
-	if err == nil && ctx.errAt(end) == context.DeadlineExceeded {
+	if ctx.finish(end) == context.DeadlineExceeded && err == nil {
 		return end, fmt.Errorf("ferry: handler exceeded its timeout of %v", r.c.cfg.handlerTimeout)
 	}
 	return end, err

@@ -2,6 +2,7 @@ package ferry
 
 import (
 	"context"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -26,7 +27,10 @@ type runner struct {
 
 	handlerCtx    context.Context
 	cancelHandler context.CancelFunc
-	cancelRead    context.CancelFunc
+	// The traceparent and logger of most handler calls (plainCalls).
+	plainTP    string
+	plainLog   *slog.Logger
+	cancelRead context.CancelFunc
 
 	errMu sync.Mutex
 	err   error // first stop condition from a lane or the committer

@@ -41,6 +41,7 @@ func (r *runner) lane(ch <-chan *item) {
 			if !open {
 				return
 			}
+			sc.now = time.Time{} // waiting for events takes time
 			it, ok := <-ch
 			if !ok {
 				return
@@ -69,6 +70,7 @@ func (r *runner) lane(ch <-chan *item) {
 						linger.Reset(cfg.batchLinger)
 						lingering = true
 					}
+					sc.now = time.Time{}
 					select {
 					case it, ok = <-ch:
 					case <-linger.C:
@@ -129,6 +131,11 @@ type scratch struct {
 	one   [1]*tries
 	evs   []*Event
 	out   []int
+	// now is when the lane's last handler call ended, if the lane has
+	// done nothing since that takes time (waited for events, backed off,
+	// run hooks or written a dead letter): the next call starts then,
+	// without reading the clock again. Zero otherwise.
+	now time.Time
 }
 
 // abandon leaves t's event unfinished (replayed by the next owner); its
@@ -251,7 +258,11 @@ func (r *runner) attempt(ctx context.Context, sc *scratch, ts []*tries) (retry [
 		}
 		return nil, false
 	}
-	now := time.Now()
+	now := sc.now
+	sc.now = time.Time{}
+	if now.IsZero() {
+		now = time.Now()
+	}
 	evs := sc.evs[:0]
 	for _, t := range ts {
 		if t.first.IsZero() {
@@ -426,6 +437,9 @@ func (r *runner) attempt(ctx context.Context, sc *scratch, ts []*tries) (retry [
 			r.abandonTry(t)
 		}
 		return nil, false
+	}
+	if applied == len(ts) && len(r.c.hooks) == 0 {
+		sc.now = end // nothing since the call that takes time
 	}
 	return retry, true
 }

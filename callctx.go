@@ -37,9 +37,18 @@ type callAfter struct{ f func() }
 // newCallCtx returns a context ended at deadline, when parent ends, or by
 // its end function, whichever comes first.
 func newCallCtx(parent context.Context, deadline time.Time) (*callCtx, func()) {
-	c := &callCtx{parent: parent, deadline: deadline}
-	return c, func() { c.end(context.Canceled) }
+	c := openCallCtx(parent, deadline)
+	return c, c.stop
 }
+
+// openCallCtx is newCallCtx without a function value to allocate: the
+// context's stop method ends it.
+func openCallCtx(parent context.Context, deadline time.Time) *callCtx {
+	return &callCtx{parent: parent, deadline: deadline}
+}
+
+// stop ends the context as the call's return does (context.Canceled).
+func (c *callCtx) stop() { c.end(context.Canceled) }
 
 func (c *callCtx) Deadline() (time.Time, bool) {
 	if d, ok := c.parent.Deadline(); ok && d.Before(c.deadline) {
@@ -64,19 +73,37 @@ func (c *callCtx) Value(key any) any {
 func (c *callCtx) Err() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.checkLocked()
+	c.checkLocked(time.Time{})
 	return c.err
 }
 
+// finish ends the context as the call's return does, at now (the
+// caller's time.Now), and returns what Err returned just before:
+// DeadlineExceeded if the deadline had passed by now, the parent's error
+// if it had ended, or nil.
+func (c *callCtx) finish(now time.Time) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.checkLocked(now)
+	err := c.err
+	c.endLocked(context.Canceled)
+	return err
+}
+
 // checkLocked ends the context if its parent ended or its deadline
-// passed. Callers hold c.mu.
-func (c *callCtx) checkLocked() {
+// passed at now (zero: read the clock). Callers hold c.mu.
+func (c *callCtx) checkLocked(now time.Time) {
 	if c.err != nil {
 		return
 	}
 	if err := c.parent.Err(); err != nil {
 		c.endLocked(err)
-	} else if !time.Now().Before(c.deadline) {
+		return
+	}
+	if now.IsZero() {
+		now = time.Now()
+	}
+	if !now.Before(c.deadline) {
 		c.endLocked(context.DeadlineExceeded)
 	}
 }
@@ -90,7 +117,7 @@ func (c *callCtx) Done() <-chan struct{} {
 		return c.ch
 	}
 	c.ch = make(chan struct{})
-	c.checkLocked()
+	c.checkLocked(time.Time{})
 	if c.err != nil {
 		close(c.ch)
 		return c.ch

@@ -21,6 +21,9 @@ type call struct {
 // a log line, a span and a dead-letter entry of one delivery join on the
 // short event id and the trace id.
 func (r *runner) startCall(ctx context.Context, ev *Event, attempt int) call {
+	if ev.traceParent == "" && len(r.c.hooks) == 0 && ctx == r.handlerCtx {
+		return call{ctx: ctx, log: r.plainLog, tp: r.plainTP} // the same for every call: worked out once
+	}
 	if ev.traceParent != "" {
 		ctx = WithTraceParent(ctx, ev.traceParent)
 	}
@@ -31,11 +34,25 @@ func (r *runner) startCall(ctx context.Context, ev *Event, attempt int) call {
 			Operation: ev.OperationType, Namespace: ev.Namespace, EventID: ev.ID(), Attempt: attempt,
 			ClusterTime: time.Unix(int64(ev.ClusterTime.T), 0)})
 	}
+	c.traced()
+	return c
+}
+
+// traced sets c's traceparent and logger from its context.
+func (c *call) traced() {
 	c.tp = TraceParent(c.ctx)
 	if id := TraceID(c.tp); id != "" {
 		c.log = c.log.With("trace", id)
 	}
-	return c
+}
+
+// plainCalls works out the call of an event without a read batch
+// traceparent and without delivery hooks, under the handlers' context
+// (startCall's most common case), once per run.
+func (r *runner) plainCalls() {
+	c := call{ctx: r.handlerCtx, log: r.c.log}
+	c.traced()
+	r.plainTP, r.plainLog = c.tp, c.log
 }
 
 // finish reports the call's outcome to the delivery hooks, once.

@@ -27,7 +27,12 @@
 // its own and issues the next getMore while the reader decodes, numbers
 // and dispatches the events before them; an event holds its room in the
 // window from the fetcher's copy until it is finished, so the read-ahead
-// is bounded by QueueLimit too, and a full window stops the fetcher.
+// is bounded by QueueLimit too, and a full window stops the fetcher. The
+// driver sends the next getMore only once the fetcher has taken the whole
+// batch, so the fetcher does as little as it can per event: it takes
+// window room in bulk (credit for the rest of the server batch, given back
+// unused before the next getMore) and hands events over in runs; the
+// reader sends each lane its share of a run at once.
 //
 // The files follow the data path, one stage each: window.go, tracker.go,
 // lanes.go (applying events), committer.go (checkpoints), backfill.go,

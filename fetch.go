@@ -39,18 +39,34 @@ type fetched struct {
 
 // fetch reads cs ahead of the reader, on a goroutine of its own, until ctx
 // ends or reading fails: it copies each event out of the driver's batch,
-// reserves its room in win (waiting while the window is full: a slow sink
+// holds its room in win (waiting while the window is full: a slow sink
 // stops the stream here) and sends the events to out in runs, so that the
 // next getMore is on its way while the reader decodes and dispatches the
 // batch before it. It closes out when it returns; the last value it sends
 // (unless ctx ended first) has last set. It alone uses cs until then.
 //
+// The room is taken as credit, for as many events as the server batch
+// has left (up to a run) at a time, and settled once per run, so that the
+// window's lock is taken about twice per run rather than once per event:
+// this goroutine's work per event is what the next getMore waits for. The
+// credit left at the end of a server batch is given back before the next
+// getMore, so none is held while the stream waits for the server.
+//
 // timed asks for the start time of each server batch's read (HookRead).
 func fetch(ctx context.Context, cs *mongo.ChangeStream, win *window, out chan<- *fetched, timed bool) {
 	defer close(out)
 	var run *fetched
+	var have credit // credit not yet used by an event
+	defer func() { win.giveBack(have) }()
 	open := false // a server batch is being read: its first event was sent
-	send := func(f *fetched) bool {
+	// send hands f over, its events' credit settled into reservations
+	// (the rest of the credit given back too if back).
+	send := func(f *fetched, back bool) bool {
+		left := credit{}
+		if back {
+			left, have = have, credit{}
+		}
+		win.settle(len(f.raws), f.bytes, left)
 		select {
 		case out <- f:
 			return true
@@ -65,46 +81,57 @@ func fetch(ctx context.Context, cs *mongo.ChangeStream, win *window, out chan<- 
 			start = time.Now()
 		}
 		if !cs.TryNext(ctx) {
-			if run != nil && !send(run) {
+			if run != nil && !send(run, true) {
 				return
 			}
 			run, open = nil, false
 			err := cs.Err()
 			if err != nil || ctx.Err() != nil {
-				send(&fetched{last: true, err: err})
+				send(&fetched{last: true, err: err}, true)
 				return
 			}
-			if !send(&fetched{idle: clone(cs.ResumeToken())}) {
+			if !send(&fetched{idle: clone(cs.ResumeToken())}, true) {
 				return
 			}
 			continue
 		}
 		raw := clone(cs.Current)
-		if !win.tryReserve(int64(len(raw))) {
-			// The window is full: the events read so far go to the
-			// reader before waiting for room (they may be what frees it).
-			if run != nil {
-				if !send(run) {
+		size := int64(len(raw))
+		if !have.has(size) {
+			// Credit for the rest of the server batch (up to a run), its
+			// events guessed to be this one's size, give or take a
+			// quarter; or, if that does not fit, for this one.
+			k := min(cs.RemainingBatchLength()+1, fetchRun)
+			have = win.tryCredit(have, k, int64(k)*(size+size/4), size)
+			if have.n == 0 {
+				// The window is full: the events read so far go to the
+				// reader before waiting for room (they may be what frees it).
+				if run != nil {
+					if !send(run, false) {
+						return
+					}
+					run = nil
+				}
+				var err error
+				if have, err = win.waitCredit(ctx, size); err != nil {
 					return
 				}
-				run = nil
-			}
-			if err := win.reserve(ctx, int64(len(raw))); err != nil {
-				return
 			}
 		}
+		have.n--
+		have.b -= size
 		if run == nil {
 			run = &fetched{raws: make([]bson.Raw, 0, min(cs.RemainingBatchLength()+1, fetchRun)), begins: !open, start: start}
 			open = true
 		}
 		run.raws = append(run.raws, raw)
-		run.bytes += int64(len(raw))
+		run.bytes += size
 		if cs.RemainingBatchLength() == 0 {
 			run.ends, run.after = true, clone(cs.ResumeToken())
 			open = false
 		}
 		if run.ends || len(run.raws) == fetchRun {
-			if !send(run) {
+			if !send(run, run.ends) {
 				return
 			}
 			run = nil
@@ -112,12 +139,11 @@ func fetch(ctx context.Context, cs *mongo.ChangeStream, win *window, out chan<- 
 	}
 }
 
-// clone copies b (nil stays nil).
+// clone copies b (nil stays nil). It appends rather than makes and
+// copies, so the new memory is not zeroed first.
 func clone(b bson.Raw) bson.Raw {
 	if b == nil {
 		return nil
 	}
-	c := make(bson.Raw, len(b))
-	copy(c, b)
-	return c
+	return append(bson.Raw{}, b...)
 }

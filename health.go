@@ -2,6 +2,7 @@ package ferry
 
 import (
 	"sync"
+	"sync/atomic"
 )
 
 // downStreak is how many delivery attempts in a row, with no success in
@@ -31,9 +32,26 @@ type health struct {
 	// recovered is closed (and replaced) when the sink comes back up, so
 	// lanes waiting out a backoff try again at once.
 	recovered chan struct{}
+	// view publishes successes and streak == 0 (successes<<1 | healthy),
+	// stored under mu with every change, for before to read without mu.
+	view atomic.Uint64
 }
 
-func newHealth() *health { return &health{recovered: make(chan struct{})} }
+func newHealth() *health {
+	h := &health{recovered: make(chan struct{})}
+	h.publish()
+	return h
+}
+
+// publish stores the view of successes and streak. Callers hold h.mu (or
+// own h).
+func (h *health) publish() {
+	v := h.successes << 1
+	if h.streak == 0 {
+		v |= 1
+	}
+	h.view.Store(v)
+}
 
 // attempt is one delivery attempt's view of the health, taken before it.
 type attempt struct {
@@ -41,10 +59,11 @@ type attempt struct {
 	healthy   bool // the last outcome before this attempt was a success (or there was none)
 }
 
+// before returns the view for an attempt about to start (one atomic
+// load: a consistent snapshot, as of the last change).
 func (h *health) before() attempt {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return attempt{successes: h.successes, healthy: h.streak == 0}
+	v := h.view.Load()
+	return attempt{successes: v >> 1, healthy: v&1 == 1}
 }
 
 // called records the outcome of one handler call, given the view taken
@@ -66,6 +85,7 @@ func (h *health) before() attempt {
 func (h *health) called(a attempt, applied int, failed bool, lastFails []*uint64) (counts []bool, wentDown, up bool, now uint64) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	defer h.publish()
 	counts = make([]bool, len(lastFails))
 	if applied > 0 {
 		h.successes += uint64(applied)

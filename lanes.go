@@ -16,7 +16,8 @@ import (
 // events dispatched to it, in order, as batches (what is ready, up to
 // BatchSize events and BatchBytes bytes, waiting up to BatchLinger for
 // more) and delivers each batch before it takes the next. With a Handler
-// the batches are of one event.
+// the batches are of one event. What comes from the channel is a run:
+// one event, or several linked through item.next (the reader's).
 func (r *runner) lane(ch <-chan *item) {
 	cfg := &r.c.cfg
 	batch := make([]*item, 0, min(cfg.batchSize, 1024))
@@ -26,53 +27,67 @@ func (r *runner) lane(ch <-chan *item) {
 		linger = time.NewTimer(time.Hour)
 		linger.Stop()
 	}
-	var carry *item // taken from ch, but over the byte bound of the batch before it
+	// run is the rest of the run taken from ch last: events not yet
+	// batched (its first may be over the byte bound of the batch before).
+	var run *item
+	pop := func() *item {
+		it := run
+		run, it.next = it.next, nil
+		return it
+	}
 	open := true
 	for {
-		first := carry
-		carry = nil
-		if first == nil {
+		if run == nil {
 			if !open {
 				return
 			}
+			sc.now = time.Time{} // waiting for events takes time
 			it, ok := <-ch
 			if !ok {
 				return
 			}
-			first = it
+			run = it
 		}
+		first := pop()
 		batch = append(batch[:0], first)
 		size := first.size
 		lingering := false
 	fill:
-		for open && len(batch) < cfg.batchSize && size < cfg.batchBytes {
-			var it *item
-			var ok bool
-			select {
-			case it, ok = <-ch:
-			default:
-				if linger == nil {
-					break fill
+		for len(batch) < cfg.batchSize && size < cfg.batchBytes {
+			if run == nil {
+				if !open {
+					break
 				}
-				if !lingering {
-					linger.Reset(cfg.batchLinger)
-					lingering = true
-				}
+				var it *item
+				var ok bool
 				select {
 				case it, ok = <-ch:
-				case <-linger.C:
-					lingering = false
-					break fill
+				default:
+					if linger == nil {
+						break fill
+					}
+					if !lingering {
+						linger.Reset(cfg.batchLinger)
+						lingering = true
+					}
+					sc.now = time.Time{}
+					select {
+					case it, ok = <-ch:
+					case <-linger.C:
+						lingering = false
+						break fill
+					}
 				}
+				if !ok {
+					open = false
+					break
+				}
+				run = it
 			}
-			if !ok {
-				open = false
-				break
+			if size+run.size > cfg.batchBytes {
+				break // it starts the next batch
 			}
-			if size+it.size > cfg.batchBytes {
-				carry = it
-				break
-			}
+			it := pop()
 			batch = append(batch, it)
 			size += it.size
 		}
@@ -116,6 +131,11 @@ type scratch struct {
 	one   [1]*tries
 	evs   []*Event
 	out   []int
+	// now is when the lane's last handler call ended, if the lane has
+	// done nothing since that takes time (waited for events, backed off,
+	// run hooks or written a dead letter): the next call starts then,
+	// without reading the clock again. Zero otherwise.
+	now time.Time
 }
 
 // abandon leaves t's event unfinished (replayed by the next owner); its
@@ -238,7 +258,11 @@ func (r *runner) attempt(ctx context.Context, sc *scratch, ts []*tries) (retry [
 		}
 		return nil, false
 	}
-	now := time.Now()
+	now := sc.now
+	sc.now = time.Time{}
+	if now.IsZero() {
+		now = time.Now()
+	}
 	evs := sc.evs[:0]
 	for _, t := range ts {
 		if t.first.IsZero() {
@@ -258,8 +282,8 @@ func (r *runner) attempt(ctx context.Context, sc *scratch, ts []*tries) (retry [
 		hctx = ts[0].cl.ctx
 	}
 	view := r.health.before()
-	err := r.invoke(hctx, evs)
-	took := time.Since(now)
+	end, err := r.invoke(hctx, evs, now)
+	took := end.Sub(now)
 	var errs []error // nil: every event applied
 	var whole bool
 	if err != nil {
@@ -324,8 +348,7 @@ func (r *runner) attempt(ctx context.Context, sc *scratch, ts []*tries) (retry [
 	judged := 0
 	for i, t := range ts {
 		ev, err := t.it.ev, errAt(i)
-		info := &t.info
-		*info = EventInfo{}
+		info := &t.info // what the hooks are told (t.cl.finish is a no-op without hooks)
 		if len(r.c.hooks) > 0 {
 			*info = EventInfo{Stream: cfg.name, Partition: cfg.partition, Operation: ev.OperationType, Namespace: ev.Namespace,
 				EventID: ev.ID(), Attempt: ev.Attempt, Duration: took, Err: err,
@@ -415,6 +438,9 @@ func (r *runner) attempt(ctx context.Context, sc *scratch, ts []*tries) (retry [
 		}
 		return nil, false
 	}
+	if applied == len(ts) && len(r.c.hooks) == 0 {
+		sc.now = end // nothing since the call that takes time
+	}
 	return retry, true
 }
 
@@ -462,21 +488,29 @@ func (r *runner) poison(ctx context.Context, t *tries) bool {
 	return true
 }
 
-// invoke calls the handler once with the per-call timeout, turning a
-// panic into an error (of every event of the batch).
-func (r *runner) invoke(parent context.Context, batch []*Event) (err error) {
-	ctx, cancel := newCallCtx(parent, time.Now().Add(r.c.cfg.handlerTimeout))
-	defer cancel()
+// invoke calls the handler once, at start, with the per-call timeout,
+// turning a panic into an error (of every event of the batch). It returns
+// the time the call ended (one clock read serves the timeout check and the
+// caller's duration).
+func (r *runner) invoke(parent context.Context, batch []*Event, start time.Time) (end time.Time, err error) {
+	ctx := openCallCtx(parent, start.Add(r.c.cfg.handlerTimeout))
+	returned := false
 	defer func() {
+		if returned {
+			return
+		}
+		ctx.stop()
 		if p := recover(); p != nil {
-			err = fmt.Errorf("ferry: handler panicked: %v\n%s", p, debug.Stack())
+			end, err = time.Now(), fmt.Errorf("ferry: handler panicked: %v\n%s", p, debug.Stack())
 		}
 	}()
 	err = r.c.handler(ctx, batch)
-	if err == nil && ctx.Err() == context.DeadlineExceeded {
-		return fmt.Errorf("ferry: handler exceeded its timeout of %v", r.c.cfg.handlerTimeout)
+	returned = true
+	end = time.Now()
+	if ctx.finish(end) == context.DeadlineExceeded && err == nil {
+		return end, fmt.Errorf("ferry: handler exceeded its timeout of %v", r.c.cfg.handlerTimeout)
 	}
-	return err
+	return end, err
 }
 
 func (r *runner) kickCommit() {

@@ -314,8 +314,9 @@ type runReader struct {
 	names   names
 	next    int // the run's next event to read
 	pending []*item
-	bytes   int64     // of pending
-	byLane  [][]*item // pending, by lane (flush)
+	bytes   int64 // of pending
+	// heads and tails of the runs being linked for each lane (flush).
+	heads, tails []*item
 }
 
 // readItem is an item and its event in one allocation.
@@ -411,25 +412,31 @@ func (rd *runReader) flush(r *runner, batch *readBatch) {
 	seq := r.track.addN(len(rd.pending), func(i int) (bson.Raw, bson.Timestamp) {
 		return rd.pending[i].ev.Token, rd.pending[i].ev.ClusterTime
 	})
-	// Lane by lane, each lane's events in stream order (the order across
-	// lanes is free: they are other documents'), so that a lane wakes
-	// once for its share of the run rather than once per event.
-	if len(rd.byLane) != len(r.lanes) {
-		rd.byLane = make([][]*item, len(r.lanes))
+	// Each lane gets its share of the run in one send, its events in
+	// stream order, linked through item.next (the order across lanes is
+	// free: they are other documents'), so that a lane wakes once for its
+	// share rather than once per event.
+	if len(rd.heads) != len(r.lanes) {
+		rd.heads, rd.tails = make([]*item, len(r.lanes)), make([]*item, len(r.lanes))
 	}
 	for i, it := range rd.pending {
 		it.seq = seq + int64(i)
 		batch.add(it.ev, it.size)
 		l := r.laneOf(it.ev)
-		rd.byLane[l] = append(rd.byLane[l], it)
-	}
-	for l, its := range rd.byLane {
-		for _, it := range its {
-			r.lanes[l] <- it
+		if rd.tails[l] == nil {
+			rd.heads[l] = it
+		} else {
+			rd.tails[l].next = it
 		}
-		clear(its)
-		rd.byLane[l] = its[:0]
+		rd.tails[l] = it
 	}
+	for l, head := range rd.heads {
+		if head != nil {
+			r.lanes[l] <- head
+		}
+	}
+	clear(rd.heads)
+	clear(rd.tails)
 	clear(rd.pending)
 	rd.pending, rd.bytes = rd.pending[:0], 0
 }

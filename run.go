@@ -81,6 +81,7 @@ func (r *runner) run(ctx context.Context) error {
 	defer cancelRead()
 	r.handlerCtx, r.cancelHandler = context.WithCancel(context.WithoutCancel(ctx))
 	defer r.cancelHandler()
+	r.plainCalls()
 
 	r.lanes = make([]chan *item, cfg.concurrency)
 	for i := range r.lanes {

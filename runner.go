@@ -2,6 +2,7 @@ package ferry
 
 import (
 	"context"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -26,7 +27,10 @@ type runner struct {
 
 	handlerCtx    context.Context
 	cancelHandler context.CancelFunc
-	cancelRead    context.CancelFunc
+	// The traceparent and logger of most handler calls (plainCalls).
+	plainTP    string
+	plainLog   *slog.Logger
+	cancelRead context.CancelFunc
 
 	errMu sync.Mutex
 	err   error // first stop condition from a lane or the committer
@@ -68,6 +72,9 @@ type item struct {
 	size int64
 	seq  int64           // the tracker's sequence number (stream events)
 	wg   *sync.WaitGroup // backfill events: done when finished
+	// next is the event after this one in a run sent to its lane at once
+	// (the reader's: one channel send per lane per run), nil at the end.
+	next *item
 }
 
 // done finishes an event (applied or dead-lettered): it frees its place in

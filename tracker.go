@@ -14,10 +14,15 @@ import (
 // unfinished one. On a quiet stream it may go further, to the reader's
 // postBatchResumeToken, once every event read before that token finished.
 type tracker struct {
-	mu      sync.Mutex
-	next    int64     // sequence number of the next event read
-	base    int64     // sequence number of pending[0]
-	pending []tracked // events read, from the oldest unfinished one
+	mu   sync.Mutex
+	next int64 // sequence number of the next event read
+	base int64 // sequence number of pending[0]
+	// pending is the events read, from the oldest unfinished one: the
+	// tail of buf, whose finished head is dropped by moving the rest
+	// down when buf is full (not by growing it: the events in flight are
+	// bounded by the window, so buf stops growing).
+	pending []tracked
+	buf     []tracked
 	// The checkpointable position: token and its sequence number (the
 	// last finished event of the prefix, or an idle token).
 	token     bson.Raw
@@ -46,8 +51,28 @@ func (t *tracker) add(token bson.Raw, ts bson.Timestamp) int64 {
 	defer t.mu.Unlock()
 	seq := t.next
 	t.next++
+	t.room(1)
 	t.pending = append(t.pending, tracked{token: token, ts: ts})
 	return seq
+}
+
+// room makes room in buf for n more pending events: it moves pending to
+// the front of buf if that leaves buf at most half full (so each move is
+// paid for by as many adds), and grows buf otherwise. Callers hold t.mu.
+func (t *tracker) room(n int) {
+	if len(t.pending)+n <= cap(t.pending) {
+		return // room after pending, in buf
+	}
+	if 2*(len(t.pending)+n) <= cap(t.buf) {
+		buf := t.buf[:cap(t.buf)]
+		end := cap(buf) - cap(t.pending) + len(t.pending) // pending is buf[end-len:end]
+		k := copy(buf, buf[end-len(t.pending):end])
+		clear(buf[k:end]) // drop the tokens left behind
+		t.pending = buf[:k]
+		return
+	}
+	t.buf = slices.Grow(t.pending[:len(t.pending):len(t.pending)], n)
+	t.pending = t.buf
 }
 
 // addN records n newly read events, in stream order, event i's token and
@@ -58,7 +83,7 @@ func (t *tracker) addN(n int, at func(i int) (bson.Raw, bson.Timestamp)) int64 {
 	defer t.mu.Unlock()
 	seq := t.next
 	t.next += int64(n)
-	t.pending = slices.Grow(t.pending, n)
+	t.room(n)
 	for i := range n {
 		tok, ts := at(i)
 		t.pending = append(t.pending, tracked{token: tok, ts: ts})
@@ -89,7 +114,7 @@ func (t *tracker) finish(seq int64) {
 	t.pending = t.pending[n:]
 	t.base += int64(n)
 	if len(t.pending) == 0 {
-		t.pending = nil
+		t.pending = t.buf[:0]
 	}
 	t.promoteIdle()
 }
@@ -148,7 +173,7 @@ func (t *tracker) reset() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.base = t.next
-	t.pending = nil
+	t.pending, t.buf = nil, nil
 	t.token, t.cover, t.clusterTS, t.idle = nil, 0, bson.Timestamp{}, false
 	t.idleToken, t.idleSeq = nil, 0
 	t.finished.Store(0)

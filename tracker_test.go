@@ -81,3 +81,78 @@ func TestTrackerIdleToken(t *testing.T) {
 		t.Fatalf("position = %s, want event 8 (newer than the idle token before it)", got)
 	}
 }
+
+// TestTrackerReusesItsBuffer reads and finishes events in random orders
+// with a bounded number in flight, as a running consumer does, and checks
+// the position after every step and that the tracker's buffer stays
+// within a small multiple of the most events it held (it moves the
+// pending events down rather than growing).
+func TestTrackerReusesItsBuffer(t *testing.T) {
+	for round := range 20 {
+		rng := rand.New(rand.NewPCG(uint64(round), 13))
+		limit := 1 + rng.IntN(40)
+		tr := &tracker{}
+		var open []int64 // read, not finished
+		finished := map[int64]bool{}
+		next := int64(0)
+		most := 0 // the most events pending at once (finished ones behind an unfinished one included)
+		for step := range 3000 {
+			if len(open) < limit && (len(open) == 0 || rng.IntN(2) == 0) {
+				n := 1 + rng.IntN(limit-len(open))
+				first := tr.addN(n, func(i int) (bson.Raw, bson.Timestamp) {
+					return tok(int(next) + i), bson.Timestamp{T: uint32(next) + uint32(i)}
+				})
+				if first != next {
+					t.Fatalf("round %d: addN numbered from %d, want %d", round, first, next)
+				}
+				for i := range int64(n) {
+					open = append(open, next+i)
+				}
+				next += int64(n)
+			} else {
+				// Mostly the oldest, as lanes finish in about stream order.
+				i := 0
+				if rng.IntN(3) == 0 {
+					i = rng.IntN(len(open))
+				}
+				tr.finish(open[i])
+				finished[open[i]] = true
+				open = append(open[:i], open[i+1:]...)
+			}
+			prefix := tr.base
+			for finished[prefix] {
+				prefix++
+			}
+			if prefix != tr.base {
+				t.Fatalf("round %d step %d: the tracker's prefix ends at %d, but events up to %d are finished", round, step, tr.base, prefix)
+			}
+			got, _, _ := tr.position()
+			if prefix > 0 && string(got) != string(tok(int(prefix-1))) {
+				t.Fatalf("round %d step %d: position %v, want the token of event %d", round, step, got, prefix-1)
+			}
+			for i, p := range tr.pending {
+				if step%16 == 0 && string(p.token) != string(tok(int(tr.base)+i)) {
+					t.Fatalf("round %d step %d: pending event %d (of %d) has the token %v, want that of event %d", round, step, i, len(tr.pending), p.token, int(tr.base)+i)
+				}
+			}
+			most = max(most, len(tr.pending))
+			if cap(tr.buf) > 4*most+8 {
+				t.Fatalf("round %d step %d: the buffer has %d entries, with at most %d events pending so far", round, step, cap(tr.buf), most)
+			}
+			for _, p := range tr.buf[:cap(tr.buf)] {
+				if step%64 == 0 && p.token != nil && !isIn(tr.pending, p) {
+					t.Fatalf("round %d step %d: the buffer keeps a token outside the pending events", round, step)
+				}
+			}
+		}
+	}
+}
+
+func isIn(pending []tracked, p tracked) bool {
+	for _, q := range pending {
+		if &q.token[0] == &p.token[0] {
+			return true
+		}
+	}
+	return false
+}

@@ -14,7 +14,10 @@ import (
 // still admitted when the window is empty, so a big document cannot wedge
 // the stream.
 //
-// The fetcher reserves; the reader turns reservations into dispatched
+// The fetcher takes credit (room for the events it reads next, in bulk: one
+// lock for many events) and settles it when it hands a run over: the
+// run's events become reservations, the credit left is given back. The
+// reader turns reservations into dispatched
 // events (take) or gives them back (unreserve: an event not dispatched,
 // such as a fragment of a split event, held by the reader until the event
 // is whole and then acquired whole); the backfill scan and the reader
@@ -25,6 +28,8 @@ type window struct {
 	bytes     int64 // dispatched
 	aheadN    int   // reserved by the fetcher, not yet taken
 	aheadB    int64
+	credN     int // credit: held by the fetcher for events it reads next
+	credB     int64
 	maxEvents int
 	maxBytes  int64
 	changed   chan struct{} // closed and replaced on a release someone waits for
@@ -37,8 +42,12 @@ func newWindow(maxEvents int, maxBytes int64) *window {
 
 // fits reports whether n more bytes (one more event) stay within the
 // limits. Callers hold w.mu.
-func (w *window) fits(n int64) bool {
-	return w.events+w.aheadN < w.maxEvents && w.bytes+w.aheadB+n <= w.maxBytes
+func (w *window) fits(n int64) bool { return w.fitsN(1, n) }
+
+// fitsN reports whether k more events of n bytes in all stay within the
+// limits. Callers hold w.mu.
+func (w *window) fitsN(k int, n int64) bool {
+	return w.events+w.aheadN+w.credN+k <= w.maxEvents && w.bytes+w.aheadB+w.credB+n <= w.maxBytes
 }
 
 // acquire admits one event of n bytes for dispatch, waiting for room. It
@@ -57,29 +66,85 @@ func (w *window) acquire(ctx context.Context, n int64) error {
 	})
 }
 
-// reserve holds room for one event of n bytes read ahead, waiting for it.
-// It is admitted when it fits, or when the window holds nothing at all.
-func (w *window) reserve(ctx context.Context, n int64) error {
-	return w.wait(ctx, func() bool { return w.admitAhead(n) })
+// admitsOne reports whether one event of n bytes read ahead is admitted:
+// it fits, or the window holds nothing at all. Callers hold w.mu.
+func (w *window) admitsOne(n int64) bool {
+	return w.events == 0 && w.aheadN == 0 && w.credN == 0 || w.fits(n)
 }
 
-// tryReserve is reserve without waiting: it reports whether the room was
-// held.
-func (w *window) tryReserve(n int64) bool {
+// credit is the room the fetcher holds for the events it reads next.
+type credit struct {
+	n int
+	b int64
+}
+
+// has reports whether c covers one more event of n bytes.
+func (c credit) has(n int64) bool { return c.n > 0 && c.b >= n }
+
+// tryCredit gives the fetcher's unused credit back and takes new
+// credit without waiting: room for k events of b bytes in all if that
+// fits (and covers one), or else room for one event of one bytes if that is admitted
+// (admitsOne), or else none (the zero credit).
+func (w *window) tryCredit(back credit, k int, b, one int64) credit {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.admitAhead(n)
+	w.giveBackLocked(back)
+	switch {
+	case k > 1 && b >= one && w.fitsN(k, b):
+		w.credN += k
+		w.credB += b
+		return credit{k, b}
+	case w.admitsOne(one):
+		w.credN++
+		w.credB += one
+		return credit{1, one}
+	}
+	return credit{}
 }
 
-// admitAhead holds room for one event of n bytes read ahead if it fits,
-// or if the window holds nothing at all. Callers hold w.mu.
-func (w *window) admitAhead(n int64) bool {
-	if w.events == 0 && w.aheadN == 0 || w.fits(n) {
-		w.aheadN++
-		w.aheadB += n
+// waitCredit takes credit for one event of n bytes, waiting for it to be
+// admitted (admitsOne), or until ctx ends.
+func (w *window) waitCredit(ctx context.Context, n int64) (credit, error) {
+	err := w.wait(ctx, func() bool {
+		if !w.admitsOne(n) {
+			return false
+		}
+		w.credN++
+		w.credB += n
 		return true
+	})
+	if err != nil {
+		return credit{}, err
 	}
-	return false
+	return credit{1, n}, nil
+}
+
+// settle turns the credit of a run of n events of b bytes, the fetcher
+// hands over, into reservations, and gives the unused credit back.
+func (w *window) settle(n int, b int64, back credit) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.credN -= n
+	w.credB -= b
+	w.aheadN += n
+	w.aheadB += b
+	w.giveBackLocked(back)
+}
+
+// giveBack gives back the fetcher's unused credit.
+func (w *window) giveBack(back credit) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.giveBackLocked(back)
+}
+
+func (w *window) giveBackLocked(back credit) {
+	if back == (credit{}) {
+		return
+	}
+	w.credN -= back.n
+	w.credB -= back.b
+	w.changedLocked()
 }
 
 // wait runs admit under w.mu until it reports true, waiting for a
@@ -154,7 +219,8 @@ func (w *window) changedLocked() {
 }
 
 // depth returns the events and bytes the window holds: dispatched and
-// read ahead.
+// read ahead (but not the few the fetcher has read into its credit and
+// not yet handed over: at most a run).
 func (w *window) depth() (int, int64) {
 	w.mu.Lock()
 	defer w.mu.Unlock()

@@ -1,0 +1,124 @@
+package ferry
+
+import (
+	"context"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+
+	"github.com/ferry-io/ferry/checkpoint/boltstore"
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+)
+
+// BenchmarkReaderToLanes hands b.N 1 KiB insert events to the reader in
+// runs of 256, as the fetcher does (each event copied, its room in the
+// window held), and lets the lanes apply them with a no-op Handler, the
+// tracker number and finish them: Ferry's own work per event after the
+// driver's, without the driver, the server or the checkpoint writes. It
+// reports the process's CPU time per event (cpu-ns/event), the figure to
+// compare on a busy machine.
+func BenchmarkReaderToLanes(b *testing.B) {
+	st, err := boltstore.Open(b.TempDir() + "/cp.db")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer st.Close()
+	client, err := mongo.Connect(options.Client().ApplyURI("mongodb://127.0.0.1:1")) // never used
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer client.Disconnect(context.Background())
+	var applied atomic.Int64
+	c, err := NewConsumer(client, func(context.Context, *Event) error { applied.Add(1); return nil },
+		WatchCollection("d", "c"), Stream("bench"), Checkpoints(st), OnPoison(PoisonStall))
+	if err != nil {
+		b.Fatal(err)
+	}
+	cfg := &c.cfg
+	r := &runner{c: c, win: newWindow(cfg.maxEvents, cfg.maxBytes), track: &tracker{}, health: newHealth(), kick: make(chan struct{}, 1)}
+	r.handlerCtx, r.cancelHandler = context.WithCancel(context.Background())
+	defer r.cancelHandler()
+	r.plainCalls()
+	r.lanes = make([]chan *item, cfg.concurrency)
+	for i := range r.lanes {
+		ch := make(chan *item, cfg.maxEvents)
+		r.lanes[i] = ch
+		r.laneW.Add(1)
+		go func() { defer r.laneW.Done(); r.lane(ch) }()
+	}
+	const distinct = 4096
+	raws := make([]bson.Raw, distinct)
+	pad := strings.Repeat("p", 1000)
+	for i := range raws {
+		raws[i], err = bson.Marshal(bson.D{
+			{Key: "_id", Value: bson.D{{Key: "_data", Value: strings.Repeat("8", 60) + string(rune('a'+i%26))}}},
+			{Key: "operationType", Value: "insert"},
+			{Key: "clusterTime", Value: bson.Timestamp{T: 1, I: uint32(i)}},
+			{Key: "wallTime", Value: bson.DateTime(1)},
+			{Key: "fullDocument", Value: bson.D{{Key: "_id", Value: i}, {Key: "payload", Value: pad}}},
+			{Key: "ns", Value: bson.D{{Key: "db", Value: "d"}, {Key: "coll", Value: "c"}}},
+			{Key: "documentKey", Value: bson.D{{Key: "_id", Value: i}}},
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	ctx := context.Background()
+	batch := newReadBatch(r.c.hooks, cfg.name, cfg.partition, false)
+	var rd runReader
+	b.ReportAllocs()
+	cpu0 := cpuTime(b)
+	b.ResetTimer()
+	for sent := 0; sent < b.N; {
+		k := min(fetchRun, b.N-sent)
+		f := &fetched{raws: make([]bson.Raw, 0, k)}
+		for i := range k {
+			f.raws = append(f.raws, clone(raws[(sent+i)%distinct]))
+			f.bytes += int64(len(f.raws[i]))
+		}
+		// The run's room, all of it (waiting for the lanes to release some
+		// while it does not fit), settled into reservations.
+		for {
+			have := r.win.tryCredit(credit{}, k, f.bytes, f.bytes)
+			if have.n == k {
+				break
+			}
+			r.win.giveBack(have)
+			one, err := r.win.waitCredit(ctx, 1)
+			if err != nil {
+				b.Fatal(err)
+			}
+			r.win.giveBack(one)
+		}
+		r.win.settle(k, f.bytes, credit{})
+		if _, err := rd.read(ctx, r, f, &batch); err != nil {
+			b.Fatal(err)
+		}
+		sent += k
+	}
+	for _, ch := range r.lanes {
+		close(ch)
+	}
+	r.laneW.Wait()
+	b.StopTimer()
+	b.ReportMetric(float64(cpuTime(b)-cpu0)/float64(b.N), "cpu-ns/event")
+	if n := applied.Load(); n != int64(b.N) {
+		b.Fatalf("%d handler calls for %d events", n, b.N)
+	}
+	if n, bytes := r.win.depth(); n != 0 || bytes != 0 {
+		b.Fatalf("the window holds %d events and %d bytes after every event was applied", n, bytes)
+	}
+}
+
+// cpuTime returns the CPU time (user + system) the process has used, in
+// nanoseconds.
+func cpuTime(b *testing.B) int64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return ru.Utime.Nano() + ru.Stime.Nano()
+}

@@ -43,3 +43,33 @@ func TestPlain8(t *testing.T) {
 		}
 	}
 }
+
+// TestPlainPrefix checks the run skip against the byte table: for every
+// length up to 70 and a special byte (of each kind) at every position,
+// the prefix it reports is plain, ends at most 7 bytes before the special
+// byte, and is all of a string that has none.
+func TestPlainPrefix(t *testing.T) {
+	specials := []byte{0, 0x1F, '"', '\\', 0x80, 0xE2, 0xFF}
+	for n := range 71 {
+		plain := make([]byte, n)
+		for i := range plain {
+			plain[i] = byte(0x20 + (i*7)%0x5F) // printable ASCII, never '"' or '\\'
+			if plain[i] == '"' || plain[i] == '\\' {
+				plain[i] = 'x'
+			}
+		}
+		if got := plainPrefix(plain); got != n {
+			t.Fatalf("plainPrefix of %d plain bytes = %d, want %d", n, got, n)
+		}
+		for pos := range n {
+			for _, b := range specials {
+				s := append([]byte(nil), plain...)
+				s[pos] = b
+				got := plainPrefix(s)
+				if got > pos || got < pos-7 || got < 0 {
+					t.Fatalf("plainPrefix(%q) = %d, want from %d to %d (special byte %#x at %d)", s, got, max(0, pos-7), pos, b, pos)
+				}
+			}
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package extjson
 
 import (
+	"bytes"
 	"encoding/binary"
 	"math/rand/v2"
 	"testing"
@@ -68,6 +69,44 @@ func TestPlainPrefix(t *testing.T) {
 				got := plainPrefix(s)
 				if got > pos || got < pos-7 || got < 0 {
 					t.Fatalf("plainPrefix(%q) = %d, want from %d to %d (special byte %#x at %d)", s, got, max(0, pos-7), pos, b, pos)
+				}
+			}
+		}
+	}
+}
+
+// TestCString checks the name scan against bytes.IndexByte and the byte
+// table: for every name length up to 40, with and without a special byte
+// in the name, followed by more bytes or by nothing.
+func TestCString(t *testing.T) {
+	specials := []byte{0x1F, '"', '\\', 0x80, 0xE2, 0xFF}
+	check := func(s []byte) {
+		t.Helper()
+		k, plain := cstring(s)
+		wantK := bytes.IndexByte(s, 0)
+		if k != wantK {
+			t.Fatalf("cstring(%q) ends at %d, want %d", s, k, wantK)
+		}
+		if wantK < 0 {
+			return
+		}
+		wantPlain := true
+		for _, b := range s[:wantK] {
+			wantPlain = wantPlain && b < utf8.RuneSelf && safe[b]
+		}
+		if plain != wantPlain {
+			t.Fatalf("cstring(%q): plain %v, want %v", s, plain, wantPlain)
+		}
+	}
+	for n := range 41 {
+		name := bytes.Repeat([]byte("k"), n)
+		for _, tail := range [][]byte{nil, {0}, []byte("\x00rest of the document \x02\x00"), []byte("no terminator")} {
+			check(append(append([]byte(nil), name...), tail...))
+			for pos := range n {
+				for _, b := range specials {
+					s := append(append([]byte(nil), name...), tail...)
+					s[pos] = b
+					check(s)
 				}
 			}
 		}

@@ -176,6 +176,31 @@ func plainPrefix(s []byte) int {
 	return n - len(s)
 }
 
+// cstring returns the offset of the NUL that ends the name at the start
+// of s, or -1 when s holds none, and whether the name's bytes are all
+// plain (see plain8), so that it is quoted as it is. A plain name (most
+// are) is found in one pass, a word at a time.
+func cstring(s []byte) (int, bool) {
+	i := 0
+	for i+8 <= len(s) && special8(binary.LittleEndian.Uint64(s[i:])) == 0 {
+		i += 8
+	}
+	for ; i < len(s); i++ {
+		b := s[i]
+		if b == 0 {
+			return i, true
+		}
+		if b >= utf8.RuneSelf || !safe[b] {
+			break
+		}
+	}
+	k := bytes.IndexByte(s[i:], 0)
+	if k < 0 {
+		return -1, false
+	}
+	return i + k, false
+}
+
 // appendString writes s as a quoted JSON string, escaped as the driver
 // does: \" \\ \n \r \t \b \f, other control bytes as \u00XX, each invalid
 // UTF-8 byte as \ufffd, and U+2028, U+2029 as \u2028, \u2029.

@@ -137,14 +137,17 @@ const (
 func plain8(w uint64) bool { return special8(w) == 0 }
 
 // special8 is zero when none of the eight bytes of w needs escaping or
-// UTF-8 decoding (see plain8), non-zero otherwise: the classic "has a zero
-// byte" test, applied to w, w^'"' and w^'\\', with the bytes below 0x20
-// and from 0x80 up. A byte below 0x20 is found exactly when no byte is
-// 0x80 or more, and when one is the result is non-zero anyway.
+// UTF-8 decoding (see plain8), non-zero otherwise. Per byte b (ignoring
+// borrows), b-0x20 has its top bit set when b < 0x20, b^'"'-1 when b is
+// '"' and b^'\\'-1 when b is '\\'; from 0x80 up, b^'"'-1 has it unless b
+// is 0xA2 and b^'\\'-1 unless b is 0xDC, so one of them always does; a
+// plain byte sets none of the three. A borrow into a byte only comes
+// from a lower byte whose own top bit is set, so it makes no plain word
+// special and no special word plain. TestPlain8 checks every byte value
+// in every position.
 func special8(w uint64) uint64 {
 	const quote, backslash = '"' * lsb, '\\' * lsb
-	q, bs := w^quote, w^backslash
-	return w&msb | (w-0x20*lsb)&^w&msb | (q-lsb)&^q&msb | (bs-lsb)&^bs&msb
+	return ((w - 0x20*lsb) | ((w ^ quote) - lsb) | ((w ^ backslash) - lsb)) & msb
 }
 
 // plainPrefix returns how many bytes from the start of s are plain ASCII

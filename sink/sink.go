@@ -239,8 +239,9 @@ func eachInOrder(ctx context.Context, batch []*ferry.Event, be *BatchError, deli
 			}
 			return
 		}
-		key := KeyOf(ev)
-		if failedKeys[key] {
+		// The key is built only once an event failed: a batch that
+		// succeeds costs no key (nor its allocation) per event.
+		if failedKeys != nil && failedKeys[KeyOf(ev)] {
 			be.Set(i, Retryable(ErrSkipped))
 			continue
 		}
@@ -258,6 +259,6 @@ func eachInOrder(ctx context.Context, batch []*ferry.Event, be *BatchError, deli
 		if failedKeys == nil {
 			failedKeys = make(map[string]bool)
 		}
-		failedKeys[key] = true
+		failedKeys[KeyOf(ev)] = true
 	}
 }

@@ -129,13 +129,19 @@ func (w *walker) run() error {
 		if f.kind == kindArray {
 			f.index++
 		}
-		k := bytes.IndexByte(src[w.p:f.end], 0)
+		k, plain := cstring(src[w.p:f.end])
 		if k < 0 {
 			return w.failIn(stack, w.p, "field name has no terminating NUL before the end of its document")
 		}
 		if f.kind != kindArray {
-			w.dst = appendString(w.dst, src[w.p:w.p+k])
-			w.dst = append(w.dst, ':')
+			if plain {
+				w.dst = append(w.dst, '"')
+				w.dst = append(w.dst, src[w.p:w.p+k]...)
+				w.dst = append(w.dst, '"', ':')
+			} else {
+				w.dst = appendString(w.dst, src[w.p:w.p+k])
+				w.dst = append(w.dst, ':')
+			}
 		}
 		w.p += k + 1
 		if err := w.value(t, f.end, len(stack) == 1); err != nil {

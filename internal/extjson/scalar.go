@@ -58,25 +58,31 @@ func appendFloat(dst []byte, f float64) []byte {
 // {"$date":{"$numberLong":"ms"}}; relaxed otherwise as
 // {"$date":"2006-01-02T15:04:05.999Z"}.
 func (w *walker) date(ms int64) {
-	// The same conversion as the driver's, so that the year test agrees
-	// for every input.
-	t := time.Unix(ms/1e3, ms%1e3*1e6).UTC()
-	if y := t.Year(); w.canonical || y < 1970 || y > 9999 {
+	var year, day int
+	var month time.Month
+	var t time.Time
+	if !w.canonical {
+		// The same conversion as the driver's, so that the year test
+		// agrees for every input.
+		t = time.Unix(ms/1e3, ms%1e3*1e6).UTC()
+		year, month, day = t.Date()
+	}
+	if w.canonical || year < 1970 || year > 9999 {
 		w.dst = append(w.dst, `{"$date":{"$numberLong":"`...)
 		w.dst = strconv.AppendInt(w.dst, ms, 10)
 		w.dst = append(w.dst, `"}}`...)
 		return
 	}
 	w.dst = append(w.dst, `{"$date":"`...)
-	w.dst = appendISODate(w.dst, t)
+	w.dst = appendISODate(w.dst, t, year, month, day)
 	w.dst = append(w.dst, `"}`...)
 }
 
-// appendISODate writes t (UTC, years 1970 through 9999) as t.Format
-// ("2006-01-02T15:04:05.999Z07:00") does: milliseconds with trailing zeros
-// trimmed, no point when they are all zero.
-func appendISODate(dst []byte, t time.Time) []byte {
-	year, month, day := t.Date()
+// appendISODate writes t (UTC, years 1970 through 9999, whose date is
+// year, month, day) as t.Format("2006-01-02T15:04:05.999Z07:00") does:
+// milliseconds with trailing zeros trimmed, no point when they are all
+// zero.
+func appendISODate(dst []byte, t time.Time, year int, month time.Month, day int) []byte {
 	hour, minute, sec := t.Clock()
 	dst = appendDigits(dst, year, 4)
 	dst = append(dst, '-')
@@ -127,12 +133,75 @@ const (
 
 // plain8 reports whether none of the eight bytes of w needs escaping or
 // UTF-8 decoding: each is at least 0x20, below 0x80 and neither '"' nor
-// '\\' (the classic "has a zero byte" test, applied to w, w^'"' and w^'\\').
-func plain8(w uint64) bool {
+// '\\'.
+func plain8(w uint64) bool { return special8(w) == 0 }
+
+// special8 is zero when none of the eight bytes of w needs escaping or
+// UTF-8 decoding (see plain8), non-zero otherwise. Per byte b (ignoring
+// borrows), b-0x20 has its top bit set when b < 0x20, b^'"'-1 when b is
+// '"' and b^'\\'-1 when b is '\\'; from 0x80 up, b^'"'-1 has it unless b
+// is 0xA2 and b^'\\'-1 unless b is 0xDC, so one of them always does; a
+// plain byte sets none of the three. A borrow into a byte only comes
+// from a lower byte whose own top bit is set, so it makes no plain word
+// special and no special word plain. TestPlain8 checks every byte value
+// in every position.
+func special8(w uint64) uint64 {
 	const quote, backslash = '"' * lsb, '\\' * lsb
-	hasZero := func(x uint64) uint64 { return (x - lsb) &^ x & msb }
-	ctl := (w - 0x20*lsb) &^ w & msb // a byte below 0x20 (exact when no byte is >= 0x80)
-	return (w&msb)|ctl|hasZero(w^quote)|hasZero(w^backslash) == 0
+	return ((w - 0x20*lsb) | ((w ^ quote) - lsb) | ((w ^ backslash) - lsb)) & msb
+}
+
+// plainPrefix returns how many bytes from the start of s are plain ASCII
+// (see plain8), counted a word of eight at a time (four while it can), so
+// maybe short of the first special byte by up to 7; all of s when it is
+// plain.
+func plainPrefix(s []byte) int {
+	n := len(s)
+	for len(s) >= 32 {
+		w := s[:32:32]
+		if special8(binary.LittleEndian.Uint64(w))|special8(binary.LittleEndian.Uint64(w[8:]))|
+			special8(binary.LittleEndian.Uint64(w[16:]))|special8(binary.LittleEndian.Uint64(w[24:])) != 0 {
+			break
+		}
+		s = s[32:]
+	}
+	for len(s) >= 8 && special8(binary.LittleEndian.Uint64(s)) == 0 {
+		s = s[8:]
+	}
+	if len(s) > 0 && len(s) < 8 {
+		// The tail (or a short string: most keys), padded with spaces
+		// to one word.
+		w := [8]byte{' ', ' ', ' ', ' ', ' ', ' ', ' ', ' '}
+		copy(w[:], s)
+		if special8(binary.LittleEndian.Uint64(w[:])) == 0 {
+			return n
+		}
+	}
+	return n - len(s)
+}
+
+// cstring returns the offset of the NUL that ends the name at the start
+// of s, or -1 when s holds none, and whether the name's bytes are all
+// plain (see plain8), so that it is quoted as it is. A plain name (most
+// are) is found in one pass, a word at a time.
+func cstring(s []byte) (int, bool) {
+	i := 0
+	for i+8 <= len(s) && special8(binary.LittleEndian.Uint64(s[i:])) == 0 {
+		i += 8
+	}
+	for ; i < len(s); i++ {
+		b := s[i]
+		if b == 0 {
+			return i, true
+		}
+		if b >= utf8.RuneSelf || !safe[b] {
+			break
+		}
+	}
+	k := bytes.IndexByte(s[i:], 0)
+	if k < 0 {
+		return -1, false
+	}
+	return i + k, false
 }
 
 // appendString writes s as a quoted JSON string, escaped as the driver
@@ -143,10 +212,8 @@ func appendString(dst, s []byte) []byte {
 	start := 0
 	for i := 0; i < len(s); {
 		// Runs of plain ASCII (the common case: no quote, backslash,
-		// control or non-ASCII byte) are skipped eight bytes at a time.
-		for i+8 <= len(s) && plain8(binary.LittleEndian.Uint64(s[i:])) {
-			i += 8
-		}
+		// control or non-ASCII byte) are skipped a word at a time.
+		i += plainPrefix(s[i:])
 		if i >= len(s) {
 			break
 		}

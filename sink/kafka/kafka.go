@@ -132,7 +132,12 @@ func (s *Sink) client() *kgo.Client {
 
 // Write produces the batch in order, all records in flight at once, and
 // returns when the broker acknowledged or failed each of them (see the
-// package doc for failures and their retry classes).
+// package doc for failures and their retry classes). Timeout bounds the
+// batch's produces from the first one.
+//
+// The batch's records, their headers, keys and values are laid out in a
+// few allocations shared by the batch (see recordArena) rather than
+// several per event.
 func (s *Sink) Write(ctx context.Context, batch []*ferry.Event) error {
 	if len(batch) == 0 {
 		return nil
@@ -148,9 +153,16 @@ func (s *Sink) Write(ctx context.Context, batch []*ferry.Event) error {
 		abandoned bool
 		pending   = make([]bool, len(batch))
 	)
+	// One deadline for the batch: every record is produced within
+	// microseconds of the first, so this is Timeout per produce, without a
+	// context (and its timer) per record. It is cancelled once every
+	// record is acknowledged or abandoned.
+	rctx, cancel := context.WithTimeout(ctx, s.cfg.timeout)
+	defer cancel()
+	a := newRecordArena(batch)
 	sink.Submit(ctx, batch, be, func(i int, ev *ferry.Event) error {
-		rec, err := s.record(ctx, ev)
-		if err != nil {
+		rec := &a.recs[i]
+		if err := s.record(ctx, ev, rec, a); err != nil {
 			return err
 		}
 		if s.cfg.fault != nil {
@@ -161,14 +173,12 @@ func (s *Sink) Write(ctx context.Context, batch []*ferry.Event) error {
 		if s.cfg.noProduce {
 			return nil
 		}
-		rctx, cancel := context.WithTimeout(ctx, s.cfg.timeout)
 		wg.Add(1)
 		mu.Lock()
 		pending[i] = true
 		mu.Unlock()
 		cl.Produce(rctx, rec, func(_ *kgo.Record, err error) {
 			defer wg.Done()
-			defer cancel()
 			mu.Lock()
 			defer mu.Unlock()
 			if abandoned {
@@ -208,38 +218,84 @@ func (s *Sink) Write(ctx context.Context, batch []*ferry.Event) error {
 	return be.Err()
 }
 
-// record builds the record of an event.
-func (s *Sink) record(ctx context.Context, ev *ferry.Event) (*kgo.Record, error) {
-	value, err := extjson.Marshal(ev.Raw, s.cfg.canonical)
-	if err != nil {
-		return nil, sink.Permanent(fmt.Errorf("kafka: event %s: rendering Extended JSON: %w", ev.ID(), err))
-	}
-	key, err := recordKey(ev)
-	if err != nil {
-		return nil, sink.Permanent(fmt.Errorf("kafka: event %s: rendering the documentKey: %w", ev.ID(), err))
-	}
-	rec := &kgo.Record{
-		Topic: s.cfg.topic,
-		Key:   key,
-		Value: value,
-		Headers: []kgo.RecordHeader{
-			{Key: EventIDHeader, Value: []byte(ev.ID())},
-			{Key: EpochHeader, Value: []byte(strconv.FormatInt(ev.Epoch, 10))},
-		},
-	}
-	if tp := ferry.DeliveryTraceParent(ctx, ev); tp != "" {
-		rec.Headers = append(rec.Headers, kgo.RecordHeader{Key: TraceParentHeader, Value: []byte(tp)})
-	}
-	return rec, nil
+// A recordArena holds a batch's records and the bytes of their keys,
+// values and headers. Each record's slices are capped sub-slices of buf
+// and hdrs: when an append outgrows the backing array the earlier records
+// keep the old one, whose bytes nothing writes again, so every record's
+// bytes stay as rendered for as long as the client holds it. Nothing is
+// reused after Write returns: a record abandoned after Timeout may still
+// be in the client's hands.
+type recordArena struct {
+	recs []kgo.Record
+	hdrs []kgo.RecordHeader
+	buf  []byte
 }
 
-// recordKey returns the documentKey as canonical Extended JSON, or the
-// namespace for events without one.
-func recordKey(ev *ferry.Event) ([]byte, error) {
-	if len(ev.DocumentKey) == 0 {
-		return []byte(ev.Namespace.String()), nil
+// Per-record room the arena reserves beyond the event's raw sizes: the
+// event id (64 hex digits), the epoch and some Extended JSON growth.
+const arenaSlack = 256
+
+func newRecordArena(batch []*ferry.Event) *recordArena {
+	size := 0
+	for _, ev := range batch {
+		size += len(ev.Raw) + 2*len(ev.DocumentKey) + arenaSlack
 	}
-	return extjson.Marshal(ev.DocumentKey, true)
+	return &recordArena{
+		recs: make([]kgo.Record, len(batch)),
+		hdrs: make([]kgo.RecordHeader, 0, 2*len(batch)),
+		buf:  make([]byte, 0, size),
+	}
+}
+
+// cut returns buf[from:] as a slice of its own capacity.
+func (a *recordArena) cut(from int) []byte { return a.buf[from:len(a.buf):len(a.buf)] }
+
+// header appends a header whose value is buf[from:].
+func (a *recordArena) header(key string, from int) {
+	a.hdrs = append(a.hdrs, kgo.RecordHeader{Key: key, Value: a.cut(from)})
+}
+
+// record builds the record of an event in rec, its bytes in a.
+func (s *Sink) record(ctx context.Context, ev *ferry.Event, rec *kgo.Record, a *recordArena) error {
+	start := len(a.buf)
+	var err error
+	if a.buf, err = extjson.Append(a.buf, ev.Raw, s.cfg.canonical); err != nil {
+		return sink.Permanent(fmt.Errorf("kafka: event %s: rendering Extended JSON: %w", ev.ID(), err))
+	}
+	value := a.cut(start)
+	start = len(a.buf)
+	if a.buf, err = appendRecordKey(a.buf, ev); err != nil {
+		return sink.Permanent(fmt.Errorf("kafka: event %s: rendering the documentKey: %w", ev.ID(), err))
+	}
+	key := a.cut(start)
+	h := len(a.hdrs)
+	start = len(a.buf)
+	a.buf = append(a.buf, ev.ID()...)
+	a.header(EventIDHeader, start)
+	start = len(a.buf)
+	a.buf = strconv.AppendInt(a.buf, ev.Epoch, 10)
+	a.header(EpochHeader, start)
+	if tp := ferry.DeliveryTraceParent(ctx, ev); tp != "" {
+		start = len(a.buf)
+		a.buf = append(a.buf, tp...)
+		a.header(TraceParentHeader, start)
+	}
+	*rec = kgo.Record{
+		Topic:   s.cfg.topic,
+		Key:     key,
+		Value:   value,
+		Headers: a.hdrs[h:len(a.hdrs):len(a.hdrs)],
+	}
+	return nil
+}
+
+// appendRecordKey appends the documentKey as canonical Extended JSON, or
+// the namespace for events without one.
+func appendRecordKey(dst []byte, ev *ferry.Event) ([]byte, error) {
+	if len(ev.DocumentKey) == 0 {
+		return append(dst, ev.Namespace.String()...), nil
+	}
+	return extjson.Append(dst, ev.DocumentKey, true)
 }
 
 // permanentErrs are the broker (or client-side) rejections retrying cannot

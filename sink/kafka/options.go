@@ -64,7 +64,9 @@ func Topic(name string) Option { return option(func(c *config) { c.topic, c.topi
 // JSON. Keys are canonical always.
 func Canonical() Option { return option(func(c *config) { c.canonical = true }) }
 
-// Timeout bounds each produce, until the broker's ack (default 10s).
+// Timeout bounds each produce, until the broker's ack (default 10s). The
+// records of one Write share one deadline, Timeout after the first is
+// produced.
 func Timeout(d time.Duration) Option { return option(func(c *config) { c.timeout = d }) }
 
 // ClientOptions adds options to kgo.NewClient (SASL, TLS, client id,

@@ -125,9 +125,10 @@ func (s *Sink) Write(ctx context.Context, batch []*ferry.Event) error {
 		}
 	}()
 	buf := (*bp)[:0]
-	starts := make([]int, len(batch)) // where each event's line is in buf
-	ends := make([]int, len(batch))
-	var pending []int // events with a line to write, in order
+	offs := make([]int, 3*len(batch))
+	starts := offs[:len(batch)]                  // where each event's line is in buf
+	ends := offs[len(batch) : 2*len(batch)]      // and where it ends
+	pending := offs[2*len(batch) : 2*len(batch)] // events with a line to write, in order
 	sink.Submit(ctx, batch, be, func(i int, ev *ferry.Event) error {
 		starts[i] = len(buf)
 		var err error

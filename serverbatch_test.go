@@ -64,7 +64,7 @@ func (l *batchLog) monitor() *event.CommandMonitor {
 }
 
 // TestServerBatchesFollowTheQueue: the consumer asks the server for
-// batches no larger than its queue (and never more than 1,000 events), so
+// batches no larger than its queue's event limit, so
 // the driver's reply — held whole while the events are copied out of it,
 // outside the queue's accounting — is bounded by the queue too, not by
 // the server's 16 MiB.
@@ -75,7 +75,7 @@ func TestServerBatchesFollowTheQueue(t *testing.T) {
 		limit int32
 	}{
 		{"small queue", []ferry.Option{ferry.QueueLimit(40, 64<<20)}, 40},
-		{"default queue", nil, 1000},
+		{"default queue", nil, 4000},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			uri, _ := emutest.URI(t)

@@ -3,6 +3,7 @@ package ferry
 import (
 	"context"
 	"fmt"
+	"math"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
@@ -147,16 +148,14 @@ func (c *Consumer) checkSplit(ctx context.Context) error {
 	return nil
 }
 
-// maxReadBatch is the most events one server batch (the aggregate's first
-// or a getMore's) carries. The driver holds a whole batch's reply in one
-// buffer while the fetcher copies events out of it, outside the queue's
-// accounting: left to the server, a batch is up to 16 MiB, whatever the
-// queue's bounds. A thousand 1 KiB events are 1 MiB, and a batch of them
-// costs one round trip per thousand events.
-const maxReadBatch = 1000
-
-// serverBatch is the server batch size for a queue of maxEvents: no more
-// than the queue holds, so a small queue bounds the reply too.
+// serverBatch is the batch size the stream asks the server for (the
+// aggregate's first batch and each getMore's): the queue's event limit.
+// The driver holds a whole batch's reply in one buffer while the fetcher
+// copies events out of it, outside the queue's accounting; left to the
+// server, a batch is up to 16 MiB whatever the queue's bounds, so a small
+// queue bounds the reply too. (Smaller batches cost more than their round
+// trips: 1,000-event batches took 4.4-4.9 µs of Ferry CPU per event in
+// BenchmarkConsumerVsRawStream, 4,000-event ones 3.4.)
 func serverBatch(maxEvents int) int32 {
-	return int32(max(1, min(maxEvents, maxReadBatch)))
+	return int32(max(1, min(maxEvents, math.MaxInt32)))
 }

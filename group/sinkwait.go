@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"maps"
+	"regexp"
 	"slices"
 	"time"
 	"unicode/utf8"
@@ -29,19 +30,24 @@ import (
 // member that leaves, or dies and expires, reports nothing.
 const fWaitingForSink = "waitingForSink"
 
+// eventIDs matches an event id (ferry.EventID: 64 lowercase hex digits)
+// standing alone.
+var eventIDs = regexp.MustCompile(`\b[0-9a-f]{64}\b`)
+
 // maxSinkProblem bounds a published delivery error, in bytes.
 const maxSinkProblem = 300
 
 // SinkProblem renders a delivery error as Status.SinkErrors and the
 // member's published status carry it: resume tokens shortened
-// (ferry.RedactTokens) and at most 300 bytes. Sinks name no credential in
+// (ferry.RedactTokens), event ids (64 hex digits) shortened to their first
+// 16 as ferry dlq list shows them, and at most 300 bytes. Sinks name no credential in
 // their errors (the webhook sink's name the URL without user info or
 // query, and quote at most 200 bytes of the receiver's answer).
 func SinkProblem(err error) string {
 	if err == nil {
 		return ""
 	}
-	s := ferry.RedactTokens(err.Error())
+	s := eventIDs.ReplaceAllStringFunc(ferry.RedactTokens(err.Error()), func(id string) string { return id[:16] + "…" })
 	if len(s) <= maxSinkProblem {
 		return s
 	}

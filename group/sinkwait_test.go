@@ -146,4 +146,14 @@ func TestSinkProblem(t *testing.T) {
 	if strings.ContainsRune(got, '\uFFFD') {
 		t.Errorf("SinkProblem cut a rune: %q", got)
 	}
+	// Event ids (64 hex digits, the sinks name the event they failed on)
+	// are shortened to 16, as ferry dlq list shows them; other hex stays.
+	id := strings.Repeat("c6a5d689", 8)
+	got = group.SinkProblem(errors.New("webhook: event " + id + ": POST http://r/hook: receiver answered 503; body deadbeef"))
+	if want := "webhook: event " + id[:16] + "…: POST http://r/hook: receiver answered 503; body deadbeef"; got != want {
+		t.Errorf("SinkProblem = %q, want %q", got, want)
+	}
+	if got := group.SinkProblem(errors.New(id + "0")); got != id+"0" {
+		t.Errorf("SinkProblem shortened 65 hex digits: %q", got)
+	}
 }

@@ -137,6 +137,22 @@ func TestFatalStopsAreAStateNotALoop(t *testing.T) {
 	}
 }
 
+// startTwoMembers starts members a and b of the orders stream (two
+// partitions) from cfg and waits until each owns one and both partitions
+// recorded a position.
+func startTwoMembers(t *testing.T, e *procEnv, cfg string) (a, b *member) {
+	t.Helper()
+	a, b = startMember(t, cfg, "a"), startMember(t, cfg, "b")
+	waitStartedIn(t, e, "orders", 2)
+	poll.Until(t, 30*time.Second, func() error {
+		if na, nb := a.metric(`ferry_partitions_owned{stream="orders"}`), b.metric(`ferry_partitions_owned{stream="orders"}`); na != 1 || nb != 1 {
+			return fmt.Errorf("partitions owned: a %v, b %v; want one each", na, nb)
+		}
+		return nil
+	})
+	return a, b
+}
+
 // waitStartedIn waits until n partitions of stream recorded a position.
 func waitStartedIn(t *testing.T, e *procEnv, stream string, n int64) {
 	t.Helper()
@@ -254,14 +270,7 @@ func TestCrashTakeoverWithinLeaseTTL(t *testing.T) {
 	e := newProcEnv(t)
 	rcv := newReceiver(t)
 	cfg := writeFile(t, streamYAML(e.srv.URI(), "orders", rcv.url(), "", ""))
-	a, b := startMember(t, cfg, "a"), startMember(t, cfg, "b")
-	waitStartedIn(t, e, "orders", 2)
-	poll.Until(t, 30*time.Second, func() error {
-		if na, nb := a.metric(`ferry_partitions_owned{stream="orders"}`), b.metric(`ferry_partitions_owned{stream="orders"}`); na != 1 || nb != 1 {
-			return fmt.Errorf("partitions owned: a %v, b %v; want one each", na, nb)
-		}
-		return nil
-	})
+	a, b := startTwoMembers(t, e, cfg)
 	w := startWriter(t, e, "o", 20*time.Millisecond, 0)
 	poll.Until(t, 10*time.Second, rcv.deliveredAtLeast(20))
 	_ = a.cmd.Process.Signal(syscall.SIGKILL)

@@ -28,14 +28,7 @@ func TestStatusShowsSinkOutage(t *testing.T) {
 		rcv := newReceiver(t)
 		rcv.setStatus(func(string) int { return http.StatusServiceUnavailable })
 		cfg := writeFile(t, streamYAML(e.srv.URI(), "orders", rcv.url(), "", ""))
-		a, b := startMember(t, cfg, "a"), startMember(t, cfg, "b")
-		waitStartedIn(t, e, "orders", 2)
-		poll.Until(t, 30*time.Second, func() error {
-			if na, nb := a.metric(`ferry_partitions_owned{stream="orders"}`), b.metric(`ferry_partitions_owned{stream="orders"}`); na != 1 || nb != 1 {
-				return fmt.Errorf("partitions owned: a %v, b %v; want one each", na, nb)
-			}
-			return nil
-		})
+		a, _ := startTwoMembers(t, e, cfg)
 		for i := range 10 {
 			e.insert("orders", bson.D{{Key: "_id", Value: fmt.Sprintf("o-%d", i)}})
 		}

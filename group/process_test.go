@@ -137,7 +137,7 @@ func (c *cluster) ownersNow(t *testing.T) map[int]lease.Lease {
 	}
 	out := map[int]lease.Lease{}
 	for _, l := range list {
-		if l.Owner != "" && !l.Expired {
+		if !l.Free() {
 			out[l.Partition] = l
 		}
 	}

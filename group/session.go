@@ -108,12 +108,7 @@ func (g *Group) reconcile(ctx context.Context, runs map[int]*running, paced map[
 	for _, m := range members {
 		ids = append(ids, m.ID)
 	}
-	current := map[int]string{}
-	for _, l := range leases {
-		if l.Owner != "" && !l.Expired {
-			current[l.Partition] = l.Owner
-		}
-	}
+	current := lease.Owners(leases)
 	target := Assign(ids, cfg.partitions, current)
 	me := cfg.memberID
 	// Hand off what is no longer ours.

@@ -39,6 +39,18 @@ type Lease struct {
 // was read (released, or expired by the server's clock).
 func (l Lease) Free() bool { return l.Owner == "" || l.Expired }
 
+// Owners returns partition → owner of the leases in list held live (not
+// Free).
+func Owners(list []Lease) map[int]string {
+	m := make(map[int]string, len(list))
+	for _, l := range list {
+		if !l.Free() {
+			m[l.Partition] = l.Owner
+		}
+	}
+	return m
+}
+
 // Document layout, one per (group, partition):
 //
 //	{_id: "<group>/<partition>", group, partition, owner: string|null,

@@ -193,13 +193,7 @@ func (r *groupRun) owners(t *testing.T) map[int]string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := map[int]string{}
-	for _, l := range list {
-		if l.Owner != "" && !l.Expired {
-			out[l.Partition] = l.Owner
-		}
-	}
-	return out
+	return lease.Owners(list)
 }
 
 // waitOwned waits until every partition has a live owner among members.

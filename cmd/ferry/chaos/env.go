@@ -144,13 +144,7 @@ func newEnv(ctx context.Context, p plan, txnLifetime time.Duration, dir string) 
 // owners returns partition → live lease owner.
 func (e *env) owners(ctx context.Context) map[int]string {
 	list, _ := e.leases.List(ctx, streamName)
-	m := map[int]string{}
-	for _, l := range list {
-		if l.Owner != "" && !l.Expired {
-			m[l.Partition] = l.Owner
-		}
-	}
-	return m
+	return lease.Owners(list)
 }
 
 // epochs returns partition → lease epoch.

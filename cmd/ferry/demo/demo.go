@@ -221,13 +221,7 @@ func (s *syncWriter) Write(p []byte) (int, error) {
 // owners returns partition → live lease owner.
 func (e *demoEnv) owners(ctx context.Context) map[int]string {
 	list, _ := e.ls.List(ctx, demoGroup)
-	m := map[int]string{}
-	for _, l := range list {
-		if l.Owner != "" && !l.Expired {
-			m[l.Partition] = l.Owner
-		}
-	}
-	return m
+	return lease.Owners(list)
 }
 
 // waitOwned waits until every partition has a live owner for which ok

@@ -225,7 +225,7 @@ func (s statusSource) stream(ctx context.Context, sc *config.Stream, now time.Ti
 	byP := map[int]lease.Lease{}
 	for _, l := range leases {
 		byP[l.Partition] = l
-		if l.Owner != "" && !l.Expired {
+		if !l.Free() {
 			owned[l.Owner] = append(owned[l.Owner], l.Partition)
 		}
 	}
@@ -266,7 +266,7 @@ func (s statusSource) stream(ctx context.Context, sc *config.Stream, now time.Ti
 		pd := partitionDoc{Partition: p, State: "no-checkpoint", LastError: lastErr[p]}
 		if l, ok := byP[p]; ok {
 			pd.Epoch = l.Epoch
-			if l.Owner != "" && !l.Expired {
+			if !l.Free() {
 				pd.Owner = l.Owner
 				t := l.ExpiresAt.UTC()
 				pd.LeaseExpiresAt = &t

@@ -100,20 +100,10 @@ func walkElements(b []byte, fn func(t byte, key, v []byte) bool) bool {
 
 // valueSize returns the size of a value of type t at the start of b.
 func valueSize(t byte, b []byte) (int, bool) {
-	fixed := func(n int) (int, bool) { return n, len(b) >= n }
+	if n := fixedWidth(t); n >= 0 {
+		return n, len(b) >= n
+	}
 	switch t {
-	case 0x06, 0x0A, 0x7F, 0xFF: // undefined, null, maxKey, minKey
-		return 0, true
-	case 0x08: // bool
-		return fixed(1)
-	case 0x10: // int32
-		return fixed(4)
-	case 0x01, 0x09, 0x11, 0x12: // double, datetime, timestamp, int64
-		return fixed(8)
-	case 0x07: // ObjectId
-		return fixed(12)
-	case 0x13: // decimal128
-		return fixed(16)
 	case 0x02, 0x0D, 0x0E: // string, JavaScript, symbol
 		if len(b) < 4 {
 			return 0, false

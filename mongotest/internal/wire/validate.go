@@ -46,6 +46,26 @@ func validateDocDepth(doc []byte, depth int) error {
 	return nil
 }
 
+// fixedWidth is the size of a value of BSON type t when every value of
+// the type has one size, or -1.
+func fixedWidth(t byte) int {
+	switch t {
+	case 0x06, 0x0A, 0x7F, 0xFF: // undefined, null, maxKey, minKey
+		return 0
+	case 0x08: // bool
+		return 1
+	case 0x10: // int32
+		return 4
+	case 0x01, 0x09, 0x11, 0x12: // double, datetime, timestamp, int64
+		return 8
+	case 0x07: // ObjectId
+		return 12
+	case 0x13: // decimal128
+		return 16
+	}
+	return -1
+}
+
 // skipValue validates and skips one value of BSON type t.
 func skipValue(r *reader, t byte, depth int) error {
 	fixed := func(n int) error {
@@ -55,9 +75,10 @@ func skipValue(r *reader, t byte, depth int) error {
 		r.off += n
 		return nil
 	}
+	if n := fixedWidth(t); n >= 0 && t != 0x08 {
+		return fixed(n)
+	}
 	switch t {
-	case 0x06, 0x0A, 0x7F, 0xFF: // undefined, null, maxKey, minKey
-		return nil
 	case 0x08: // bool
 		b, ok := r.u8()
 		if !ok {
@@ -67,14 +88,6 @@ func skipValue(r *reader, t byte, depth int) error {
 			return fmt.Errorf("bool byte %d is neither 0 nor 1", b)
 		}
 		return nil
-	case 0x10: // int32
-		return fixed(4)
-	case 0x01, 0x09, 0x11, 0x12: // double, datetime, timestamp, int64
-		return fixed(8)
-	case 0x07: // ObjectId
-		return fixed(12)
-	case 0x13: // decimal128
-		return fixed(16)
 	case 0x02, 0x0D, 0x0E: // string, JavaScript code, symbol
 		return skipString(r)
 	case 0x03, 0x04: // document, array

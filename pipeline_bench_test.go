@@ -42,13 +42,7 @@ func BenchmarkReaderToLanes(b *testing.B) {
 	r.handlerCtx, r.cancelHandler = context.WithCancel(context.Background())
 	defer r.cancelHandler()
 	r.plainCalls()
-	r.lanes = make([]chan *item, cfg.concurrency)
-	for i := range r.lanes {
-		ch := make(chan *item, cfg.maxEvents)
-		r.lanes[i] = ch
-		r.laneW.Add(1)
-		go func() { defer r.laneW.Done(); r.lane(ch) }()
-	}
+	r.startLanes()
 	const distinct = 4096
 	raws := make([]bson.Raw, distinct)
 	pad := strings.Repeat("p", 1000)

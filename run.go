@@ -82,17 +82,7 @@ func (r *runner) run(ctx context.Context) error {
 	r.handlerCtx, r.cancelHandler = context.WithCancel(context.WithoutCancel(ctx))
 	defer r.cancelHandler()
 	r.plainCalls()
-
-	r.lanes = make([]chan *item, cfg.concurrency)
-	for i := range r.lanes {
-		ch := make(chan *item, cfg.maxEvents)
-		r.lanes[i] = ch
-		r.laneW.Add(1)
-		go func() {
-			defer r.laneW.Done()
-			r.lane(ch)
-		}()
-	}
+	r.startLanes()
 	commitDone := make(chan struct{})
 	stopCommit := make(chan struct{})
 	go func() {
@@ -135,4 +125,21 @@ func (r *runner) run(ctx context.Context) error {
 		r.mark(fctx, checkpoint.StateStalled, stop.Error())
 	}
 	return stop
+}
+
+// startLanes starts cfg.concurrency lanes, each reading its own channel
+// (room for the whole queue, so dispatch never blocks on a lane); laneW
+// counts them until they return.
+func (r *runner) startLanes() {
+	cfg := &r.c.cfg
+	r.lanes = make([]chan *item, cfg.concurrency)
+	for i := range r.lanes {
+		ch := make(chan *item, cfg.maxEvents)
+		r.lanes[i] = ch
+		r.laneW.Add(1)
+		go func() {
+			defer r.laneW.Done()
+			r.lane(ch)
+		}()
+	}
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/ferry-io/ferry"
 	"github.com/ferry-io/ferry/group"
+	"github.com/ferry-io/ferry/internal/poll"
 )
 
 // commands counts the commands a client sends, by name and collection
@@ -78,12 +79,13 @@ func (c *cluster) runUntilPast(t *testing.T, g *group.Group, partitions int, las
 	rctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- g.Run(rctx) }()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	stop := sync.OnceValue(func() error { cancel(); return <-done })
+	defer stop() // also when the wait below fails the test
+	poll.Until(t, 30*time.Second, func() error {
 		past := 0
 		cur, err := c.state.Collection("checkpoints").Find(ctx, bson.D{})
 		if err != nil {
-			t.Fatal(err)
+			return err
 		}
 		for cur.Next(ctx) {
 			var cp struct {
@@ -93,18 +95,12 @@ func (c *cluster) runUntilPast(t *testing.T, g *group.Group, partitions int, las
 				past++
 			}
 		}
-		if past == partitions {
-			break
+		if past != partitions {
+			return fmt.Errorf("%d of %d partitions checkpointed past the last event", past, partitions)
 		}
-		if time.Now().After(deadline) {
-			cancel()
-			<-done
-			t.Fatalf("%d of %d partitions checkpointed past the last event", past, partitions)
-		}
-		time.Sleep(10 * time.Millisecond) // polling the checkpoints
-	}
-	cancel()
-	if err := <-done; err != nil {
+		return nil
+	})
+	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -23,10 +23,12 @@
 //	                                     ▼
 //	                           checkpoint store (compare-and-set)
 //
-// The fetcher copies events out of the driver's batches on a goroutine of
+// The fetcher takes events from the driver's batches on a goroutine of
 // its own and issues the next getMore while the reader decodes, numbers
-// and dispatches the events before them; an event holds its room in the
-// window from the fetcher's copy until it is finished, so the read-ahead
+// and dispatches the events before them. It does not copy them: an
+// event's bytes alias the server's reply it came in, which the driver
+// never reuses (see CopyEvents). An event holds its room in the window
+// from the fetcher's read until it is finished, so the read-ahead
 // is bounded by QueueLimit too, and a full window stops the fetcher. The
 // driver sends the next getMore only once the fetcher has taken the whole
 // batch, so the fetcher does as little as it can per event: it takes

@@ -78,7 +78,9 @@ func (n Namespace) String() string {
 }
 
 // Event is one change handed to the handler. Its fields are decoded from
-// Raw; the handler must not modify the byte slices.
+// Raw; the handler must not modify the byte slices. They alias the
+// server's reply the event came in (see CopyEvents): a handler that keeps
+// an event past its call should copy what it keeps.
 type Event struct {
 	// Token is the event's resume token (its _id), opaque; nil for a
 	// backfill event.

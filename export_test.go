@@ -7,3 +7,6 @@ var (
 	OldestReachable  = oldestReachable
 	OplogStartOf     = oplogStart
 )
+
+// DriverAliasable is driverAliasable, for TestDriverAliasable.
+var DriverAliasable = driverAliasable

@@ -9,12 +9,12 @@ import (
 )
 
 // fetchRun is the most events the fetcher hands over at once: the reader
-// starts on a server batch (up to 16 MB) before the fetcher has copied all
+// starts on a server batch (up to 16 MB) before the fetcher has taken all
 // of it.
 const fetchRun = 256
 
-// fetched is what the fetcher hands the reader: a run of events copied out
-// of one server batch, in stream order, each holding its room in the window
+// fetched is what the fetcher hands the reader: a run of events taken from
+// one server batch, in stream order, each holding its room in the window
 // (a reservation the reader takes or gives back); or an empty read; or the
 // end of reading.
 type fetched struct {
@@ -38,8 +38,9 @@ type fetched struct {
 }
 
 // fetch reads cs ahead of the reader, on a goroutine of its own, until ctx
-// ends or reading fails: it copies each event out of the driver's batch,
-// holds its room in win (waiting while the window is full: a slow sink
+// ends or reading fails: it takes each event from the driver's batch (the
+// driver's bytes, see aliasReplies, or a copy if copyEvents), holds its
+// room in win (waiting while the window is full: a slow sink
 // stops the stream here) and sends the events to out in runs, so that the
 // next getMore is on its way while the reader decodes and dispatches the
 // batch before it. It closes out when it returns; the last value it sends
@@ -53,7 +54,7 @@ type fetched struct {
 // getMore, so none is held while the stream waits for the server.
 //
 // timed asks for the start time of each server batch's read (HookRead).
-func fetch(ctx context.Context, cs *mongo.ChangeStream, win *window, out chan<- *fetched, timed bool) {
+func fetch(ctx context.Context, cs *mongo.ChangeStream, win *window, out chan<- *fetched, timed, copyEvents bool) {
 	defer close(out)
 	var run *fetched
 	var have credit // credit not yet used by an event
@@ -95,7 +96,10 @@ func fetch(ctx context.Context, cs *mongo.ChangeStream, win *window, out chan<- 
 			}
 			continue
 		}
-		raw := clone(cs.Current)
+		raw := cs.Current
+		if copyEvents {
+			raw = clone(raw)
+		}
 		size := int64(len(raw))
 		if !have.has(size) {
 			// Credit for the rest of the server batch (up to a run), its

@@ -42,6 +42,7 @@ var layers = []string{
 	"lanes.go",       // stage: per-key lanes applying events, retries, poison
 	"committer.go",   // stage: the commit loop and compare-and-set saves
 	"backfill.go",    // the backfill scan
+	"aliasing.go",    // events alias the driver's replies, on the drivers checked
 	"fetch.go",       // stage: reading the server's batches ahead, into the window
 	"reader.go",      // stage: reading the stream into the window
 	"run.go",         // Run: the stages wired together, drain, final checkpoint

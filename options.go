@@ -220,6 +220,7 @@ type config struct {
 	logger         *slog.Logger
 	quietStops     bool
 	noSplit        bool
+	copyEvents     bool
 	oversize       OversizePolicy
 	hooks          []Hook
 	sweeper        Sweeper
@@ -401,6 +402,17 @@ func MaxAwaitTime(d time.Duration) Option { return optionFunc(func(c *config) { 
 // sees one whole event (see Event), and never checkpoints between them.
 // Turning it off is part of the stream's identity.
 func SplitLargeEvents(on bool) Option { return optionFunc(func(c *config) { c.noSplit = !on }) }
+
+// CopyEvents sets whether each event gets bytes of its own (default
+// false). By default an event's byte slices (Raw, and the fields decoded
+// from it) alias the server's reply they came in, which the driver never
+// reuses: reading costs no copy per event, and the reply stays in memory
+// while any of its events is referenced. A handler that keeps events past
+// its call, or parts of them, keeps their whole replies (up to a batch of
+// QueueLimit's events) unless it copies what it keeps (bytes.Clone) or
+// turns CopyEvents on. On a driver version Ferry has not checked for this
+// (see the README), events are copied whatever the option says.
+func CopyEvents(on bool) Option { return optionFunc(func(c *config) { c.copyEvents = on }) }
 
 // OversizePolicy says what happens to an event the server cannot return
 // even split: one top-level field over 16 MB (a huge fullDocument or

@@ -233,7 +233,7 @@ func (r *runner) openAt(ctx context.Context, pos position) (*mongo.ChangeStream,
 // "reopen there" (after an invalidate with InvalidateRestart).
 //
 // The stream is read by a fetcher (fetch) on a goroutine of its own,
-// which copies the events out of the driver's batches into the window and
+// which takes the events from the driver's batches into the window and
 // issues the next getMore while this goroutine, the reader, decodes the
 // events before them, reassembles split events, hands each to the tracker
 // (in stream order) and dispatches it to its lane. consume returns only
@@ -248,7 +248,7 @@ func (r *runner) consume(ctx context.Context, cs *mongo.ChangeStream) (*position
 	defer batch.end()
 	fctx, stopFetch := context.WithCancel(ctx)
 	runs := make(chan *fetched, fetchQueue)
-	go fetch(fctx, cs, r.win, runs, batch.enabled)
+	go fetch(fctx, cs, r.win, runs, batch.enabled, cfg.copyEvents || !aliasReplies)
 	stopped := false
 	stop := func() {
 		if stopped {

@@ -65,7 +65,7 @@ func (l *batchLog) monitor() *event.CommandMonitor {
 
 // TestServerBatchesFollowTheQueue: the consumer asks the server for
 // batches no larger than its queue's event limit, so
-// the driver's reply — held whole while the events are copied out of it,
+// the driver's reply — read whole before any of its events is taken,
 // outside the queue's accounting — is bounded by the queue too, not by
 // the server's 16 MiB.
 func TestServerBatchesFollowTheQueue(t *testing.T) {

@@ -7,7 +7,7 @@ import (
 
 // window bounds the events between the stream and the handlers by count and
 // by bytes: every event read and not yet finished holds its place, from
-// the moment the fetcher copies it out of the driver's batch (a
+// the moment the fetcher takes it from the driver's batch (a
 // reservation: read ahead, not yet dispatched) until it is applied,
 // dead-lettered or abandoned. When it is full the fetcher stops reading,
 // so a slow sink stops the stream. One event larger than the byte limit is

@@ -68,7 +68,10 @@ func (r *runner) flush(ctx context.Context) error {
 	}
 	next := r.cp
 	if moved {
-		next.Token = tok
+		// A copy: the token aliases the server reply its event came in
+		// (aliasReplies), which the checkpoint would keep in memory until
+		// the next save.
+		next.Token = append(bson.Raw(nil), tok...)
 	}
 	if ts != (bson.Timestamp{}) {
 		next.ClusterTime = ts

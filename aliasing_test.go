@@ -151,7 +151,7 @@ func TestRetainedEventsStayIntact(t *testing.T) {
 			case copyEvents && shared > 0:
 				t.Fatalf("with CopyEvents, %d events share their predecessor's memory", shared)
 			case !copyEvents && shared < n/2:
-				t.Fatalf("%d of %d events share their predecessor's reply, want most (batches of 16)", shared, n)
+				t.Fatalf("%d of %d events share their predecessor's reply, want most (batches of 8)", shared, n)
 			}
 		})
 	}

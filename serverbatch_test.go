@@ -64,18 +64,19 @@ func (l *batchLog) monitor() *event.CommandMonitor {
 }
 
 // TestServerBatchesFollowTheQueue: the consumer asks the server for
-// batches no larger than its queue's event limit, so
-// the driver's reply — read whole before any of its events is taken,
-// outside the queue's accounting — is bounded by the queue too, not by
-// the server's 16 MiB.
+// batches of half its queue's event limit, so the driver's replies — each
+// read whole before any of its events is taken, and kept while any of
+// its events is in the queue — are bounded by the queue too, not by the
+// server's 16 MiB.
 func TestServerBatchesFollowTheQueue(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		opts  []ferry.Option
 		limit int32
 	}{
-		{"small queue", []ferry.Option{ferry.QueueLimit(40, 64<<20)}, 40},
-		{"default queue", nil, 4000},
+		{"small queue", []ferry.Option{ferry.QueueLimit(40, 64<<20)}, 20},
+		{"default queue", nil, 2000},
+		{"queue of one", []ferry.Option{ferry.QueueLimit(1, 64<<20)}, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			uri, _ := emutest.URI(t)

@@ -315,3 +315,72 @@ func TestLostCheckpointReplyIsNotFenced(t *testing.T) {
 		t.Fatalf("Run = %v, want nil: the lost reply was our own write", err)
 	}
 }
+
+// sinkErrors is a HookState that records the error of every
+// waiting-for-sink report.
+type sinkErrors struct {
+	mu   sync.Mutex
+	errs []string
+}
+
+func (s *sinkErrors) OnState(i ferry.StateInfo) {
+	if i.State != ferry.StateWaitingForSink || i.Err == nil {
+		return
+	}
+	s.mu.Lock()
+	s.errs = append(s.errs, i.Err.Error())
+	s.mu.Unlock()
+}
+
+func (s *sinkErrors) get() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.errs...)
+}
+
+// TestOutageReportsItsErrorChanging: when the delivery error of an outage
+// changes (connection refused, then 503), the consumer reports
+// waiting-for-sink again with the new error, so that status shows what
+// fails now; the same error for other events is not reported again.
+func TestOutageReportsItsErrorChanging(t *testing.T) {
+	ferry.SetRenoteEvery(t, 50*time.Millisecond)
+	e := newEnv(t)
+	var cause atomic.Value
+	cause.Store("connection refused")
+	var attempts atomic.Int64
+	handler := func(_ context.Context, ev *ferry.Event) error {
+		attempts.Add(1)
+		if c := cause.Load().(string); c != "" {
+			return fmt.Errorf("event %s: %s", ev.ID(), c)
+		}
+		return nil
+	}
+	errs := &sinkErrors{}
+	// The sink stays down: the drain at the end gives up at once.
+	start(t, e.client, handler, e.opts(ferry.WithHooks(errs), ferry.DrainTimeout(50*time.Millisecond))...)
+	waitStarted(t, e.store)
+	for i := range 3 {
+		insert(t, e.db.Collection("c"), bson.D{{Key: "_id", Value: i}})
+	}
+	// One report of the refusals however many attempts fail so.
+	poll.Until(t, 20*time.Second, func() error {
+		if n := attempts.Load(); n < 12 || len(errs.get()) == 0 {
+			return fmt.Errorf("%d attempts, reports %q", n, errs.get())
+		}
+		return nil
+	})
+	if got := errs.get(); len(got) != 1 || !strings.HasSuffix(got[0], "connection refused") {
+		t.Fatalf("reports %q, want one, of the refusal", got)
+	}
+	cause.Store("503 Service Unavailable")
+	poll.Until(t, 20*time.Second, func() error {
+		got := errs.get()
+		if len(got) < 2 || !strings.HasSuffix(got[len(got)-1], "503 Service Unavailable") {
+			return fmt.Errorf("reports %q, want the 503 last", got)
+		}
+		return nil
+	})
+	if got := errs.get(); len(got) != 2 {
+		t.Fatalf("reports %q, want the refusal and then the 503 once", got)
+	}
+}

@@ -1,8 +1,10 @@
 package ferry
 
 import (
+	"regexp"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // downStreak is how many delivery attempts in a row, with no success in
@@ -35,6 +37,41 @@ type health struct {
 	// view publishes successes and streak == 0 (successes<<1 | healthy),
 	// stored under mu with every change, for before to read without mu.
 	view atomic.Uint64
+	// The outage's delivery error as last reported (its errKind) and
+	// when: an outage whose error changes is reported again (reported).
+	downKind string
+	downAt   time.Time
+}
+
+// renoteEvery is how often, at most, an outage whose delivery error
+// changed is reported again. A variable for tests.
+var renoteEvery = 10 * time.Second
+
+// eventIDRun matches an event id (hex sha256) in an error's text.
+var eventIDRun = regexp.MustCompile(`\b[0-9a-f]{64}\b`)
+
+// errKind is err's text without event ids: the errors of one outage
+// (each naming its event) compare equal, a new cause does not.
+func errKind(err error) string { return eventIDRun.ReplaceAllLiteralString(err.Error(), "…") }
+
+// reported decides whether a delivery error of an outage is to be
+// reported. With first (the caller's attempt took the sink down) it is,
+// and is recorded as the outage's error. Otherwise it is when the sink is
+// still down, its first error is recorded (another lane's attempt may
+// have taken it down and not recorded its error yet), and err is of
+// another kind (errKind) than the error last reported, at least
+// renoteEvery after that report (an error that changes with every
+// attempt, such as one naming a local port, is so reported at that pace
+// at most); it is then recorded.
+func (h *health) reported(err error, now time.Time, first bool) bool {
+	k := errKind(err)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !first && (!h.down || h.downKind == "" || k == h.downKind || now.Sub(h.downAt) < renoteEvery) {
+		return false
+	}
+	h.downKind, h.downAt = k, now
+	return true
 }
 
 func newHealth() *health {
@@ -95,6 +132,7 @@ func (h *health) called(a attempt, applied int, failed bool, lastFails []*uint64
 		}
 		if h.down {
 			h.down = false
+			h.downKind = ""
 			close(h.recovered)
 			h.recovered = make(chan struct{})
 			up = true

@@ -340,8 +340,12 @@ func (r *runner) attempt(ctx context.Context, sc *scratch, ts []*tries) (retry [
 	if up && firstApplied >= 0 {
 		r.sinkUp(ts[firstApplied].it.ev, ts[firstApplied].cl.log)
 	}
-	if wentDown && sinkErrAt >= 0 {
+	switch {
+	case wentDown && sinkErrAt >= 0:
+		r.health.reported(sinkErr, end, true)
 		r.sinkDown(ts[sinkErrAt].it.ev, ts[sinkErrAt].cl.log, sinkErr)
+	case applied == 0 && sinkErrAt >= 0 && r.health.reported(sinkErr, end, false):
+		r.sinkStillDown(ts[sinkErrAt].it.ev, ts[sinkErrAt].cl.log, sinkErr)
 	}
 
 	stopped := false // the partition stopped or stalled: nothing more is settled
@@ -569,6 +573,16 @@ func (r *runner) sinkDown(ev *Event, log *slog.Logger, err error) {
 	r.c.setStatus(func(s *Status) { s.State = StateWaitingForSink })
 	r.c.hooks.state(StateInfo{Stream: cfg.name, Partition: cfg.partition, State: StateWaitingForSink, Err: err})
 	log.Warn("sink down: every delivery is failing; waiting with backoff, in order, dead-lettering nothing",
+		"event", shortID(ev.ID()), "err", err)
+}
+
+// sinkStillDown reports an outage again because its delivery error
+// changed (connection refused, then 503): the state hook (and so a
+// group's status) gets the new error.
+func (r *runner) sinkStillDown(ev *Event, log *slog.Logger, err error) {
+	cfg := &r.c.cfg
+	r.c.hooks.state(StateInfo{Stream: cfg.name, Partition: cfg.partition, State: StateWaitingForSink, Err: err})
+	log.Warn("sink still down, with another error; waiting with backoff, in order, dead-lettering nothing",
 		"event", shortID(ev.ID()), "err", err)
 }
 

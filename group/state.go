@@ -59,7 +59,8 @@ type Status struct {
 	// Partitions are the run states of the partitions this member owns.
 	Partitions map[int]ferry.RunState
 	// SinkErrors holds, for each owned partition waiting for its sink
-	// (ferry.StateWaitingForSink), the delivery error that made it wait,
+	// (ferry.StateWaitingForSink), the delivery error that made it wait
+	// (or the latest, when the consumer reported it changing),
 	// as SinkProblem renders it.
 	SinkErrors map[int]string
 	// LastError is the last transient problem (joining the group,

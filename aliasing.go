@@ -3,6 +3,7 @@ package ferry
 import (
 	"strconv"
 	"strings"
+	"sync/atomic"
 
 	"go.mongodb.org/mongo-driver/v2/version"
 )
@@ -22,11 +23,57 @@ import (
 //
 // Copying each event was the fetcher's largest cost: an allocation and a
 // copy per event on the goroutine whose pace the next getMore waits for,
-// and twice the garbage. Aliasing keeps a reply alive while any of its
-// events, or a token of one (the tracker's checkpoint position), is
-// referenced: the memory held is that of the replies spanning the events
-// in flight, about what their copies held.
+// and twice the garbage. But an aliased event keeps its whole reply in
+// memory: a lane held up (a slow document, a sink that blocks one lane)
+// would keep one reply per few of its events, far more than the queue's
+// bounds say. So the replies events alias are counted (reply): a server
+// batch is aliased only while fewer than maxAliasedReplies earlier ones
+// still have events in flight, and copied otherwise; the tracker keeps
+// copies of the tokens (a run's in one block), so a finished event does
+// not hold its reply.
 var aliasingDrivers = []string{"2.10"}
+
+// maxAliasedReplies is how many server replies, at most, events in
+// flight alias, the one being read included. A batch is half the queue's
+// events (serverBatch), so the queue's events span about two replies when
+// the lanes keep pace, and the fetcher starts on a third; a reply more
+// than that is copied. (With a no-op handler every batch of
+// BenchmarkConsumerVsRawStream is aliased; with ferry bench's stdout sink,
+// whose lanes take turns at one pipe, about a third are copied.)
+const maxAliasedReplies = 3
+
+// reply counts the references to a server reply that events alias: one
+// per event taken from it and not yet released (finished, given back or
+// abandoned), and one of the fetcher's while it reads the batch. When
+// the count falls to zero the reply is no longer held by Ferry, and its
+// window's count of aliased replies drops.
+type reply struct {
+	refs    atomic.Int64
+	aliased *atomic.Int32 // the window's count of aliased replies
+}
+
+// newReply counts a new aliased reply in aliased, its reference held by
+// the fetcher.
+func newReply(aliased *atomic.Int32) *reply {
+	aliased.Add(1)
+	rp := &reply{aliased: aliased}
+	rp.refs.Store(1)
+	return rp
+}
+
+// hold adds n references (events taken from the reply).
+func (rp *reply) hold(n int) {
+	if rp != nil {
+		rp.refs.Add(int64(n))
+	}
+}
+
+// release drops n references; a nil reply (copied events) has none.
+func (rp *reply) release(n int) {
+	if rp != nil && n > 0 && rp.refs.Add(-int64(n)) == 0 {
+		rp.aliased.Add(-1)
+	}
+}
 
 // driverAliasable reports whether the driver of version v (version.Driver)
 // is one whose replies events may alias.

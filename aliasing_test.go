@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 	"unsafe"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -16,6 +18,7 @@ import (
 	"github.com/ferry-io/ferry"
 	"github.com/ferry-io/ferry/checkpoint/boltstore"
 	"github.com/ferry-io/ferry/internal/emutest"
+	"github.com/ferry-io/ferry/internal/poll"
 )
 
 // insertNumbered inserts documents _id 0..n-1, each with a payload that
@@ -162,4 +165,98 @@ func within(b, a bson.Raw) bool {
 	lo := uintptr(unsafe.Pointer(unsafe.SliceData(a)))
 	p := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
 	return p >= lo+uintptr(len(a)) && p < lo+uintptr(cap(a))
+}
+
+// bufferEnd is the address just past the backing array of b: the events
+// of one server reply share it, a copy has its own.
+func bufferEnd(b bson.Raw) uintptr {
+	return uintptr(unsafe.Pointer(unsafe.SliceData(b))) + uintptr(cap(b))
+}
+
+// TestAliasingBoundedWhenALaneLags: while one lane is held up, its queued
+// events would each keep the server reply they came in; beyond a few such
+// replies the consumer copies events instead, so a lane that lags cannot
+// hold many replies (about fifteen here) for the queue's hundred events.
+func TestAliasingBoundedWhenALaneLags(t *testing.T) {
+	client, _ := emutest.Client(t)
+	db := client.Database("ferry_alias_lag")
+	_ = db.Drop(context.Background())
+	const n, queue = 3000, 100
+	at := insertNumbered(t, client, db.Collection("c"), n)
+	store, err := boltstore.Open(filepath.Join(t.TempDir(), "cp.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = store.Close() })
+	release := make(chan struct{})
+	var others, lastOther atomic.Int64 // other lanes' events handled, the last one's _id
+	rec := newRecorder()
+	rec.fn = func(ctx context.Context, ev *ferry.Event) error {
+		if ev.Lane() != 0 {
+			others.Add(1)
+			id, _ := ev.DocumentKey.Lookup("_id").Int32OK()
+			for m := lastOther.Load(); int64(id) > m && !lastOther.CompareAndSwap(m, int64(id)); m = lastOther.Load() {
+			}
+			return nil
+		}
+		select {
+		case <-release:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	cons, err := ferry.NewConsumer(client, rec.handle, ferry.Stream("s"), ferry.WatchCollection(db.Name(), "c"), ferry.Checkpoints(store),
+		ferry.StartAt(ferry.StartAtTime(at)), ferry.QueueLimit(queue, 64<<20), ferry.Concurrency(8), ferry.OnPoison(ferry.PoisonStall),
+		ferry.CommitEvery(1, 10*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	runErr := make(chan error, 1)
+	go func() { runErr <- cons.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-runErr })
+	// Lane 0 (about an eighth of the documents) fills the queue once the
+	// others have gone by: hundreds of events after its first.
+	poll.Until(t, 20*time.Second, func() error {
+		if st := cons.Status(); st.QueueEvents < queue {
+			return fmt.Errorf("the queue holds %d events, want %d (%d of other lanes handled)", st.QueueEvents, queue, others.Load())
+		}
+		return nil
+	})
+	before := lastOther.Load()
+	close(release)
+	evs := rec.waitFor(t, n)
+	// Lane 0's events before the last event the other lanes had handled
+	// then were read before the release, so were all in the queue
+	// together (the documents were inserted in _id order).
+	var held []*ferry.Event
+	for _, ev := range evs {
+		if id, _ := ev.DocumentKey.Lookup("_id").Int32OK(); ev.Lane() == 0 && int64(id) < before {
+			held = append(held, ev)
+		}
+	}
+	if len(held) < queue/2 {
+		t.Fatalf("only %d of lane 0's events were held before the release, want most of the queue's %d", len(held), queue)
+	}
+	perBuffer := map[uintptr]int{}
+	for _, ev := range held {
+		perBuffer[bufferEnd(ev.Raw)]++
+	}
+	replies, copies := 0, 0
+	for _, k := range perBuffer {
+		if k > 1 {
+			replies++ // events of one reply
+		} else {
+			copies++
+		}
+	}
+	if replies > ferry.MaxAliasedReplies || copies == 0 {
+		t.Fatalf("lane 0's %d held events alias %d server replies and %d are copies; want at most %d replies, the rest copies",
+			len(held), replies, copies, ferry.MaxAliasedReplies)
+	}
+	for _, ev := range evs {
+		id, _ := ev.DocumentKey.Lookup("_id").Int32OK()
+		checkEvent(t, "event", ev.Raw, int(id))
+	}
 }

@@ -20,3 +20,6 @@ func SetRenoteEvery(tb interface{ Cleanup(func()) }, d time.Duration) {
 	renoteEvery = d
 	tb.Cleanup(func() { renoteEvery = old })
 }
+
+// MaxAliasedReplies is maxAliasedReplies.
+const MaxAliasedReplies = maxAliasedReplies

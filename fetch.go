@@ -32,6 +32,9 @@ type fetched struct {
 	after bson.Raw
 	// idle is the stream's resume token after an empty read (no raws).
 	idle bson.Raw
+	// rep is the server reply the raws alias, holding a reference for
+	// each; nil when they are copies.
+	rep *reply
 	// last: reading stopped with err (nil: ctx ended); nothing follows.
 	last bool
 	err  error
@@ -39,7 +42,8 @@ type fetched struct {
 
 // fetch reads cs ahead of the reader, on a goroutine of its own, until ctx
 // ends or reading fails: it takes each event from the driver's batch (the
-// driver's bytes, see aliasReplies, or a copy if copyEvents), holds its
+// driver's bytes, see aliasReplies and reply, or a copy: with copyEvents,
+// or when maxAliasedReplies earlier replies are still held), holds its
 // room in win (waiting while the window is full: a slow sink
 // stops the stream here) and sends the events to out in runs, so that the
 // next getMore is on its way while the reader decodes and dispatches the
@@ -59,6 +63,10 @@ func fetch(ctx context.Context, cs *mongo.ChangeStream, win *window, out chan<- 
 	var run *fetched
 	var have credit // credit not yet used by an event
 	defer func() { win.giveBack(have) }()
+	// rep is the reply of the server batch being read when its events
+	// alias it (the fetcher's own reference held until the batch is read).
+	var rep *reply
+	defer func() { rep.release(1) }()
 	open := false // a server batch is being read: its first event was sent
 	// send hands f over, its events' credit settled into reservations
 	// (the rest of the credit given back too if back).
@@ -73,6 +81,7 @@ func fetch(ctx context.Context, cs *mongo.ChangeStream, win *window, out chan<- 
 			return true
 		case <-ctx.Done():
 			win.unreserve(len(f.raws), f.bytes)
+			f.rep.release(len(f.raws))
 			return false
 		}
 	}
@@ -96,8 +105,12 @@ func fetch(ctx context.Context, cs *mongo.ChangeStream, win *window, out chan<- 
 			}
 			continue
 		}
+		if !open && !copyEvents && win.aliased.Load() < maxAliasedReplies {
+			// A new server batch whose events alias its reply.
+			rep = newReply(&win.aliased)
+		}
 		raw := cs.Current
-		if copyEvents {
+		if rep == nil {
 			raw = clone(raw)
 		}
 		size := int64(len(raw))
@@ -125,14 +138,17 @@ func fetch(ctx context.Context, cs *mongo.ChangeStream, win *window, out chan<- 
 		have.n--
 		have.b -= size
 		if run == nil {
-			run = &fetched{raws: make([]bson.Raw, 0, min(cs.RemainingBatchLength()+1, fetchRun)), begins: !open, start: start}
+			run = &fetched{raws: make([]bson.Raw, 0, min(cs.RemainingBatchLength()+1, fetchRun)), begins: !open, start: start, rep: rep}
 			open = true
 		}
 		run.raws = append(run.raws, raw)
 		run.bytes += size
+		rep.hold(1)
 		if cs.RemainingBatchLength() == 0 {
 			run.ends, run.after = true, clone(cs.ResumeToken())
 			open = false
+			rep.release(1) // the fetcher's: its events hold the reply now
+			rep = nil
 		}
 		if run.ends || len(run.raws) == fetchRun {
 			if !send(run, run.ends) {

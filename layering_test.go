@@ -31,6 +31,7 @@ var layers = []string{
 	"options.go",     // options and their validation
 	"identity.go",    // the stream's identity digest
 	"consumer.go",    // the Consumer and its Status
+	"aliasing.go",    // events alias the driver's replies, on the drivers checked
 	"window.go",      // stage: the bounded window between reader and lanes
 	"tracker.go",     // stage: read → finished, the checkpointable position
 	"health.go",      // the sink's health: outage or poison
@@ -42,7 +43,6 @@ var layers = []string{
 	"lanes.go",       // stage: per-key lanes applying events, retries, poison
 	"committer.go",   // stage: the commit loop and compare-and-set saves
 	"backfill.go",    // the backfill scan
-	"aliasing.go",    // events alias the driver's replies, on the drivers checked
 	"fetch.go",       // stage: reading the server's batches ahead, into the window
 	"reader.go",      // stage: reading the stream into the window
 	"run.go",         // Run: the stages wired together, drain, final checkpoint

@@ -258,6 +258,7 @@ func (r *runner) consume(ctx context.Context, cs *mongo.ChangeStream) (*position
 		stopFetch()
 		for f := range runs {
 			r.win.unreserve(len(f.raws), f.bytes)
+			f.rep.release(len(f.raws))
 		}
 	}
 	defer stop()
@@ -287,7 +288,9 @@ func (r *runner) consume(ctx context.Context, cs *mongo.ChangeStream) (*position
 		}
 		inv, err := rd.read(ctx, r, f, &batch)
 		if err != nil || inv != nil {
-			r.win.unreserve(rd.left(f))
+			n, b := rd.left(f)
+			r.win.unreserve(n, b)
+			f.rep.release(n)
 			if inv != nil {
 				stop() // the window must empty: nothing read after the invalidate stays in it
 				return r.invalidated(ctx, inv)
@@ -353,6 +356,9 @@ func (rd *runReader) read(ctx context.Context, r *runner, f *fetched, batch *rea
 			// whole, then acquired whole; the events before it go first.
 			rd.flush(r, batch)
 			r.win.unreserve(1, int64(len(raw)))
+			// The fragments are joined into a new document; until then
+			// they alias the reply unaccounted (one event's at most).
+			f.rep.release(1)
 			whole, err := r.frags.add(raw, prev, frag, of)
 			if err != nil {
 				return nil, err
@@ -376,7 +382,7 @@ func (rd *runReader) read(ctx context.Context, r *runner, f *fetched, batch *rea
 				return nil, err
 			}
 			batch.add(ev, size)
-			r.dispatch(&item{ev: ev, size: size, seq: r.track.add(ev.Token, ev.ClusterTime)})
+			r.dispatch(&item{ev: ev, size: size, seq: r.track.add(clone(ev.Token), ev.ClusterTime)})
 			continue
 		}
 		if ev.OperationType == "invalidate" {
@@ -384,7 +390,7 @@ func (rd *runReader) read(ctx context.Context, r *runner, f *fetched, batch *rea
 			rd.next-- // left: its reservation is given back
 			return ev, nil
 		}
-		ri.it = item{ev: ev, size: int64(len(raw))}
+		ri.it = item{ev: ev, size: int64(len(raw)), rep: f.rep}
 		rd.pending = append(rd.pending, &ri.it)
 		rd.bytes += ri.it.size
 	}
@@ -409,8 +415,18 @@ func (rd *runReader) flush(r *runner, batch *readBatch) {
 		return
 	}
 	r.win.take(len(rd.pending), rd.bytes)
+	// The tracker keeps copies of the tokens, in one block for the run, so
+	// that a finished event does not keep its server reply in memory
+	// while the checkpoint waits for an event before it (see reply).
+	n := 0
+	for _, it := range rd.pending {
+		n += len(it.ev.Token)
+	}
+	block := make([]byte, 0, n)
 	seq := r.track.addN(len(rd.pending), func(i int) (bson.Raw, bson.Timestamp) {
-		return rd.pending[i].ev.Token, rd.pending[i].ev.ClusterTime
+		at := len(block)
+		block = append(block, rd.pending[i].ev.Token...)
+		return bson.Raw(block[at:len(block):len(block)]), rd.pending[i].ev.ClusterTime
 	})
 	// Each lane gets its share of the run in one send, its events in
 	// stream order, linked through item.next (the order across lanes is

@@ -75,6 +75,8 @@ type item struct {
 	// next is the event after this one in a run sent to its lane at once
 	// (the reader's: one channel send per lane per run), nil at the end.
 	next *item
+	// rep is the server reply the event's bytes alias, nil for a copy.
+	rep *reply
 }
 
 // done finishes an event (applied or dead-lettered): it frees its place in
@@ -87,6 +89,7 @@ func (r *runner) done(it *item) {
 	}
 	r.track.finish(it.seq)
 	r.win.release(it.size)
+	it.rep.release(1)
 }
 
 // abandon lets go of an event that was not finished (the partition
@@ -99,6 +102,7 @@ func (r *runner) abandon(it *item) {
 		r.win.release(it.size)
 		it.wg.Done()
 	}
+	it.rep.release(1)
 }
 
 func (r *runner) fail(err error) {

@@ -3,6 +3,7 @@ package ferry
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 )
 
 // window bounds the events between the stream and the handlers by count and
@@ -34,6 +35,9 @@ type window struct {
 	maxBytes  int64
 	changed   chan struct{} // closed and replaced on a release someone waits for
 	waiting   int
+	// aliased counts the server replies that events in the window (or
+	// the batch the fetcher reads) alias: see reply.
+	aliased atomic.Int32
 }
 
 func newWindow(maxEvents int, maxBytes int64) *window {

@@ -76,6 +76,7 @@ func fetch(ctx context.Context, cs *mongo.ChangeStream, win *window, out chan<- 
 			left, have = have, credit{}
 		}
 		win.settle(len(f.raws), f.bytes, left)
+		f.rep.hold(len(f.raws)) // before the fetcher's own reference can go
 		select {
 		case out <- f:
 			return true
@@ -143,18 +144,19 @@ func fetch(ctx context.Context, cs *mongo.ChangeStream, win *window, out chan<- 
 		}
 		run.raws = append(run.raws, raw)
 		run.bytes += size
-		rep.hold(1)
 		if cs.RemainingBatchLength() == 0 {
 			run.ends, run.after = true, clone(cs.ResumeToken())
 			open = false
-			rep.release(1) // the fetcher's: its events hold the reply now
-			rep = nil
 		}
 		if run.ends || len(run.raws) == fetchRun {
 			if !send(run, run.ends) {
 				return
 			}
 			run = nil
+		}
+		if !open && rep != nil {
+			rep.release(1) // the fetcher's: the batch's events hold the reply now
+			rep = nil
 		}
 	}
 }

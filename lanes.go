@@ -30,6 +30,12 @@ func (r *runner) lane(ch <-chan *item) {
 	// run is the rest of the run taken from ch last: events not yet
 	// batched (its first may be over the byte bound of the batch before).
 	var run *item
+	// The events delivered (finished or abandoned) whose server reply's
+	// references are not released yet: n of held's, released together
+	// when the next event is of another reply and before the lane waits.
+	var held *reply
+	var heldN int
+	defer func() { held.release(heldN) }()
 	pop := func() *item {
 		it := run
 		run, it.next = it.next, nil
@@ -42,6 +48,8 @@ func (r *runner) lane(ch <-chan *item) {
 				return
 			}
 			sc.now = time.Time{} // waiting for events takes time
+			held.release(heldN)
+			held, heldN = nil, 0
 			it, ok := <-ch
 			if !ok {
 				return
@@ -95,6 +103,13 @@ func (r *runner) lane(ch <-chan *item) {
 			linger.Stop()
 		}
 		r.deliver(&sc, batch)
+		for _, it := range batch {
+			if it.rep != held {
+				held.release(heldN)
+				held, heldN = it.rep, 0
+			}
+			heldN++
+		}
 		clear(batch)
 	}
 }

@@ -75,7 +75,9 @@ type item struct {
 	// next is the event after this one in a run sent to its lane at once
 	// (the reader's: one channel send per lane per run), nil at the end.
 	next *item
-	// rep is the server reply the event's bytes alias, nil for a copy.
+	// rep is the server reply the event's bytes alias, nil for a copy;
+	// its lane releases it once the event is finished or abandoned
+	// (lane: in bulk, not one contended atomic add per event).
 	rep *reply
 }
 
@@ -89,7 +91,6 @@ func (r *runner) done(it *item) {
 	}
 	r.track.finish(it.seq)
 	r.win.release(it.size)
-	it.rep.release(1)
 }
 
 // abandon lets go of an event that was not finished (the partition
@@ -102,7 +103,6 @@ func (r *runner) abandon(it *item) {
 		r.win.release(it.size)
 		it.wg.Done()
 	}
-	it.rep.release(1)
 }
 
 func (r *runner) fail(err error) {

@@ -176,7 +176,9 @@ func bufferEnd(b bson.Raw) uintptr {
 // TestAliasingBoundedWhenALaneLags: while one lane is held up, its queued
 // events would each keep the server reply they came in; beyond a few such
 // replies the consumer copies events instead, so a lane that lags cannot
-// hold many replies (about fifteen here) for the queue's hundred events.
+// hold many replies (sixteen here without the bound) for the queue's
+// hundred events; once it has caught up, every reference is released and
+// events alias their replies again.
 func TestAliasingBoundedWhenALaneLags(t *testing.T) {
 	client, _ := emutest.Client(t)
 	db := client.Database("ferry_alias_lag")
@@ -258,5 +260,27 @@ func TestAliasingBoundedWhenALaneLags(t *testing.T) {
 	for _, ev := range evs {
 		id, _ := ev.DocumentKey.Lookup("_id").Int32OK()
 		checkEvent(t, "event", ev.Raw, int(id))
+	}
+	// Every reference was released: the events read now alias their
+	// replies again.
+	more := make([]any, 300)
+	for i := range more {
+		more[i] = bson.D{{Key: "_id", Value: int32(n + i)}, {Key: "payload", Value: payloadOf(n + i)}}
+	}
+	if _, err := db.Collection("c").InsertMany(context.Background(), more); err != nil {
+		t.Fatal(err)
+	}
+	perBuffer = map[uintptr]int{}
+	for _, ev := range rec.waitFor(t, n+len(more))[n:] {
+		perBuffer[bufferEnd(ev.Raw)]++
+	}
+	alone := 0
+	for _, k := range perBuffer {
+		if k == 1 {
+			alone++
+		}
+	}
+	if alone > len(more)/2 {
+		t.Fatalf("after the lane caught up, %d of %d new events are copies: references to replies were not released", alone, len(more))
 	}
 }

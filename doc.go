@@ -27,7 +27,9 @@
 // its own and issues the next getMore while the reader decodes, numbers
 // and dispatches the events before them. It does not copy them: an
 // event's bytes alias the server's reply it came in, which the driver
-// never reuses (see CopyEvents). An event holds its room in the window
+// never reuses (see CopyEvents), while at most three replies are so held;
+// the events of further replies (read while a lane lags) are copied, so a
+// few events cannot keep many replies in memory. An event holds its room in the window
 // from the fetcher's read until it is finished, so the read-ahead
 // is bounded by QueueLimit too, and a full window stops the fetcher. The
 // driver sends the next getMore only once the fetcher has taken the whole

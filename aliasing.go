@@ -1,7 +1,7 @@
 package ferry
 
 import (
-	"strconv"
+	"slices"
 	"strings"
 	"sync/atomic"
 
@@ -78,23 +78,9 @@ func (rp *reply) release(n int) {
 // driverAliasable reports whether the driver of version v (version.Driver)
 // is one whose replies events may alias.
 func driverAliasable(v string) bool {
-	major, rest, ok := strings.Cut(v, ".")
-	if !ok {
-		return false
-	}
+	major, rest, _ := strings.Cut(v, ".")
 	minor, _, _ := strings.Cut(rest, ".")
-	if _, err := strconv.Atoi(major); err != nil {
-		return false
-	}
-	if _, err := strconv.Atoi(minor); err != nil {
-		return false
-	}
-	for _, ok := range aliasingDrivers {
-		if ok == major+"."+minor {
-			return true
-		}
-	}
-	return false
+	return slices.Contains(aliasingDrivers, major+"."+minor)
 }
 
 // aliasReplies is whether this process's driver is aliasable.

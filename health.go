@@ -38,7 +38,8 @@ type health struct {
 	// stored under mu with every change, for before to read without mu.
 	view atomic.Uint64
 	// The outage's delivery error as last reported (its errKind) and
-	// when: an outage whose error changes is reported again (reported).
+	// when: an outage whose error changes is reported again
+	// (errorChanged).
 	downKind string
 	downAt   time.Time
 }
@@ -54,20 +55,28 @@ var eventIDRun = regexp.MustCompile(`\b[0-9a-f]{64}\b`)
 // (each naming its event) compare equal, a new cause does not.
 func errKind(err error) string { return eventIDRun.ReplaceAllLiteralString(err.Error(), "…") }
 
-// reported decides whether a delivery error of an outage is to be
-// reported. With first (the caller's attempt took the sink down) it is,
-// and is recorded as the outage's error. Otherwise it is when the sink is
-// still down, its first error is recorded (another lane's attempt may
-// have taken it down and not recorded its error yet), and err is of
-// another kind (errKind) than the error last reported, at least
-// renoteEvery after that report (an error that changes with every
-// attempt, such as one naming a local port, is so reported at that pace
-// at most); it is then recorded.
-func (h *health) reported(err error, now time.Time, first bool) bool {
+// wentDownWith records err, reported at now, as the error the outage
+// began with (the caller's attempt took the sink down).
+func (h *health) wentDownWith(err error, now time.Time) {
 	k := errKind(err)
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if !first && (!h.down || h.downKind == "" || k == h.downKind || now.Sub(h.downAt) < renoteEvery) {
+	h.downKind, h.downAt = k, now
+}
+
+// errorChanged reports whether a failed delivery's err, during an outage,
+// is to be reported again, and if so records it as reported at now: the
+// sink is still down, the outage's first error is recorded (another
+// lane's attempt may have taken it down and not recorded it yet), and err
+// is of another kind (errKind) than the error last reported, at least
+// renoteEvery after that report (an error that changes with every
+// attempt, such as one naming a local port, is so reported at that pace
+// at most).
+func (h *health) errorChanged(err error, now time.Time) bool {
+	k := errKind(err)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.down || h.downKind == "" || k == h.downKind || now.Sub(h.downAt) < renoteEvery {
 		return false
 	}
 	h.downKind, h.downAt = k, now

@@ -29,12 +29,10 @@ func TestHealthReportsChangedOutageErrors(t *testing.T) {
 	}
 	// Another lane's failure, before the attempt that took the sink down
 	// has recorded its error: not reported (that attempt reports).
-	if h.reported(unavailable("z"), t0, false) {
+	if h.errorChanged(unavailable("z"), t0) {
 		t.Fatal("an error is reported before the outage's first error is recorded")
 	}
-	if !h.reported(refused("a"), t0, true) {
-		t.Fatal("the error the outage went down with is not reported")
-	}
+	h.wentDownWith(refused("a"), t0)
 	for _, c := range []struct {
 		err  error
 		at   time.Duration
@@ -46,12 +44,12 @@ func TestHealthReportsChangedOutageErrors(t *testing.T) {
 		{unavailable("e"), renoteEvery * 3, false}, // the kind just reported
 		{refused("f"), renoteEvery * 3, true},      // back to the first kind: another change
 	} {
-		if got := h.reported(c.err, t0.Add(c.at), false); got != c.want {
-			t.Fatalf("reported(%q at +%v) = %v, want %v", errKind(c.err), c.at, got, c.want)
+		if got := h.errorChanged(c.err, t0.Add(c.at)); got != c.want {
+			t.Fatalf("errorChanged(%q at +%v) = %v, want %v", errKind(c.err), c.at, got, c.want)
 		}
 	}
 	h.called(h.before(), 1, false, nil) // the sink is up again
-	if h.reported(unavailable("g"), t0.Add(100*renoteEvery), false) {
+	if h.errorChanged(unavailable("g"), t0.Add(100*renoteEvery)) {
 		t.Fatal("an error is reported as the outage's once the sink is up")
 	}
 	// The next outage starts afresh: until its first error is recorded,
@@ -59,7 +57,7 @@ func TestHealthReportsChangedOutageErrors(t *testing.T) {
 	for range downStreak {
 		h.called(h.before(), 0, true, nil)
 	}
-	if h.reported(unavailable("h"), t0.Add(200*renoteEvery), false) {
+	if h.errorChanged(unavailable("h"), t0.Add(200*renoteEvery)) {
 		t.Fatal("an error is reported before the new outage's first error is recorded")
 	}
 }

@@ -357,9 +357,9 @@ func (r *runner) attempt(ctx context.Context, sc *scratch, ts []*tries) (retry [
 	}
 	switch {
 	case wentDown && sinkErrAt >= 0:
-		r.health.reported(sinkErr, end, true)
+		r.health.wentDownWith(sinkErr, end)
 		r.sinkDown(ts[sinkErrAt].it.ev, ts[sinkErrAt].cl.log, sinkErr)
-	case applied == 0 && sinkErrAt >= 0 && r.health.reported(sinkErr, end, false):
+	case applied == 0 && sinkErrAt >= 0 && r.health.errorChanged(sinkErr, end):
 		r.sinkStillDown(ts[sinkErrAt].it.ev, ts[sinkErrAt].cl.log, sinkErr)
 	}
 

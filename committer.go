@@ -68,10 +68,7 @@ func (r *runner) flush(ctx context.Context) error {
 	}
 	next := r.cp
 	if moved {
-		// A copy: the token aliases the server reply its event came in
-		// (aliasReplies), which the checkpoint would keep in memory until
-		// the next save.
-		next.Token = append(bson.Raw(nil), tok...)
+		next.Token = tok // the tracker's copy, not an alias of a server reply
 	}
 	if ts != (bson.Timestamp{}) {
 		next.ClusterTime = ts

@@ -68,7 +68,7 @@ func (r *runner) flush(ctx context.Context) error {
 	}
 	next := r.cp
 	if moved {
-		next.Token = tok // the tracker's copy, not an alias of a server reply
+		next.Token = tok // a copy the tracker keeps, no alias of a server reply
 	}
 	if ts != (bson.Timestamp{}) {
 		next.ClusterTime = ts

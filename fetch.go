@@ -101,7 +101,7 @@ func fetch(ctx context.Context, cs *mongo.ChangeStream, win *window, out chan<- 
 				send(&fetched{last: true, err: err}, true)
 				return
 			}
-			if !send(&fetched{idle: clone(cs.ResumeToken())}, true) {
+			if !send(&fetched{idle: cs.ResumeToken()}, true) {
 				return
 			}
 			continue

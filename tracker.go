@@ -120,11 +120,14 @@ func (t *tracker) finish(seq int64) {
 }
 
 // setIdle records the reader's postBatchResumeToken after an empty batch:
-// every event read so far precedes it.
+// every event read so far precedes it. It keeps a copy: the token may
+// alias a server reply (a stream's first, at its open), which the
+// checkpoint position would keep in memory.
 func (t *tracker) setIdle(token bson.Raw) {
 	if token == nil {
 		return
 	}
+	token = append(bson.Raw(nil), token...)
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.idleToken, t.idleSeq = token, t.next

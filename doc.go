@@ -29,8 +29,8 @@
 // event's bytes alias the server's reply it came in, which the driver
 // never reuses (see CopyEvents), while at most three replies are so held;
 // the events of further replies (read while a lane lags) are copied, so a
-// few events cannot keep many replies in memory. An event holds its room in the window
-// from the fetcher's read until it is finished, so the read-ahead
+// few events cannot keep many replies in memory. An event holds its room
+// in the window from the fetcher's read until it is finished, so the read-ahead
 // is bounded by QueueLimit too, and a full window stops the fetcher. The
 // driver sends the next getMore only once the fetcher has taken the whole
 // batch, so the fetcher does as little as it can per event: it takes

@@ -117,8 +117,9 @@ type StateInfo struct {
 // HookState is called when a consumer starts running, when its sink goes
 // down or comes back, and when Run returns; and again with
 // StateWaitingForSink when the delivery error of an outage changes (at
-// most every 10 seconds), so that status shows the error of now. A consumer group's member
-// uses it to show its stream's state; metrics use it to drop a
+// most every 10 seconds), so that status shows the error of now. A
+// consumer group's member uses it to show its stream's state; metrics use
+// it to drop a
 // partition's series once the partition is given up.
 type HookState interface{ OnState(StateInfo) }
 

@@ -411,8 +411,9 @@ func SplitLargeEvents(on bool) Option { return optionFunc(func(c *config) { c.no
 // its call, or parts of them, keeps their whole replies (a batch is half
 // QueueLimit's events) unless it copies what it keeps (bytes.Clone) or
 // turns CopyEvents on. (Ferry itself holds at most three replies so: the
-// events of further replies, read while a lane lags, are copied.) On a driver version Ferry has not checked for this
-// (see the README), events are copied whatever the option says.
+// events of further replies, read while a lane lags, are copied.) On a
+// driver version Ferry has not checked for this (see the README), events
+// are copied whatever the option says.
 func CopyEvents(on bool) Option { return optionFunc(func(c *config) { c.copyEvents = on }) }
 
 // OversizePolicy says what happens to an event the server cannot return

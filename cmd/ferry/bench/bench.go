@@ -76,7 +76,11 @@ func (b *bench) table(ctx context.Context, r *report) error {
 	r.Rows = append(r.Rows, summarize("raw-cold", "raw driver loop, cold first read", colds, warms))
 	r.Rows = append(r.Rows, summarize("raw-warm", fmt.Sprintf("raw driver loop, warm (best of %d)", b.o.reads), warms, warms))
 	for i, cfg := range b.o.only {
-		x := summarize(cfg.name, cfg.title, per[i], warms)
+		title := cfg.title
+		if cfg.library {
+			title += fmt.Sprintf(" (best of %d)", b.o.reads)
+		}
+		x := summarize(cfg.name, title, per[i], warms)
 		x.Sink, x.Mode, x.Partitions = cfg.sink, cfg.mode, cfg.partitions
 		if failed[i] != nil {
 			x.Error = failed[i].Error()
@@ -138,7 +142,7 @@ func methodNotes(r *report, o *settings) []string {
 		"Each configuration first reads the backlog once with the raw loop, untimed (the emulator's per-event encodings are then built, as for the warm raw read), then runs `ferry run` in this process (cli.Run with a generated file: start_at before the backlog, every other setting the default) until the receiver has every event, and stops it as SIGTERM would.",
 		"events/s and CPU per event cover the window from the first event the receiver counts to the last (the daemon's startup is outside it: startup_ms in -json). vs warm raw is a configuration's rate over the same run's warm raw rate.",
 		"Ferry CPU: getrusage of this process over the window; it runs nothing but the daemon then (the bench's own client is disconnected, its goroutines wait on pipes). For the raw rows it is the loop's. Emulator and receiver CPU: each child process's own getrusage over the same window.",
-		"The library row is the Go library without the daemon, as BenchmarkConsumerVsRawStream in the root module measures it: a ferry.Consumer in this process with a no-op handler (it marks each event's _id seen), bolt checkpoints and every other option the default, from its first handler call to the last event's; no receiver.",
+		"The library row is the Go library without the daemon, as BenchmarkConsumerVsRawStream in the root module measures it: a ferry.Consumer in this process with a no-op handler (it marks each event's _id seen), bolt checkpoints and every other option the default, from its first handler call to the last event's; no receiver. It is the fastest of as many passes as the raw loop's warm reads (-raw-reads), on one new cluster, as the warm raw figure is the fastest of its reads.",
 		"Receivers, all in the receiver child: stdout is a pipe the child reads lines from (the sink's writes are real write syscalls); webhook is an HTTP server answering 200 without checking signatures; Kafka is kfake (4 partitions), NATS an embedded nats-server (JetStream, file storage), Pub/Sub pstest. The MongoDB projection writes to the emulator itself; the child polls its count (collStats) every 5 ms, as it polls Kafka's high watermarks and the JetStream stream's count.",
 	}
 	if r.RSSPerRun {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"os"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -147,6 +148,29 @@ func TestBenchEveryConfiguration(t *testing.T) {
 		t.Fatalf("%d rows, want the 2 raw rows and %d configurations", len(r.Rows), len(configurations))
 	}
 	checkDelivered(t, r, n)
+}
+
+// TestLibraryIsTheBestOfItsPasses: the library row, like the warm raw
+// row, is the fastest of -raw-reads passes, so that the ratio between the
+// two compares the same statistic.
+func TestLibraryIsTheBestOfItsPasses(t *testing.T) {
+	r := benchJSON(t, "-n", "200", "-only", "library", "-raw-reads", "3")
+	checkDelivered(t, r, 200)
+	for _, x := range r.Rows {
+		if x.Name != "library" && x.Name != "raw-warm" {
+			continue
+		}
+		if x.Name == "library" && x.Title != "library, no-op handler, bolt checkpoints (best of 3)" {
+			t.Errorf("library row titled %q, want it to say best of 3", x.Title)
+		}
+		m := x.Measurements[0]
+		if len(m.PassRates) != 3 {
+			t.Fatalf("%s: %d pass rates %v, want 3", x.Name, len(m.PassRates), m.PassRates)
+		}
+		if best := slices.Max(m.PassRates); m.rate() != best {
+			t.Errorf("%s: the row's rate %.0f is not the fastest pass's, %.0f (passes %v)", x.Name, m.rate(), best, m.PassRates)
+		}
+	}
 }
 
 // TestBadCommandLines: every bad flag is a usage error naming the flag

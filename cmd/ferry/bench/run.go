@@ -32,6 +32,9 @@ type measurement struct {
 	StartRSS    int64          `json:"start_rss_bytes"`    // this process's RSS when the daemon started (Linux), for what the bench itself holds
 	Duplicates  int64          `json:"duplicates"`         // Delivered - Distinct when both are known
 	DaemonExit  int            `json:"daemon_exit_status"` // cli.Run's status after SIGTERM's equivalent
+	// PassRates: the events/s of each pass when the measurement is the
+	// fastest of several (the warm raw reads, the library's passes).
+	PassRates []float64 `json:"pass_events_per_s,omitempty"`
 }
 
 func (m *measurement) rate() float64 {
@@ -108,15 +111,18 @@ func (b *bench) runRaw(ctx context.Context, n int) (cold, warm *measurement, err
 	if cold, err = read(); err != nil {
 		return nil, nil, err
 	}
+	var rates []float64
 	for range b.o.reads {
 		m, err := read()
 		if err != nil {
 			return nil, nil, err
 		}
+		rates = append(rates, m.rate())
 		if warm == nil || m.rate() > warm.rate() {
 			warm = m
 		}
 	}
+	warm.PassRates = rates
 	return cold, warm, nil
 }
 

@@ -34,12 +34,14 @@ import (
 var aliasingDrivers = []string{"2.10"}
 
 // maxAliasedReplies is how many server replies, at most, events in
-// flight alias, the one being read included. A batch is half the queue's
-// events (serverBatch), so the queue's events span about two replies when
-// the lanes keep pace, and the fetcher starts on a third; a reply more
-// than that is copied. (With a no-op handler every batch of
-// BenchmarkConsumerVsRawStream is aliased; with ferry bench's stdout sink,
-// whose lanes take turns at one pipe, about a third are copied.)
+// flight alias, the one being read included. A batch is a quarter of the
+// queue's events (serverBatch): when the lanes keep pace, the events in
+// flight span about two replies and the fetcher starts on a third; when
+// the sink holds the queue full, a reply more than three is copied, so
+// that the queue's replies held stay three batches. (With a no-op handler
+// every batch of BenchmarkConsumerVsRawStream is aliased; with ferry
+// bench's stdout sink, whose lanes take turns at one pipe, about half are
+// copied.)
 const maxAliasedReplies = 3
 
 // reply counts the references to a server reply that events alias: one

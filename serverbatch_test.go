@@ -64,7 +64,7 @@ func (l *batchLog) monitor() *event.CommandMonitor {
 }
 
 // TestServerBatchesFollowTheQueue: the consumer asks the server for
-// batches of half its queue's event limit, so the driver's replies — each
+// batches of a quarter of its queue's event limit, so the driver's replies — each
 // read whole before any of its events is taken, and kept while any of
 // its events is in the queue — are bounded by the queue too, not by the
 // server's 16 MiB.
@@ -74,8 +74,8 @@ func TestServerBatchesFollowTheQueue(t *testing.T) {
 		opts  []ferry.Option
 		limit int32
 	}{
-		{"small queue", []ferry.Option{ferry.QueueLimit(40, 64<<20)}, 20},
-		{"default queue", nil, 2000},
+		{"small queue", []ferry.Option{ferry.QueueLimit(40, 64<<20)}, 10},
+		{"default queue", nil, 1000},
 		{"queue of one", []ferry.Option{ferry.QueueLimit(1, 64<<20)}, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

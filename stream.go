@@ -149,19 +149,20 @@ func (c *Consumer) checkSplit(ctx context.Context) error {
 }
 
 // serverBatch is the batch size the stream asks the server for (the
-// aggregate's first batch and each getMore's): half the queue's event
-// limit. The driver reads a whole batch's reply into one buffer before
-// the fetcher takes any event of it, and the events alias it
+// aggregate's first batch and each getMore's): a quarter of the queue's
+// event limit. The driver reads a whole batch's reply into one buffer
+// before the fetcher takes any event of it, and the events alias it
 // (aliasReplies), so a reply stays in memory while any of its events is
 // in the queue; left to the server, a batch is up to 16 MiB whatever the
-// queue's bounds. With half the queue per batch, the fetcher takes a whole
-// batch while the lanes finish the one before, so the next getMore is not
-// held up by the queue, and about three replies' worth (one and a half
-// queues of events) is held at most. (Measured in one session: Ferry CPU
-// per event in BenchmarkConsumerVsRawStream the same within the noise for
-// 2,000- and 4,000-event batches of a 4,000-event queue, and stdout's peak
-// RSS in ferry bench -rss-sweep 5-8 MiB lower; 1,000-event batches cost
-// 0.3-0.6 µs more per event.)
+// queue's bounds. With a quarter of the queue per batch, the fetcher takes
+// a whole batch while the lanes finish the ones before, so the next
+// getMore is not held up by the queue, and a reply held while a lane
+// finishes its last events is a small part of the queue. (Measured in one
+// session, ferry bench alternating: stdout's peak RSS at 100k and 250k
+// events 81-86 MiB with quarter batches against 87-91 with half batches,
+// and its -rss-sweep ratio 1.07-1.15 against 1.23-1.27; Ferry CPU per
+// event of the library row the same within the noise; eighth batches
+// held no less and cost 0.5-1 µs more per event.)
 func serverBatch(maxEvents int) int32 {
-	return int32(max(1, min(maxEvents/2, math.MaxInt32)))
+	return int32(max(1, min(maxEvents/4, math.MaxInt32)))
 }

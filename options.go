@@ -409,11 +409,11 @@ func SplitLargeEvents(on bool) Option { return optionFunc(func(c *config) { c.no
 // reuses: reading costs no copy per event, and the reply stays in memory
 // while any of its events is referenced. A handler that keeps events past
 // its call, or parts of them, keeps their whole replies (a batch is a
-// quarter of QueueLimit's events) unless it copies what it keeps (bytes.Clone) or
-// turns CopyEvents on. (Ferry itself holds at most three replies so: the
-// events of further replies, read while a lane lags, are copied.) On a
-// driver version Ferry has not checked for this (see the README), events
-// are copied whatever the option says.
+// quarter of QueueLimit's events) unless it copies what it keeps
+// (bytes.Clone) or turns CopyEvents on. (Ferry itself holds at most three
+// replies so: the events of further replies, read while a lane lags, are
+// copied.) On a driver version Ferry has not checked for this (see the
+// README), events are copied whatever the option says.
 func CopyEvents(on bool) Option { return optionFunc(func(c *config) { c.copyEvents = on }) }
 
 // OversizePolicy says what happens to an event the server cannot return

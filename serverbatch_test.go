@@ -64,10 +64,10 @@ func (l *batchLog) monitor() *event.CommandMonitor {
 }
 
 // TestServerBatchesFollowTheQueue: the consumer asks the server for
-// batches of a quarter of its queue's event limit, so the driver's replies — each
-// read whole before any of its events is taken, and kept while any of
-// its events is in the queue — are bounded by the queue too, not by the
-// server's 16 MiB.
+// batches of a quarter of its queue's event limit, so the driver's
+// replies — each read whole before any of its events is taken, and kept
+// while any of its events is in the queue — are bounded by the queue too,
+// not by the server's 16 MiB.
 func TestServerBatchesFollowTheQueue(t *testing.T) {
 	for _, tc := range []struct {
 		name  string

@@ -127,7 +127,7 @@ func (t *tracker) setIdle(token bson.Raw) {
 	if token == nil {
 		return
 	}
-	token = clone(token)
+	token = append(bson.Raw(nil), token...)
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.idleToken, t.idleSeq = token, t.next

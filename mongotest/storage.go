@@ -375,10 +375,28 @@ func shortValue(v any) string {
 
 // keyOf returns a string that is equal for two values exactly when MongoDB's
 // index considers them equal (numbers compare by value across types).
+//
+// Every value's key is self-delimiting (a string is its length and its
+// bytes, a number's digits end where the next separator begins), so the
+// keys of documents, arrays and compound index keys, which join their
+// parts, are as faithful as their parts'.
 func keyOf(v any) string {
+	if x, ok := v.(string); ok {
+		// The common _id of a ledger or an application: one allocation.
+		return "s" + strconv.Itoa(len(x)) + ":" + x
+	}
 	var b strings.Builder
 	writeKey(&b, v)
 	return b.String()
+}
+
+// writeString writes a string's key: its length, then its bytes (no
+// escaping to do, unlike quoting, and as unambiguous).
+func writeString(b *strings.Builder, prefix byte, x string) {
+	b.WriteByte(prefix)
+	b.WriteString(strconv.Itoa(len(x)))
+	b.WriteByte(':')
+	b.WriteString(x)
 }
 
 func writeKey(b *strings.Builder, v any) {
@@ -396,8 +414,7 @@ func writeKey(b *strings.Builder, v any) {
 			writeNum(b, x, 0, false)
 		}
 	case string:
-		b.WriteString("s")
-		b.WriteString(strconv.Quote(x))
+		writeString(b, 's', x)
 	case bool:
 		if x {
 			b.WriteString("bt")
@@ -417,8 +434,7 @@ func writeKey(b *strings.Builder, v any) {
 	case bson.D:
 		b.WriteString("{")
 		for _, e := range x {
-			b.WriteString(strconv.Quote(e.Key))
-			b.WriteString(":")
+			writeString(b, 'k', e.Key)
 			writeKey(b, e.Value)
 			b.WriteString(",")
 		}

@@ -2,7 +2,6 @@ package resumetoken
 
 import (
 	"encoding/binary"
-	"encoding/hex"
 	"strings"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -56,7 +55,17 @@ func (t Token) Encode() (data string, typeBits []byte) {
 	if err != nil {
 		return "", nil
 	}
-	return strings.ToUpper(hex.EncodeToString(ks)), tb
+	return upperHex(ks), tb
+}
+
+// upperHex is strings.ToUpper(hex.EncodeToString(b)) in one allocation.
+func upperHex(b []byte) string {
+	const digits = "0123456789ABCDEF"
+	out := make([]byte, 2*len(b))
+	for i, c := range b {
+		out[2*i], out[2*i+1] = digits[c>>4], digits[c&0x0f]
+	}
+	return string(out)
 }
 
 // Document returns the resume token as a real server sends it in an event's

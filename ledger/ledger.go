@@ -11,6 +11,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
+	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
 	"github.com/ferry-io/ferry/internal/optcheck"
 	"github.com/ferry-io/ferry/mongoerr"
@@ -108,6 +109,21 @@ func (s *Store) Retention() time.Duration { return s.retention }
 // ID returns the _id of an entry: stream + "/" + eventID. It is unambiguous
 // because an event id contains no "/".
 func ID(stream, eventID string) string { return stream + "/" + eventID }
+
+// entryDoc encodes an entry for RecordMany directly (the driver would
+// encode a bson.D by reflection, once per entry of every batch).
+func entryDoc(id, stream, event string, partition, epoch int64, at bson.DateTime) bson.Raw {
+	b := make([]byte, 0, 96+len(id)+len(stream)+len(event))
+	i, b := bsoncore.ReserveLength(b)
+	b = bsoncore.AppendStringElement(b, "_id", id)
+	b = bsoncore.AppendStringElement(b, fStream, stream)
+	b = bsoncore.AppendStringElement(b, fEvent, event)
+	b = bsoncore.AppendInt64Element(b, fPartition, partition)
+	b = bsoncore.AppendInt64Element(b, fEpoch, epoch)
+	b = bsoncore.AppendDateTimeElement(b, fAppliedAt, int64(at))
+	b = append(b, 0)
+	return bson.Raw(bsoncore.UpdateLength(b, i, int32(len(b[i:]))))
+}
 
 func validString(field, v string) error {
 	switch {
@@ -280,14 +296,7 @@ func (s *Store) RecordMany(ctx context.Context, stream string, eventIDs []string
 			continue
 		}
 		seen[id] = true
-		docs = append(docs, bson.D{
-			{Key: "_id", Value: ID(stream, id)},
-			{Key: fStream, Value: stream},
-			{Key: fEvent, Value: id},
-			{Key: fPartition, Value: int64(partition)},
-			{Key: fEpoch, Value: epoch},
-			{Key: fAppliedAt, Value: now},
-		})
+		docs = append(docs, entryDoc(ID(stream, id), stream, id, int64(partition), epoch, now))
 	}
 	if len(docs) == 0 {
 		return nil

@@ -43,7 +43,7 @@ func TestKeyOfIsFaithful(t *testing.T) {
 }
 
 func BenchmarkKeyOfLedgerID(b *testing.B) {
-	id := fmt.Sprintf("orders/%0120x", 12345) // a ledger _id: stream/event id
+	id := fmt.Sprintf("orders/%064x", 12345) // a ledger _id: stream "/" 64-character event id
 	b.ReportAllocs()
 	for b.Loop() {
 		_ = keyOf(id)

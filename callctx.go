@@ -116,8 +116,11 @@ func (c *callCtx) Done() <-chan struct{} {
 	if c.ch != nil {
 		return c.ch
 	}
-	c.ch = make(chan struct{})
+	// Check before the channel exists: ending the context closes c.ch
+	// when there is one, so a check after making it would close it, and
+	// this method would close it again.
 	c.checkLocked(time.Time{})
+	c.ch = make(chan struct{})
 	if c.err != nil {
 		close(c.ch)
 		return c.ch

@@ -101,6 +101,42 @@ func TestCallCtxEnds(t *testing.T) {
 			t.Fatalf("Err %v, Done closed %v; want Canceled, closed", c.Err(), isClosed(c.Done()))
 		}
 	})
+	// Issue 25 A.1: a handler that first asks for Done after its deadline
+	// (a slow handler that then makes an HTTP call with ctx) closed the
+	// channel twice and panicked.
+	t.Run("Done first called after the deadline", func(t *testing.T) {
+		c, end := newCallCtx(context.Background(), time.Now().Add(-time.Millisecond))
+		defer end()
+		if !isClosed(c.Done()) {
+			t.Fatal("Done not closed past the deadline")
+		}
+		if c.Err() != context.DeadlineExceeded {
+			t.Fatalf("Err = %v, want DeadlineExceeded", c.Err())
+		}
+		end()
+		if c.Err() != context.DeadlineExceeded {
+			t.Fatalf("end changed Err to %v", c.Err())
+		}
+	})
+	t.Run("Done first called after the parent's cancel", func(t *testing.T) {
+		parent, cancel := context.WithCancel(context.Background())
+		c, end := newCallCtx(parent, far)
+		defer end()
+		cancel()
+		if !isClosed(c.Done()) || c.Err() != context.Canceled {
+			t.Fatalf("Done closed %v, Err %v; want closed, Canceled", isClosed(c.Done()), c.Err())
+		}
+	})
+	t.Run("AfterFunc first called after the deadline", func(t *testing.T) {
+		c, end := newCallCtx(context.Background(), time.Now().Add(-time.Millisecond))
+		defer end()
+		ran := make(chan struct{})
+		context.AfterFunc(c, func() { close(ran) })
+		waitDone(t, ran, "AfterFunc past the deadline")
+		child, cancelChild := context.WithCancel(c)
+		defer cancelChild()
+		waitDone(t, child.Done(), "child derived past the deadline")
+	})
 	t.Run("parent's earlier deadline", func(t *testing.T) {
 		parent, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 		defer cancel()

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/ferry-io/ferry/mongotest"
+	"github.com/ferry-io/ferry/mongotest/internal/specdata"
 	"github.com/ferry-io/ferry/mongotest/internal/unified"
 )
 
@@ -43,11 +44,14 @@ var suites = []suite{
 //
 // followed by every test that did not pass, with its reason.
 // FERRY_MONGO_SPEC_DIR overrides where the suites' folders are
-// (default ../shared/mongo-spec beside the project).
+// (default ../shared/mongo-spec beside the project); without them the test
+// skips, or fails with FERRY_REQUIRE_SPEC=1 (package specdata).
 func TestConformance(t *testing.T) {
-	root := os.Getenv("FERRY_MONGO_SPEC_DIR")
-	if root == "" {
-		root = filepath.Join("..", "..", "shared", "mongo-spec")
+	// Every suite's files first: a missing suite skips (or fails) the
+	// test before any server starts.
+	suiteFiles := make([][]string, len(suites))
+	for si, s := range suites {
+		suiteFiles[si] = specdata.Files(t, s.name)
 	}
 	// Against the emulator, every file runs under two release profiles,
 	// 8.0 (the default) and 8.2, so tests gated on a newer release run too.
@@ -81,15 +85,9 @@ func TestConformance(t *testing.T) {
 	}
 	// results[suite][profile][file] are the results of one file.
 	results := make([][][][]unified.Result, len(suites))
-	suiteFiles := make([][]string, len(suites))
 	var wg sync.WaitGroup
 	for si, s := range suites {
-		files, _ := filepath.Glob(filepath.Join(root, s.name, "*.json"))
-		if len(files) == 0 {
-			t.Errorf("no spec files in %s: put MongoDB's unified tests of %s there or set FERRY_MONGO_SPEC_DIR", filepath.Join(root, s.name), s.name)
-			continue
-		}
-		suiteFiles[si] = files
+		files := suiteFiles[si]
 		results[si] = make([][][]unified.Result, len(profiles))
 		for pi, p := range profiles {
 			results[si][pi] = make([][]unified.Result, len(files))

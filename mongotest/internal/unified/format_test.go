@@ -2,25 +2,17 @@ package unified
 
 import (
 	"context"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/ferry-io/ferry/mongotest/internal/specdata"
 )
 
-// specDir locates MongoDB's change-stream test files: FERRY_MONGO_SPEC_DIR,
-// else ../../../../shared/mongo-spec/change-streams from this package.
+// specDir locates MongoDB's change-stream test files (package specdata).
 func specDir(t *testing.T) string {
 	t.Helper()
-	dir := os.Getenv("FERRY_MONGO_SPEC_DIR")
-	if dir == "" {
-		dir = filepath.Join("..", "..", "..", "..", "shared", "mongo-spec", "change-streams")
-	}
-	files, _ := filepath.Glob(filepath.Join(dir, "*.json"))
-	if len(files) == 0 {
-		t.Skipf("no spec files in %s: put MongoDB's source/change-streams/tests/unified/*.json there or set FERRY_MONGO_SPEC_DIR", dir)
-	}
-	return dir
+	return filepath.Dir(specdata.Files(t, "change-streams")[0])
 }
 
 func TestParseSpecFiles(t *testing.T) {

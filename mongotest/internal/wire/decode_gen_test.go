@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/ferry-io/ferry/mongotest/internal/specdata"
 )
 
 // More documents for the decoder's differential tests: random ones of
@@ -156,8 +158,7 @@ func genDocs(t testing.TB, n int) [][]byte {
 
 // specDocs returns MongoDB's unified test files as BSON documents (each a
 // large document of commands, data and expected replies in Extended JSON):
-// under FERRY_MONGO_SPEC_DIR, else ../../../../shared/mongo-spec, the
-// files of the folder and of its folders. None when there are none.
+// the files of specdata.Root and of its folders. None when there are none.
 func specDocs(t testing.TB) [][]byte {
 	specOnce.Do(func() { specDocsRead, specDocsErr = readSpecDocs() })
 	if specDocsErr != nil {
@@ -173,9 +174,9 @@ var (
 )
 
 func readSpecDocs() ([][]byte, error) {
-	dir := os.Getenv("FERRY_MONGO_SPEC_DIR")
+	dir := specdata.Root()
 	if dir == "" {
-		dir = filepath.Join("..", "..", "..", "..", "shared", "mongo-spec")
+		return nil, nil
 	}
 	files, _ := filepath.Glob(filepath.Join(dir, "*.json"))
 	more, _ := filepath.Glob(filepath.Join(dir, "*", "*.json"))
@@ -231,7 +232,7 @@ func TestDecodeGeneratedDocs(t *testing.T) {
 func TestDecodeSpecDocs(t *testing.T) {
 	docs := specDocs(t)
 	if len(docs) == 0 {
-		t.Skip("no MongoDB spec test files: set FERRY_MONGO_SPEC_DIR")
+		specdata.Missing(t, "")
 	}
 	for _, raw := range docs {
 		sameAsUnmarshal(t, raw)

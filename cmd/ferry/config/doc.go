@@ -184,8 +184,9 @@
 //	      interval: off      off | >= 1m (default off): each run exports
 //	                         ferry_verify_missing and
 //	                         ferry_verify_last_run_timestamp
-//	      window: 1h         >= 1m: how far back each run reads (cut to
-//	                         what the oplog holds)
+//	      window: 1h         >= 1m: how far back each run reads (from
+//	                         the oplog's start, to the increment, when
+//	                         the oplog holds less)
 //	    sink:                required, exactly one of:
 //	      webhook:
 //	        url: https://…   required: absolute http(s) URL

@@ -28,7 +28,7 @@
 // An invalidate (the collection or database dropped or renamed) does not
 // end the re-read: it goes on after it. The re-read takes a getMore per
 // empty batch, never polls a closed cursor, and says where it stopped
-// when its context ends (BenchmarkWindow: about 0.2-0.3 s per 10,000
+// when its context ends (BenchmarkWindow: about 0.2-0.4 s per 10,000
 // events against the emulator).
 //
 // Checked nothing: a window that reads no event while the state store

@@ -63,6 +63,7 @@ func (g *Group) session(ctx context.Context, member *lease.Member, recheck *back
 			return nil
 		case <-member.Done():
 			err := fmt.Errorf("group: membership lost: %w", member.Err())
+			g.warnPool(err)
 			for p, run := range runs {
 				run.cancel()
 				<-run.done
@@ -234,6 +235,7 @@ func (g *Group) revoke(runs map[int]*running, p int, run *running) {
 			lost = fmt.Errorf("%w: lease could no longer be proven valid", lease.ErrLost)
 		}
 		_ = run.held.Release(context.Background())
+		g.warnPool(lost)
 		g.log.Warn("partition lost", "partition", p, "err", lost)
 		if g.cfg.onLost != nil {
 			g.cfg.onLost(p, lost)
@@ -274,6 +276,7 @@ func (g *Group) finish(runs map[int]*running, paced map[int]*restarts, p int) *s
 	if lost == nil {
 		lost = err
 	}
+	g.warnPool(lost)
 	r := paced[p]
 	if r == nil {
 		r = &restarts{b: backoff.New(time.Second, 30*time.Second)}

@@ -149,6 +149,15 @@
 // doubling to 5 min; one that cannot stays until the member restarts with
 // a new configuration. Any other stop (a lost lease, a network error) is
 // retried partition by partition, after a backoff from 1 s to 30 s.
+// MongoDB refusing the source's credentials (AuthenticationFailed) fails
+// the stream too, before any partition runs, and is re-checked.
+//
+// A corrupt lease or member document of the group (a field of the wrong
+// type) neither stalls the group nor hides the others: members are read
+// without their damaged fields, a lease that cannot be renewed or
+// acquired is replaced by the member its partition is assigned to, fenced
+// above every epoch the partition recorded (CorruptAction says what is
+// done; Status.Corrupt names the records).
 //
 // # Options
 //

@@ -54,7 +54,8 @@ delivery) or changes skipped, which it writes only with -yes.
 
 A position before the start of the oplog window is refused, with the size
 of the gap: those changes are gone. With -allow-gap it sets the start of
-the window instead, and says how much history that leaves out.`
+the window instead, and says how much history that leaves out. A time
+after the source's current time (by its clock) is refused, -yes or not.`
 
 // runPositionShow prints the oplog window and every partition's position.
 func runPositionShow(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -306,6 +307,18 @@ func runPositionSet(ctx context.Context, args []string, stdout, stderr io.Writer
 			return err
 		}
 		fmt.Fprintf(stdout, "stream %s: %s\n", st.Name, w)
+		if now := (bson.Timestamp{T: uint32(w.now.Unix())}); target.ts.T > now.T {
+			// No change exists there yet: a position in the future would
+			// skip every change until then, whatever -yes says.
+			ahead := time.Duration(target.ts.T-now.T) * time.Second
+			aheadText := ahead.String()
+			if ahead >= 48*time.Hour {
+				aheadText = fmt.Sprintf("%d days", int(ahead.Hours()/24))
+			}
+			return fmt.Errorf("%s is %s after the source's current time (%s, by its clock): a stream cannot resume "+
+				"from the future. Choose a time at or before %s. Nothing was written",
+				target.what, aheadText, tsText(now), tsText(now))
+		}
 		if target.ts.Before(w.start) {
 			gap := gapSeconds(target.ts, w.start)
 			if !*allowGap {

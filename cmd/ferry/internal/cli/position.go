@@ -61,7 +61,7 @@ after the source's current time (by its clock) is refused, -yes or not.`
 func runPositionShow(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("position show")
 	stream := fs.String("stream", "", "stream name (default: every stream)")
-	cfg, code := loadFlags(fs, args, stderr)
+	cfg, code := loadFlags(fs, args, stderr, readOnly)
 	if cfg == nil {
 		return code
 	}
@@ -245,7 +245,7 @@ func runPositionSet(ctx context.Context, args []string, stdout, stderr io.Writer
 	ofStream := fs.String("at-checkpoint-of", "", "resume from the oldest position of this stream's checkpoints")
 	allowGap := fs.Bool("allow-gap", false, "for a position before the oplog window: set the window's start, leaving out what the oplog lost")
 	yes := fs.Bool("yes", false, "write even if changes the oplog still holds are then skipped")
-	cfg, code := loadFlags(fs, args, stderr)
+	cfg, code := loadFlags(fs, args, stderr, readOnly)
 	if cfg == nil {
 		return code
 	}

@@ -61,7 +61,7 @@ func runReset(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs := newFlagSet("reset")
 	stream := fs.String("stream", "", "stream name (required)")
 	yes := fs.Bool("yes", false, "delete even if the changes made since the checkpoints are then skipped")
-	cfg, code := loadFlags(fs, args, stderr)
+	cfg, code := loadFlags(fs, args, stderr, readOnly)
 	if cfg == nil {
 		return code
 	}

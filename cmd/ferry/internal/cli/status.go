@@ -32,13 +32,13 @@ func stateDB(ctx context.Context, cfg *config.Config) (*mongo.Database, func(), 
 // loadFlags parses a subcommand's flags, whose -c names the configuration
 // file, and loads it. The exit code is 0 on success, 2 for bad flags, 1 for
 // a bad configuration (reported on stderr).
-func loadFlags(fs *flag.FlagSet, args []string, stderr io.Writer) (*config.Config, int) {
+func loadFlags(fs *flag.FlagSet, args []string, stderr io.Writer, opts ...config.LoadOption) (*config.Config, int) {
 	fs.SetOutput(stderr)
 	path := fs.String("c", "ferry.yaml", "configuration file")
 	if err := fs.Parse(args); err != nil {
 		return nil, 2
 	}
-	cfg, err := config.Load(*path)
+	cfg, err := config.Load(*path, opts...)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return nil, 1
@@ -80,7 +80,7 @@ func withState(ctx context.Context, name string, cfg *config.Config, stderr io.W
 func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("status")
 	asJSON := fs.Bool("json", false, "print the /status JSON document (docs/status.md) instead of the table")
-	cfg, code := loadFlags(fs, args, stderr)
+	cfg, code := loadFlags(fs, args, stderr, readOnly)
 	if cfg == nil {
 		return code
 	}

@@ -366,8 +366,12 @@ func (g *Group) failed(ctx context.Context, sf *streamFailure, recheck *backoff.
 		if f.Clears {
 			recheckIn = wait.Round(time.Millisecond).String()
 		}
+		attrs := []any{"class", f.Class}
+		if sf.partition >= 0 { // -1: the stream's start failed, not a partition
+			attrs = append(attrs, "partition", sf.partition)
+		}
 		g.log.Error("stream failed: its leases are released and this member takes none of them while failed",
-			"class", f.Class, "partition", sf.partition, "err", f.Detail, "recheck_in", recheckIn)
+			append(attrs, "err", f.Detail, "recheck_in", recheckIn)...)
 	} else {
 		g.log.Debug("stream still failed", "class", f.Class, "recheck_in", wait)
 	}

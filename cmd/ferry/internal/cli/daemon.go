@@ -253,7 +253,7 @@ func (d *daemon) onState(st *stream, s group.Status) {
 	d.m.StreamFailure(st.name, string(s.Failure.Class))
 	if st.notes.first(s.Failure) {
 		d.log.Warn("stream failed: what to do", "stream", st.name, "class", s.Failure.Class,
-			"advice", advice(st.cfg, *s.Failure), "recheck", recheckText(s))
+			"advice", advice(d.cfgPath, st.cfg, *s.Failure), "recheck", recheckText(s))
 	}
 }
 
@@ -369,10 +369,18 @@ func (d *daemon) close() {
 	}
 }
 
+// newLogger is the daemon's logger. Durations are written as Go writes
+// them ("2.5s", "150ms"), not as slog's JSON default, a count of
+// nanoseconds.
 func newLogger(c config.Log, w io.Writer) *slog.Logger {
 	var level slog.Level
 	_ = level.UnmarshalText([]byte(c.Level))
-	opts := &slog.HandlerOptions{Level: level}
+	opts := &slog.HandlerOptions{Level: level, ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+		if a.Value.Kind() == slog.KindDuration {
+			a.Value = slog.StringValue(a.Value.Duration().String())
+		}
+		return a
+	}}
 	if c.Format == "text" {
 		return slog.New(slog.NewTextHandler(w, opts))
 	}

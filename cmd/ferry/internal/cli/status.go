@@ -88,14 +88,14 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		if *asJSON {
 			return printStatusJSON(ctx, fs.Lookup("c").Value.String(), cfg, db, ls, cps, stdout)
 		}
-		return printStatus(ctx, cfg, db, ls, cps, stdout)
+		return printStatus(ctx, fs.Lookup("c").Value.String(), cfg, db, ls, cps, stdout)
 	})
 }
 
 // printStatus prints the status document (the one /status serves) as
 // text: per stream its state, members, failures and partitions.
-func printStatus(ctx context.Context, cfg *config.Config, db *mongo.Database, ls *lease.Store, cps *mongostore.Store, stdout io.Writer) error {
-	doc, err := statusSource{cfg: cfg, db: db, ls: ls, cps: cps}.build(ctx)
+func printStatus(ctx context.Context, cfgPath string, cfg *config.Config, db *mongo.Database, ls *lease.Store, cps *mongostore.Store, stdout io.Writer) error {
+	doc, err := statusSource{cfg: cfg, cfgPath: cfgPath, db: db, ls: ls, cps: cps}.build(ctx)
 	if err != nil {
 		return err
 	}
@@ -116,8 +116,11 @@ func printStatus(ctx context.Context, cfg *config.Config, db *mongo.Database, ls
 			fmt.Fprintf(w, "  member\t%s\theartbeat %s ago\n", m.ID, secondsText(m.HeartbeatAgeSeconds, time.Millisecond))
 		}
 		for _, f := range sd.Failures {
-			fmt.Fprintf(w, "  member\t%s\tfailed since %s (%s, partition %d): %s\n", f.Member, f.Since.Format(time.RFC3339),
-				f.Class, f.Partition, f.Message)
+			where := f.Class
+			if f.Partition >= 0 { // -1: the stream's start, no partition
+				where += fmt.Sprintf(", partition %d", f.Partition)
+			}
+			fmt.Fprintf(w, "  member\t%s\tfailed since %s (%s): %s\n", f.Member, f.Since.Format(time.RFC3339), where, f.Message)
 			fmt.Fprintf(w, "  \t\twhat to do: %s\n", f.Advice)
 			if f.RetryAt == nil {
 				fmt.Fprintf(w, "  \t\tre-check: never by itself: a change of configuration (and a restart), ferry position set or ferry reset ends it\n")

@@ -147,8 +147,9 @@
 // Failed on that member: it hands every partition off, leaves the group
 // (the other members take its partitions and keep their own state, so
 // during a rolling deploy the members with the old definition keep
-// running), records the failure in the state store (Failures; `ferry
-// status` shows it from any machine) and takes no lease of the stream
+// running), records the failure in the state store (Failures, written
+// before Status reports Failed; `ferry status` shows it from any machine)
+// and takes no lease of the stream
 // while failed. It logs one line per state change, not per attempt. A
 // failure that can clear (pre-images enabled, a privilege granted, the
 // sink fixed) is re-checked by joining again after a backoff from 1 s

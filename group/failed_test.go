@@ -30,6 +30,7 @@ type fmember struct {
 
 type fenv struct {
 	t      *testing.T
+	srv    *emutest.Server
 	client *mongo.Client
 	source *mongo.Database
 	state  *mongo.Database
@@ -37,9 +38,9 @@ type fenv struct {
 
 func newFenv(t *testing.T) *fenv {
 	t.Helper()
-	client, _ := emutest.Client(t)
+	client, srv := emutest.Client(t)
 	name := fmt.Sprintf("fail_%d", time.Now().UnixNano())
-	return &fenv{t: t, client: client, source: client.Database(name), state: client.Database(name + "_state")}
+	return &fenv{t: t, srv: srv, client: client, source: client.Database(name), state: client.Database(name + "_state")}
 }
 
 // join starts a member of stream "s" with the given consumer options.
@@ -136,7 +137,11 @@ func (e *fenv) epochs() int64 {
 // the checkpoints' (a changed pipeline) fails: it releases the stream's
 // leases, records why in the state store, and takes no lease again — the
 // epochs stop growing (before the failed state, the member re-acquired the
-// partition in a tight loop: 1,086 acquisitions in 7 s).
+// partition in a tight loop: 1,086 acquisitions in 7 s). Once Status says
+// Failed, the record is in the state store: the first write of the record
+// is held up by the server here, and Status used to say Failed before it
+// was written (the test, reading the records at once, found none: a flake
+// under load before the fail point made it certain).
 func TestFailedStreamStopsAndSaysSo(t *testing.T) {
 	e := newFenv(t)
 	const partitions = 2
@@ -145,6 +150,9 @@ func TestFailedStreamStopsAndSaysSo(t *testing.T) {
 	e.waitClaimed(partitions) // the checkpoints carry a's definition
 	a.stop()
 
+	e.srv.FailCommand(emutest.FailPoint{Commands: []string{"findAndModify"}, Times: 1, BlockFor: 300 * time.Millisecond,
+		Namespace: e.state.Name() + "." + group.FailuresCollection})
+	t.Cleanup(e.srv.ClearFailPoints)
 	b := e.join("b", partitions, ferry.Pipeline(bson.D{{Key: "$match", Value: bson.D{{Key: "operationType", Value: "insert"}}}}))
 	s := waitState(t, b, "failed", func(s group.Status) bool { return s.State == group.Failed })
 	if s.Failure == nil || s.Failure.Class != ferry.FailIdentityChanged || s.Failure.Clears || !s.RetryAt.IsZero() {

@@ -379,11 +379,18 @@ func (g *Group) failed(ctx context.Context, sf *streamFailure, recheck *backoff.
 	} else {
 		g.log.Debug("stream still failed", "class", f.Class, "recheck_in", wait)
 	}
-	g.st.update(func(s *Status) {
+	fail := func(s *Status) {
 		s.State, s.Failure, s.FailedPartition, s.FailedSince, s.RetryAt = Failed, &f, sf.partition, since, retryAt
 		s.Partitions, s.SinkErrors = nil, nil
-	})
-	if g.putFailureRecord(ctx) {
+	}
+	// The record is written before Status (and OnStateChange) says Failed,
+	// so that whoever sees the state finds the record too (as recovered
+	// deletes it before Status reports the recovery).
+	next := prev
+	fail(&next)
+	recheckNow := g.putFailureRecord(ctx, next)
+	g.st.update(fail)
+	if recheckNow {
 		g.log.Info("re-checking the failed stream: its checkpoints were changed (ferry position set or reset)", "class", f.Class)
 		return true
 	}
@@ -403,7 +410,7 @@ func (g *Group) failed(ctx context.Context, sf *streamFailure, recheck *backoff.
 			g.log.Debug("re-checking the failed stream", "class", f.Class)
 			return true
 		case <-refresh.C:
-			if g.putFailureRecord(ctx) {
+			if g.putFailureRecord(ctx, g.st.get()) {
 				g.log.Info("re-checking the failed stream: its checkpoints were changed (ferry position set or reset)", "class", f.Class)
 				return true
 			}
@@ -429,12 +436,12 @@ func (g *Group) recovered(recheck *backoff.Backoff) {
 // (its partition hand-offs are then logged at debug level only).
 func (g *Group) rechecking() bool { return g.st.get().Failure != nil }
 
-// putFailureRecord writes or refreshes the member's failure record. It
-// reports whether a re-check was requested (RequestRecheck).
-func (g *Group) putFailureRecord(ctx context.Context) bool {
+// putFailureRecord writes or refreshes the member's failure record from
+// s. It reports whether a re-check was requested (RequestRecheck).
+func (g *Group) putFailureRecord(ctx context.Context, s Status) bool {
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	recheck, err := g.records.put(wctx, g.st.get())
+	recheck, err := g.records.put(wctx, s)
 	if err != nil {
 		g.transient("record the failure in the state store", err)
 	}

@@ -13,10 +13,12 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/ferry-io/ferry"
+	"github.com/ferry-io/ferry/checkpoint/mongostore"
 	"github.com/ferry-io/ferry/group"
 	"github.com/ferry-io/ferry/internal/emutest"
 	"github.com/ferry-io/ferry/internal/hashkey"
 	"github.com/ferry-io/ferry/internal/poll"
+	"github.com/ferry-io/ferry/internal/resumetoken"
 	"github.com/ferry-io/ferry/lease"
 )
 
@@ -40,6 +42,15 @@ type member struct {
 
 func newCluster(t *testing.T) *cluster {
 	uri, _ := emutest.URI(t)
+	return newClusterOn(t, uri)
+}
+
+// newFrozenCluster is newCluster on an emulator whose clock stands still:
+// no lease and no membership can expire, so a partition changes hands only
+// when its owner releases it. A test of a graceful hand-off asserts that it
+// happened at all, instead of timing it against the lease TTL.
+func newFrozenCluster(t *testing.T) *cluster {
+	uri, _ := emutest.URI(t, emutest.FrozenClock(time.Now()))
 	return newClusterOn(t, uri)
 }
 
@@ -168,7 +179,7 @@ func (c *cluster) nApplied() int {
 }
 
 func TestGroupSharesPartitions(t *testing.T) {
-	c := newCluster(t)
+	c := newFrozenCluster(t)
 	const partitions = 8
 	for i := range 3 {
 		c.join(fmt.Sprintf("m%d", i), partitions)
@@ -201,21 +212,20 @@ func TestGroupSharesPartitions(t *testing.T) {
 	if moved["m3"] != 2 || len(moved) != 1 {
 		t.Fatalf("after a join, moves by new owner = %v; want exactly 2 partitions, all to m3", moved)
 	}
-	// It leaves again: only its partitions move, and quickly (released,
-	// not expired).
+	// It leaves again: only its partitions move, and they are released,
+	// not expired: the server's clock stands still (newFrozenCluster), so
+	// m3's leases never expire and settle finds them taken over only if
+	// m3 released them. (This used to assert the takeover took at most
+	// 2 s of wall-clock time, which a loaded machine can exceed.)
 	start := time.Now()
 	c.leave("m3")
 	back := c.settle(partitions)
-	took := time.Since(start)
 	for p, owner := range back {
 		if after[p] != owner && after[p] != "m3" {
 			t.Fatalf("partition %d of a staying member moved on a leave", p)
 		}
 	}
-	t.Logf("takeover after a graceful leave: %v", took)
-	if took > 2*time.Second {
-		t.Fatalf("takeover after a graceful leave took %v, longer than the lease TTL: leases were not released", took)
-	}
+	t.Logf("takeover after a graceful leave: %v (the server's clock stood still)", time.Since(start))
 }
 
 func movedTo(before, after map[int]string) map[string]int {
@@ -445,6 +455,18 @@ func TestSkewedClocksNeverShareAPartition(t *testing.T) {
 // while the oplog rolls over many times: the quiet partitions' checkpoints
 // advance with the server's postBatchResumeToken, so a restart resumes every
 // partition without ChangeStreamHistoryLost.
+//
+// Every wait is on the checkpoints' resume tokens, not on time: the writes
+// go in steps that every partition's checkpoint passes before the next (a
+// writer outrunning a reader would make it lose history, which is not what
+// this test is about), and after the restart the first writes are one per
+// partition, applied before the rest, so each partition has resumed from
+// its checkpoint before more writes could push that off the oplog. (It used
+// to wait for partition 0 alone and for checkpoints written after the
+// writes by the server's clock, which a commit of a position read before
+// the last writes also passes; and to write 50 documents at once after
+// the restart: on a loaded machine a partition could open its stream only
+// after they had rolled its checkpoint off the 60-entry oplog.)
 func TestQuietPartitionsKeepTheirPlace(t *testing.T) {
 	srv := emutest.New(t, emutest.OplogMaxEntries(60))
 	c := newClusterOn(t, srv.URI())
@@ -452,70 +474,112 @@ func TestQuietPartitionsKeepTheirPlace(t *testing.T) {
 	c.join("q", partitions)
 	c.settle(partitions)
 	// _ids that hash to partition 0.
-	var ids []int
-	for i := 0; len(ids) < 150; i++ {
-		h, _ := hashkey.Hash(int32(i))
-		if h%partitions == 0 {
-			ids = append(ids, i)
-		}
-	}
-	// The writes go in steps of 20 that partition 0 applies before the
-	// next: 150 inserts roll the 60-entry oplog over more than twice, and a
-	// writer that outran partition 0's reader would make it lose history,
-	// which is not what this test is about (the quiet partitions are).
+	ids := idsOf(0, partitions, 0, 150)
+	// 150 inserts in steps of 20 roll the 60-entry oplog over more than
+	// twice.
 	for i, id := range ids {
-		if _, err := c.source.Collection("c").InsertOne(context.Background(), bson.D{{Key: "_id", Value: int32(id)}}); err != nil {
+		if _, err := c.source.Collection("c").InsertOne(context.Background(), bson.D{{Key: "_id", Value: id}}); err != nil {
 			t.Fatal(err)
 		}
 		if (i+1)%20 != 0 && i+1 != len(ids) {
 			continue
 		}
-		poll.Until(t, 30*time.Second, func() error {
-			if n := c.nApplied(); n != i+1 {
-				return fmt.Errorf("%d of %d events applied", n, i+1)
-			}
-			return nil
-		})
+		c.waitApplied(i + 1)
+		c.waitCheckpointsPast(partitions, c.opTime(t))
 	}
-	// Wait until every partition has checkpointed after the writes
-	// (checkpoint times are the server's), then restart.
-	var hello struct {
-		LocalTime time.Time `bson:"localTime"`
+	c.leave("q")
+	var mu sync.Mutex
+	var stops []string
+	c.joinWithLost("q2", partitions, func(p int, err error) {
+		// A partition stopped and is restarted after a backoff (a lease
+		// lost on a starved machine, say): logged, not a failure — lost
+		// history would fail the stream instead (HistoryLostFail).
+		mu.Lock()
+		stops = append(stops, fmt.Sprintf("partition %d: %v", p, err))
+		mu.Unlock()
+	})
+	c.settle(partitions)
+	c.mu.Lock()
+	q2 := c.members["q2"].g
+	c.mu.Unlock()
+	notFailed := func() {
+		if st := q2.Status(); st.State == group.Failed {
+			t.Fatalf("the stream failed after the restart (its position fell off the oplog?): partition %d: %+v", st.FailedPartition, st.Failure)
+		}
 	}
-	if err := c.client.Database("admin").RunCommand(context.Background(), bson.D{{Key: "hello", Value: 1}}).Decode(&hello); err != nil {
-		t.Fatal(err)
-	}
-	poll.Until(t, 30*time.Second, func() error {
-		cur, err := c.state.Collection("checkpoints").Find(context.Background(), bson.D{{Key: "updatedAt", Value: bson.D{{Key: "$gt", Value: hello.LocalTime}}}})
-		if err != nil {
+	// One document per partition, each applied: every partition resumed
+	// from its checkpoint.
+	for p := range partitions {
+		if _, err := c.source.Collection("c").InsertOne(context.Background(), bson.D{{Key: "_id", Value: idsOf(p, partitions, 1_000_000, 1)[0]}}); err != nil {
 			t.Fatal(err)
 		}
-		var n int
-		for cur.Next(context.Background()) {
-			n++
-		}
-		if n != partitions {
-			return fmt.Errorf("only %d partitions checkpointed after the writes", n)
-		}
-		return nil
-	})
-	c.leave("q")
-	lost := make(chan int, partitions)
-	c.joinWithLost("q2", partitions, func(p int, err error) { lost <- p })
-	c.settle(partitions)
-	for i := range 50 {
+	}
+	c.waitAppliedWhile(len(ids)+partitions, notFailed)
+	for i := range 46 {
 		if _, err := c.source.Collection("c").InsertOne(context.Background(), bson.D{{Key: "_id", Value: fmt.Sprint("after-", i)}}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	poll.Until(t, 30*time.Second, func() error {
-		select {
-		case p := <-lost:
-			t.Fatalf("partition %d stopped after the restart (its position fell off the oplog?)", p)
-		default:
+	c.waitAppliedWhile(len(ids)+partitions+46, notFailed)
+	mu.Lock()
+	defer mu.Unlock()
+	if len(stops) > 0 {
+		t.Logf("partitions stopped and restarted after the restart: %v", stops)
+	}
+}
+
+// idsOf returns n int32 _ids from from on that fall in partition p of
+// partitions (|hash mod partitions|, as the consumer's filter computes it).
+func idsOf(p, partitions int, from int32, n int) []int32 {
+	var ids []int32
+	for i := from; len(ids) < n; i++ {
+		h, _ := hashkey.Hash(i)
+		if r := h % int64(partitions); r == int64(p) || r == -int64(p) {
+			ids = append(ids, i)
 		}
-		if n := c.nApplied(); n != len(ids)+50 {
-			return fmt.Errorf("%d of %d events applied after the restart", n, len(ids)+50)
+	}
+	return ids
+}
+
+// waitApplied waits until n distinct events have been applied.
+func (c *cluster) waitApplied(n int) { c.waitAppliedWhile(n, func() {}) }
+
+// waitAppliedWhile is waitApplied calling check at every look.
+func (c *cluster) waitAppliedWhile(n int, check func()) {
+	c.t.Helper()
+	poll.Until(c.t, 30*time.Second, func() error {
+		check()
+		if got := c.nApplied(); got != n {
+			return fmt.Errorf("%d of %d events applied", got, n)
+		}
+		return nil
+	})
+}
+
+// waitCheckpointsPast waits until the checkpoint of every partition of
+// stream "orders" holds a resume token at cluster time ts or later.
+func (c *cluster) waitCheckpointsPast(partitions int, ts bson.Timestamp) {
+	c.t.Helper()
+	store, err := mongostore.New(c.state)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	poll.Until(c.t, 30*time.Second, func() error {
+		for p := range partitions {
+			cp, err := store.Load(context.Background(), "orders", p)
+			if err != nil {
+				return fmt.Errorf("partition %d: %w", p, err)
+			}
+			if cp.Token == nil {
+				return fmt.Errorf("partition %d has no position yet", p)
+			}
+			tok, err := resumetoken.Parse(cp.Token)
+			if err != nil {
+				c.t.Fatalf("partition %d: checkpoint token: %v", p, err)
+			}
+			if tok.ClusterTime.Compare(ts) < 0 {
+				return fmt.Errorf("partition %d's checkpoint is at %v, not yet at %v (a quiet partition checkpoints the server's postBatchResumeToken)", p, tok.ClusterTime, ts)
+			}
 		}
 		return nil
 	})

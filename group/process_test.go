@@ -289,8 +289,14 @@ func TestKillMemberIdempotent(t *testing.T)    { killTest(t, group.Idempotent, f
 func TestKillMemberTransactionalBatch(t *testing.T) { killTest(t, group.Transactional, true) }
 func TestKillMemberIdempotentBatch(t *testing.T)    { killTest(t, group.Idempotent, true) }
 
+// TestGracefulLeaveTakeover: after SIGTERM a member releases its leases
+// and the other takes every partition over. The server's clock stands
+// still (newFrozenCluster), so no lease can expire: the takeover happens
+// only by release. (This used to assert it took at most 2 s of wall-clock
+// time with a 5 s TTL, which a loaded machine can exceed; the figure is
+// ferry demo -takeover-runs's to measure.)
 func TestGracefulLeaveTakeover(t *testing.T) {
-	c := newCluster(t)
+	c := newFrozenCluster(t)
 	const partitions, ttl = 4, 5 * time.Second
 	start := c.opTime(t)
 	a := c.spawn(t, "a", group.AtLeastOnce, partitions, ttl, start)
@@ -306,10 +312,7 @@ func TestGracefulLeaveTakeover(t *testing.T) {
 	})
 	a.Signal(syscall.SIGTERM)
 	took := c.waitOwned(t, partitions, 30*time.Second, func(l lease.Lease) bool { return l.Owner == "b" })
-	fmt.Printf("group: takeover after SIGTERM: %d ms (lease TTL %d ms)\n", took.Milliseconds(), ttl.Milliseconds())
-	if took > 2*time.Second {
-		t.Fatalf("takeover after SIGTERM took %v, want within 2s (leases released, not expired)", took)
-	}
+	t.Logf("takeover after SIGTERM: %d ms (lease TTL %d ms, the server's clock standing still)", took.Milliseconds(), ttl.Milliseconds())
 	if err := a.WaitWithin(30 * time.Second); err != nil {
 		t.Fatalf("member a did not exit cleanly after SIGTERM: %v", err)
 	}

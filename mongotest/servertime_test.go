@@ -45,8 +45,13 @@ func acquire(t *testing.T, c *mongo.Collection, owner string, ttl time.Duration)
 	return doc, true
 }
 
+// TestLeaseByServerClock: a lease judged by $$NOW expires only when the
+// server's clock passes it. The clock stands still but for AdvanceClock,
+// so the test depends on no real time passing (it used to allow 1 s
+// between reading the clock and the acquire, and 10 s before b's try).
 func TestLeaseByServerClock(t *testing.T) {
-	_, db, srv := connect(t)
+	frozen := time.Now().Truncate(time.Millisecond) // BSON dates have millisecond precision
+	_, db, srv := connect(t, mongotest.Clock(func() time.Time { return frozen }))
 	if srv == nil {
 		t.Skip("needs the emulator's clock control (AdvanceClock)")
 	}
@@ -55,13 +60,12 @@ func TestLeaseByServerClock(t *testing.T) {
 		_, err := c.InsertOne(ctx(t), bson.D{{Key: "_id", Value: "p0"}, {Key: "owner", Value: nil}, {Key: "epoch", Value: 0}, {Key: "expiresAt", Value: time.Unix(0, 0)}})
 		return err
 	})
-	before := srv.Now().Truncate(time.Millisecond) // BSON dates have millisecond precision
 	a, ok := acquire(t, c, "a", 10*time.Second)
 	if !ok || a["owner"] != "a" || a["epoch"] != int64(1) && a["epoch"] != int32(1) {
 		t.Fatalf("a's first acquire = %v, %v; want owner a, epoch 1", a, ok)
 	}
 	exp := a["expiresAt"].(bson.DateTime).Time()
-	if d := exp.Sub(before); d < 10*time.Second || d > 11*time.Second {
+	if d := exp.Sub(srv.Now()); d != 10*time.Second {
 		t.Fatalf("expiresAt is %v after the server's clock; want $$NOW + 10s", d)
 	}
 	if _, ok := acquire(t, c, "b", 10*time.Second); ok {

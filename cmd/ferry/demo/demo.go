@@ -377,7 +377,7 @@ func (e *demoEnv) demo(ctx context.Context, n int, out io.Writer) (err error) {
 
 	// Writes; the member owning partition 0 is killed halfway.
 	victim := e.owners(ctx)[0]
-	var takeover time.Duration
+	var took chan time.Duration // the takeover after the kill (0: not seen)
 	now := e.srv.Now()
 	for i := 0; i < n; i++ {
 		doc := bson.D{{Key: "_id", Value: fmt.Sprintf("session-%04d", i)}, {Key: "user", Value: i % 17},
@@ -390,11 +390,13 @@ func (e *demoEnv) demo(ctx context.Context, n int, out io.Writer) (err error) {
 			_ = members[victim].cmd.Wait()
 			delete(members, victim)
 			fmt.Fprintf(out, "killed:    %s with SIGKILL after %d writes\n", victim, i+1)
+			took = make(chan time.Duration, 1)
 			go func() {
 				d, err := e.waitOwned(ctx, func(o string) bool { return o != victim })
-				if err == nil {
-					takeover = d
+				if err != nil {
+					d = 0
 				}
+				took <- d
 			}()
 		}
 		time.Sleep(5 * time.Millisecond) // a steady write rate, not synchronisation
@@ -418,11 +420,7 @@ func (e *demoEnv) demo(ctx context.Context, n int, out io.Writer) (err error) {
 	for e.rcv.applied() < want && ctx.Err() == nil {
 		time.Sleep(20 * time.Millisecond)
 	}
-	if takeover == 0 {
-		if d, err := e.waitOwned(ctx, func(o string) bool { return o != victim }); err == nil {
-			takeover = d
-		}
-	}
+	takeover := <-took
 	// The two survivors share the partitions again.
 	bctx, bcancel := context.WithTimeout(ctx, 5*time.Second)
 	_ = e.waitBalanced(bctx, 2)

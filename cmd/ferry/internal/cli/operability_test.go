@@ -15,6 +15,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/ferry-io/ferry/internal/poll"
+	"github.com/ferry-io/ferry/lease"
 	"github.com/ferry-io/ferry/mongotest"
 )
 
@@ -267,12 +268,30 @@ func (w *writer) wroteAtLeast(n int) func() error {
 }
 
 // TestCrashTakeoverWithinLeaseTTL: with lease_ttl 2s, a member SIGKILLed
-// while documents are written: nothing is lost, and every document
-// written after the kill arrives within 3.5 s of its insert (before, the
-// fixed 10 s member timeout made it about 8 s whatever lease_ttl said).
+// while documents are written: once the server's clock has passed
+// lease_ttl since the dead member's last renewal and heartbeat, the other
+// member takes its partition over, and nothing is lost. (Before, the fixed
+// 10 s member timeout kept the dead member in the group whatever
+// lease_ttl said: here its partition would never move.)
+//
+// The server's clock stands still, and the test moves it after the kill:
+// in steps shorter than the leases' safety margin (lease_ttl/5), each once
+// the live member has renewed its lease and heartbeat at the new time, until
+// the clock is past the kill plus lease_ttl. So the test waits on state,
+// never on a wall-clock margin; how long a takeover takes on a real
+// machine is a figure `go run ./cmd/ferry/demo -takeover-runs 10`
+// measures (docs/deploy.md). It used to assert that every document
+// written after the kill arrived within 3.5 s of its insert, which a
+// loaded machine can exceed.
 func TestCrashTakeoverWithinLeaseTTL(t *testing.T) {
 	t.Parallel()
-	e := newProcEnv(t)
+	const ttl, step = 2 * time.Second, 300 * time.Millisecond
+	frozen := time.Now().Truncate(time.Millisecond)
+	e := newProcEnv(t, mongotest.Clock(func() time.Time { return frozen }))
+	leases, err := lease.New(e.client.Database("ferry"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	rcv := newReceiver(t)
 	cfg := writeFile(t, streamYAML(e.srv.URI(), "orders", rcv.url(), "", ""))
 	a, b := startTwoMembers(t, e, cfg)
@@ -280,27 +299,95 @@ func TestCrashTakeoverWithinLeaseTTL(t *testing.T) {
 	poll.Until(t, 10*time.Second, rcv.deliveredAtLeast(20))
 	_ = a.cmd.Process.Signal(syscall.SIGKILL)
 	<-a.done
-	killed := time.Now()
+	// a renewed and heartbeated last at or before the server's time now:
+	// its membership lapses with its leases, lease_ttl later.
+	killed := e.srv.Now()
+	if lapse := lapsesAt(t, leases, "orders", "a"); lapse.After(killed.Add(ttl)) {
+		t.Fatalf("a's membership and leases lapse at %v, %v after the kill; want within lease_ttl (%v)", lapse, lapse.Sub(killed), ttl)
+	}
+	steps := 0
+	for !e.srv.Now().After(lapsesAt(t, leases, "orders", "a")) {
+		e.srv.AdvanceClock(step)
+		steps++
+		now := e.srv.Now()
+		poll.Until(t, 20*time.Second, func() error { return renewedAt(leases, "orders", "b", now, ttl) })
+	}
 	poll.Until(t, 20*time.Second, b.metricIs(`ferry_partitions_owned{stream="orders"}`, 2))
-	time.Sleep(time.Second) // a second of writes under the new owner (the window observed, not synchronisation)
+	// Writes under the new owner too, then every document delivered.
+	poll.Until(t, 20*time.Second, w.wroteAtLeast(len(w.written())+20))
 	w.halt()
 	sent := w.written()
 	poll.Until(t, 20*time.Second, rcv.deliveredAtLeast(len(sent)))
-	var worst time.Duration
-	var worstDoc string
-	for id, at := range sent {
-		got, ok := rcv.arrival(id)
-		if !ok {
+	for id := range sent {
+		if _, ok := rcv.arrival(id); !ok {
 			t.Fatalf("document %s was never delivered", id)
 		}
-		if at.After(killed.Add(-100*time.Millisecond)) && got.Sub(at) > worst {
-			worst, worstDoc = got.Sub(at), id
+	}
+	t.Logf("%d documents, SIGKILL of a; b took its partition over once the server's clock had moved %v past the kill (%d steps of %v)",
+		len(sent), time.Duration(steps)*step, steps, step)
+}
+
+// lapsesAt returns when the last of member's membership and leases in
+// group expires, by the server's clock.
+func lapsesAt(t *testing.T, leases *lease.Store, group, member string) time.Time {
+	t.Helper()
+	var doc struct {
+		ExpiresAt time.Time `bson:"expiresAt"`
+	}
+	err := leases.MembersCollection().FindOne(context.Background(),
+		bson.D{{Key: "_id", Value: bson.D{{Key: "group", Value: group}, {Key: "member", Value: member}}}}).Decode(&doc)
+	if err != nil {
+		t.Fatalf("%s's membership: %v", member, err)
+	}
+	last := doc.ExpiresAt
+	list, err := leases.List(context.Background(), group)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range list {
+		if l.Owner == member && l.ExpiresAt.After(last) {
+			last = l.ExpiresAt
 		}
 	}
-	t.Logf("%d documents, SIGKILL of a, worst delay after the kill %v (%s)", len(sent), worst.Round(time.Millisecond), worstDoc)
-	if worst > 3500*time.Millisecond {
-		t.Fatalf("worst delivery delay after the kill %v (document %s), want at most 3.5 s with lease_ttl 2s", worst, worstDoc)
+	return last
+}
+
+// renewedAt reports (nil) whether member of group heartbeated, and renewed
+// every lease it holds, at the server's time now or later (their expiry is
+// then now + ttl or later).
+func renewedAt(leases *lease.Store, group, member string, now time.Time, ttl time.Duration) error {
+	ctx := context.Background()
+	members, err := leases.Members(ctx, group)
+	if err != nil {
+		return err
 	}
+	var beat bool
+	for _, m := range members {
+		if m.ID == member && !m.HeartbeatAt.Before(now) {
+			beat = true
+		}
+	}
+	if !beat {
+		return fmt.Errorf("%s has not heartbeated at %v yet", member, now)
+	}
+	list, err := leases.List(ctx, group)
+	if err != nil {
+		return err
+	}
+	var held int
+	for _, l := range list {
+		if l.Owner != member {
+			continue
+		}
+		held++
+		if l.ExpiresAt.Before(now.Add(ttl)) {
+			return fmt.Errorf("%s has not renewed its lease of partition %d at %v yet (expires %v)", member, l.Partition, now, l.ExpiresAt)
+		}
+	}
+	if held == 0 {
+		return fmt.Errorf("%s holds no lease", member)
+	}
+	return nil
 }
 
 // TestReceiverOutageDeadLettersNothing: the receiver answers 503 for 20 s

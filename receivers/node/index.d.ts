@@ -144,6 +144,9 @@ export class RetryLaterError extends Error {
 
 export function parseEvent(body: Buffer | string, options?: { operation?: string; namespace?: string; useBigInt64?: boolean }): ChangeEvent;
 
+/** verifier(secret) returns a function(body, headers) returning the verified webhook-id (Standard Webhooks), or throwing. */
+export function verifier(secret: string): (body: Buffer | string, headers: Record<string, string | string[] | undefined>) => string;
+
 /** Fastify content-type parser keeping the body as bytes. */
 export function rawJSON(req: unknown, body: Buffer, done: (err: Error | null, body?: Buffer) => void): void;
 

@@ -6,6 +6,7 @@ const { ferryReceiver } = require('./lib/receiver');
 const { PermanentError, RetryLaterError } = require('./lib/errors');
 const { parseEvent, BACKFILL } = require('./lib/event');
 const { rawJSON } = require('./lib/http');
+const { verifier } = require('./lib/signature');
 const { classifyDelete, readTtlIndex, prepareTtlSource } = require('./lib/ttl');
 const { DEFAULT_COLLECTION, DEFAULT_RETENTION_SECONDS } = require('./lib/records');
 
@@ -15,6 +16,7 @@ module.exports = {
   RetryLaterError,
   parseEvent,
   rawJSON,
+  verifier,
   classifyDelete,
   readTtlIndex,
   prepareTtlSource,

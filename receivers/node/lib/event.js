@@ -11,7 +11,8 @@
 // (or a bigint for every int64 with useBigInt64), Date, ObjectId,
 // Decimal128, Binary, Timestamp.
 
-const { EJSON, BSON } = require('bson');
+const { BSON } = require('mongodb');
+const { EJSON } = BSON;
 const { PermanentError } = require('./errors');
 
 /** Operation of a document a snapshot (backfill) scan delivers. */

@@ -4,7 +4,7 @@
 const { test, before, after } = require('node:test');
 const assert = require('node:assert/strict');
 const { MongoClient } = require('mongodb');
-const { EJSON } = require('bson');
+const { EJSON } = require('mongodb').BSON;
 const { ferryReceiver } = require('..');
 const { startMongo, uniqueDb } = require('./support/mongotest');
 const { SECRET, eventId, changeEvent } = require('./support/deliver');

@@ -30,7 +30,7 @@ after(async () => {
 
 function input(id, stream = 'sessions') {
   const ev = changeEvent('delete', { _id: id });
-  const { EJSON } = require('bson');
+  const { EJSON } = require('mongodb').BSON;
   return { id, stream, epoch: 1, body: EJSON.stringify(EJSON.deserialize(ev, { relaxed: false }), { relaxed: false }) };
 }
 

@@ -4,7 +4,7 @@
 
 const crypto = require('node:crypto');
 const { Webhook } = require('standardwebhooks');
-const { EJSON } = require('bson');
+const { EJSON } = require('mongodb').BSON;
 
 const SECRET = 'whsec_' + Buffer.from('ferry-receiver-tests-0123456789abcdef').toString('base64');
 

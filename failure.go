@@ -85,6 +85,9 @@ type Failure struct {
 // ErrFenced and ErrStopPartition (another owner took over: a normal
 // hand-off) and for transient errors (a checkpoint write or load that
 // failed on the network), which are worth retrying soon, with backoff.
+// MongoDB refusing credentials (AuthenticationFailed) or a privilege
+// (Unauthorized) is FailUnauthorized wherever it was met, not only when
+// opening the stream.
 func AsFailure(err error) (Failure, bool) {
 	if err == nil || errors.Is(err, ErrFenced) || errors.Is(err, ErrStopPartition) {
 		return Failure{}, false
@@ -113,6 +116,11 @@ func AsFailure(err error) (Failure, bool) {
 		f.Class = FailCorruptCheckpoint
 	case errors.Is(err, ErrFatal):
 		f.Class, f.Clears = serverFailure(err)
+	case mongoerr.IsAuthFailure(err):
+		// Credentials refused or a privilege missing, wherever it was met
+		// (the source's version, a checkpoint, a group's start): a retry
+		// at once cannot help; a changed user or role can.
+		f.Class, f.Clears = FailUnauthorized, true
 	default:
 		return Failure{}, false
 	}

@@ -175,6 +175,20 @@ func TestImageMissingIsAFailure(t *testing.T) {
 	}
 }
 
+// TestAuthFailuresAreFailures: MongoDB refusing the credentials
+// (AuthenticationFailed, as in a handshake) or a privilege (Unauthorized)
+// is an unauthorized failure that can clear, wherever it was met — not a
+// transient error retried at once.
+func TestAuthFailuresAreFailures(t *testing.T) {
+	for _, code := range []int32{18, 13} {
+		err := fmt.Errorf("ferry: read the server's version (buildInfo): %w", mongo.CommandError{Code: code, Message: "Authentication failed."})
+		f, ok := ferry.AsFailure(err)
+		if !ok || f.Class != ferry.FailUnauthorized || !f.Clears {
+			t.Errorf("AsFailure(code %d) = %+v, %v; want unauthorized, clearing", code, f, ok)
+		}
+	}
+}
+
 func TestAsFailureIgnoresHandOffs(t *testing.T) {
 	for _, err := range []error{nil, context.Canceled, ferry.ErrFenced, ferry.StopPartition(errors.New("lease lost")),
 		fmt.Errorf("ferry: write checkpoint: %w", errors.New("connection reset"))} {
@@ -245,9 +259,12 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 // restarted in a loop (5,257 restarts in 15 s), and not "fenced" (4,280,
 // with the wrong diagnosis).
 func TestCorruptCheckpointIsAFailure(t *testing.T) {
+	badData, _ := bson.Marshal(bson.D{{Key: "_data", Value: "zz-not-hex"}})
 	for name, update := range map[string]bson.D{
 		"token not BSON": {{Key: "$set", Value: bson.D{{Key: "token", Value: bson.Binary{Data: []byte("garbage, not a document")}}}}},
 		"fields deleted": {{Key: "$unset", Value: bson.D{{Key: "token", Value: ""}, {Key: "version", Value: ""}, {Key: "epoch", Value: ""}}}},
+		// A document, but no resume token: only the server refuses it.
+		"token with a bad _data": {{Key: "$set", Value: bson.D{{Key: "token", Value: bson.Binary{Data: badData}}}}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			e := newEnv(t)
@@ -264,8 +281,14 @@ func TestCorruptCheckpointIsAFailure(t *testing.T) {
 			r = start(t, e.client, func(context.Context, *ferry.Event) error { return nil }, e.opts()...)
 			err := r.wait(t)
 			f, ok := ferry.AsFailure(err)
-			if !ok || f.Class != ferry.FailCorruptCheckpoint || f.Clears || !strings.Contains(f.Detail, "field") {
-				t.Fatalf("Run = %v; AsFailure = %+v, %v; want a corrupt-checkpoint failure naming the field", err, f, ok)
+			record := e.db.Name() + `_state.checkpoints _id "s/0"`
+			what := "field"
+			if name == "token with a bad _data" {
+				what = "resume token"
+			}
+			if !ok || f.Class != ferry.FailCorruptCheckpoint || f.Clears || !strings.Contains(f.Detail, what) ||
+				!strings.Contains(f.Detail, record) {
+				t.Fatalf("Run = %v; AsFailure = %+v, %v; want a corrupt-checkpoint failure naming the record (%s) and the %s", err, f, ok, record, what)
 			}
 		})
 	}

@@ -18,34 +18,35 @@ import (
 // that wires them.
 var layers = []string{
 	"doc.go",
-	"errors.go",      // sentinel errors and the stop reasons
-	"callctx.go",     // a handler call's context: cheap until waited on
-	"traceparent.go", // W3C traceparent carried in a context
-	"event.go",       // change and backfill events
-	"fragments.go",   // reassembling split events
-	"failure.go",     // which stops are failures
-	"hooks.go",       // observers and run states
-	"tracing.go",     // read and delivery hooks (trace context), read batches
-	"handler.go",     // Handler, BatchHandler and Sweeper
-	"batcherr.go",    // BatchError: per-event failures of a batch
-	"options.go",     // options and their validation
-	"identity.go",    // the stream's identity digest
-	"consumer.go",    // the Consumer and its Status
-	"aliasing.go",    // events alias the driver's replies, on the drivers checked
-	"window.go",      // stage: the bounded window between reader and lanes
-	"tracker.go",     // stage: read → finished, the checkpointable position
-	"health.go",      // the sink's health: outage or poison
-	"runner.go",      // one run's state
-	"stream.go",      // opening the change stream (with the partition filter)
-	"history.go",     // the start of the oplog window
-	"dlqentry.go",    // dead-letter entries ↔ events
-	"delivery.go",    // one handler call: its trace context, hooks and logger
-	"lanes.go",       // stage: per-key lanes applying events, retries, poison
-	"committer.go",   // stage: the commit loop and compare-and-set saves
-	"backfill.go",    // the backfill scan
-	"fetch.go",       // stage: reading the server's batches ahead, into the window
-	"reader.go",      // stage: reading the stream into the window
-	"run.go",         // Run: the stages wired together, drain, final checkpoint
+	"errors.go",            // sentinel errors and the stop reasons
+	"callctx.go",           // a handler call's context: cheap until waited on
+	"traceparent.go",       // W3C traceparent carried in a context
+	"event.go",             // change and backfill events
+	"fragments.go",         // reassembling split events
+	"failure.go",           // which stops are failures
+	"hooks.go",             // observers and run states
+	"tracing.go",           // read and delivery hooks (trace context), read batches
+	"handler.go",           // Handler, BatchHandler and Sweeper
+	"batcherr.go",          // BatchError: per-event failures of a batch
+	"options.go",           // options and their validation
+	"identity.go",          // the stream's identity digest
+	"consumer.go",          // the Consumer and its Status
+	"aliasing.go",          // events alias the driver's replies, on the drivers checked
+	"window.go",            // stage: the bounded window between reader and lanes
+	"tracker.go",           // stage: read → finished, the checkpointable position
+	"health.go",            // the sink's health: outage or poison
+	"runner.go",            // one run's state
+	"stream.go",            // opening the change stream (with the partition filter)
+	"corruptcheckpoint.go", // a checkpoint that cannot be resumed from: its record, or its token
+	"history.go",           // the start of the oplog window
+	"dlqentry.go",          // dead-letter entries ↔ events
+	"delivery.go",          // one handler call: its trace context, hooks and logger
+	"lanes.go",             // stage: per-key lanes applying events, retries, poison
+	"committer.go",         // stage: the commit loop and compare-and-set saves
+	"backfill.go",          // the backfill scan
+	"fetch.go",             // stage: reading the server's batches ahead, into the window
+	"reader.go",            // stage: reading the stream into the window
+	"run.go",               // Run: the stages wired together, drain, final checkpoint
 }
 
 // TestFileLayering: no file of the package uses a declaration of a file

@@ -213,6 +213,9 @@ func (r *runner) read(ctx context.Context) error {
 					continue
 				}
 			}
+			if r.tokenRefused(pos, err) {
+				return r.refusedTokenError(err)
+			}
 			detail := RedactTokens(fmt.Sprintf("stream %q partition %d: the server refused the change stream: %v", cfg.name, cfg.partition, err))
 			return &stopError{kind: ErrFatal, err: err, detail: detail, msg: "ferry: " + detail}
 		}

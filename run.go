@@ -46,9 +46,7 @@ func (c *Consumer) run(ctx context.Context) error {
 	exists := err == nil
 	if err != nil && !errors.Is(err, checkpoint.ErrNotFound) {
 		if errors.Is(err, checkpoint.ErrCorrupt) {
-			detail := fmt.Sprintf("stream %q partition %d: %v", c.cfg.name, c.cfg.partition, err)
-			return &stopError{kind: ErrCorruptCheckpoint, err: err, detail: detail, msg: "ferry: " + detail +
-				"; nothing is resumed from it. Repair the record, or delete it to start the partition again from its start position"}
+			return c.corruptRecordError(err)
 		}
 		return fmt.Errorf("ferry: load checkpoint: %w", err)
 	}
@@ -66,7 +64,7 @@ func (c *Consumer) run(ctx context.Context) error {
 			"ferry: stream %q partition %d: the checkpoint was written under lease epoch %d, newer than ours (%d): another owner has taken over",
 			c.cfg.name, c.cfg.partition, cp.Epoch, c.cfg.epoch)}
 	}
-	r := &runner{c: c, cp: cp, exists: exists}
+	r := &runner{c: c, cp: cp, exists: exists, loadedToken: cp.Token}
 	return r.run(ctx)
 }
 

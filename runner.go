@@ -18,6 +18,9 @@ type runner struct {
 	c      *Consumer
 	cp     checkpoint.Checkpoint // as last stored (cp.Version is the CAS base)
 	exists bool
+	// loadedToken is the resume token of the checkpoint Run loaded (nil:
+	// none); unlike cp, which the committer moves on, it never changes.
+	loadedToken bson.Raw
 
 	win    *window
 	track  *tracker

@@ -44,6 +44,13 @@
 // client's write concern, or with the enclosing transaction's commit, for
 // mongostore).
 //
+// Corrupt records. A stored record that cannot be decoded (a field of the
+// wrong type or missing, edited by hand or damaged) is a *[CorruptError]
+// (matching [ErrCorrupt]) naming the record where its store keeps it (for
+// mongostore the collection and _id) and what is wrong, never its values.
+// It is never resumed from; mongostore's Records, Overwrite and Remove
+// let tools list, replace and delete such a record without decoding it.
+//
 // Inputs are validated ([Checkpoint.Validate], [ValidateKey]); a bad input
 // returns an error matching [ErrInvalid] that names the field, and nothing is
 // written. A cancelled context returns its error. After Close every method

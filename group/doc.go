@@ -65,8 +65,9 @@
 //	               after; Event.ID() is the idempotency key,         effect and the ledger write and the sink ignores the key
 //	               Event.Epoch the fencing token
 //	transactional  ledger insert + lease-epoch check + the           exactly-once effects for writes the handler makes through
-//	               handler's writes + a fence write in one MongoDB   the context it is given, with the group's client, in the
-//	               transaction (the handler gets a session context)  state store's cluster; a fenced-off zombie's transaction
+//	               handler's writes + a fence write in one MongoDB   the context it is given, with StateDatabase's client (the
+//	               transaction (the handler gets a session context   transaction's), in the state store's cluster; a fenced-off
+//	               of StateDatabase's client)                        zombie's transaction
 //	                                                                 aborts, even one stopped after its lease check
 //
 // Every handler call first checks that the partition's lease is still
@@ -106,6 +107,19 @@
 //     raises them to its epoch before reading, and each transaction
 //     increments its lane's one under its own epoch just before the
 //     commit: it then either commits before the takeover or not at all.
+//   - Connections: New's client reads the partitions' change streams, and
+//     each holds one of its pooled connections while a getMore waits for
+//     events (up to ferry.MaxAwaitTime, 1 s by default), nearly all the
+//     time. Everything else goes through StateDatabase's client: leases,
+//     heartbeats, checkpoints, the ledger, dead letters, transactions.
+//     Give StateDatabase a client of its own, so that lease renewals never
+//     queue behind the change streams; with one client for both, its
+//     maxPoolSize (the driver's default is 100) must exceed the number of
+//     partitions this member may run (all of them, once the others are
+//     gone) plus a few, or renewals time out waiting for a connection and
+//     leases are lost. The group logs what to do the first time a
+//     state-store operation times out waiting for a pooled connection
+//     (mongoerr.IsPoolTimeout). The ferry daemon opens a client for each.
 //   - Takeover after a crash takes up to the lease TTL plus a rebalance
 //     interval (a quarter of the TTL): the member timeout defaults to the
 //     lease TTL, so a dead member's leases and membership lapse together.
@@ -135,6 +149,15 @@
 // doubling to 5 min; one that cannot stays until the member restarts with
 // a new configuration. Any other stop (a lost lease, a network error) is
 // retried partition by partition, after a backoff from 1 s to 30 s.
+// MongoDB refusing the source's credentials (AuthenticationFailed) fails
+// the stream too, before any partition runs, and is re-checked.
+//
+// A corrupt lease or member document of the group (a field of the wrong
+// type) neither stalls the group nor hides the others: members are read
+// without their damaged fields, a lease that cannot be renewed or
+// acquired is replaced by the member its partition is assigned to, fenced
+// above every epoch the partition recorded (CorruptAction says what is
+// done; Status.Corrupt names the records).
 //
 // # Options
 //

@@ -65,6 +65,7 @@ type Group struct {
 	from    string // the stream this one started from (ferry.StartAtCheckpointsOf), for the ledger
 
 	ledgerDuplicates atomic.Int64
+	poolWarned       atomic.Bool // warnPool logged
 }
 
 // LedgerDuplicates returns how many events the ledger recognised as
@@ -76,7 +77,9 @@ func (g *Group) LedgerDuplicates() int64 { return g.ledgerDuplicates.Load() }
 func (g *Group) LeaseRenewFailures() int64 { return g.leases.RenewFailures() }
 
 // New checks the options and returns a group member. Run joins the group.
-// It contacts no server. Its error, a *ferry.ConfigError, lists every
+// It contacts no server. client reads the partitions' change streams;
+// StateDatabase's client carries leases, heartbeats and checkpoints, and
+// should be another client (see the package doc, "Operational notes"). Its error, a *ferry.ConfigError, lists every
 // problem of the options, of the ConsumerOptions (as ferry.NewConsumer
 // reports them, under "ConsumerOptions: ") and of the LeaseOptions.
 func New(client *mongo.Client, handler ferry.Handler, opts ...Option) (*Group, error) {
@@ -292,6 +295,7 @@ func (g *Group) transient(what string, err error) {
 	msg := ""
 	if err != nil {
 		msg = what + ": " + err.Error()
+		g.warnPool(err)
 	}
 	prev := g.st.get().LastError
 	g.st.update(func(s *Status) { s.LastError = msg })

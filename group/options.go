@@ -102,7 +102,11 @@ func LeaseTTL(d time.Duration) Option { return option(func(c *config) { c.ttl = 
 func MemberID(id string) Option { return option(func(c *config) { c.memberID = id }) }
 
 // StateDatabase sets where leases, members, checkpoints, the ledger and
-// dead letters live (required).
+// dead letters live (required). Its client carries all of that traffic,
+// and the transactions of the Transactional mode; give it a client of its
+// own rather than a database of New's client, whose pooled connections
+// the partitions' change streams hold while they wait for events (see
+// the package doc, "Operational notes").
 func StateDatabase(db *mongo.Database) Option { return option(func(c *config) { c.state = db }) }
 
 // ConsumerOptions passes options to every partition's consumer (scope,

@@ -63,6 +63,7 @@ func (g *Group) session(ctx context.Context, member *lease.Member, recheck *back
 			return nil
 		case <-member.Done():
 			err := fmt.Errorf("group: membership lost: %w", member.Err())
+			g.warnPool(err)
 			for p, run := range runs {
 				run.cancel()
 				<-run.done
@@ -94,16 +95,22 @@ func (g *Group) session(ctx context.Context, member *lease.Member, recheck *back
 // reconcile moves the member towards the target assignment.
 func (g *Group) reconcile(ctx context.Context, runs map[int]*running, paced map[int]*restarts, ended chan<- int) {
 	cfg := &g.cfg
+	// A corrupt member or lease document does not stop the rebalance: the
+	// readable ones are used, and the corrupt ones noted and repaired
+	// (corrupt.go).
 	members, err := g.leases.Members(ctx, cfg.name)
-	if err != nil {
+	badMembers, corrupt := lease.AsCorruptRecords(err)
+	if err != nil && !corrupt {
 		g.transient("list the group's members", err)
 		return
 	}
 	leases, err := g.leases.List(ctx, cfg.name)
-	if err != nil {
+	badLeases, corrupt := lease.AsCorruptRecords(err)
+	if err != nil && !corrupt {
 		g.transient("list the group's leases", err)
 		return
 	}
+	g.noteCorrupt(append(badMembers, badLeases...))
 	ids := make([]string, 0, len(members))
 	for _, m := range members {
 		ids = append(ids, m.ID)
@@ -111,6 +118,11 @@ func (g *Group) reconcile(ctx context.Context, runs map[int]*running, paced map[
 	current := lease.Owners(leases)
 	target := Assign(ids, cfg.partitions, current)
 	me := cfg.memberID
+	for p := range corruptLeases(badLeases) {
+		if p < cfg.partitions && target[p] == me {
+			g.repairLease(ctx, p)
+		}
+	}
 	// Hand off what is no longer ours.
 	for p, run := range runs {
 		if target[p] != me {
@@ -158,7 +170,9 @@ func (g *Group) start(ctx context.Context, runs map[int]*running, p int, ended c
 	cfg := &g.cfg
 	held, err := g.leases.Hold(ctx, cfg.name, p, cfg.memberID, cfg.ttl)
 	if err != nil {
-		if !errors.Is(err, lease.ErrHeld) && ctx.Err() == nil {
+		// A lease document that cannot be read (even one List does not
+		// find, its group field damaged) is repaired instead.
+		if !errors.Is(err, lease.ErrHeld) && ctx.Err() == nil && !g.repairLease(ctx, p) {
 			g.transient(fmt.Sprintf("acquire the lease of partition %d", p), err)
 		}
 		return
@@ -234,6 +248,7 @@ func (g *Group) revoke(runs map[int]*running, p int, run *running) {
 			lost = fmt.Errorf("%w: lease could no longer be proven valid", lease.ErrLost)
 		}
 		_ = run.held.Release(context.Background())
+		g.warnPool(lost)
 		g.log.Warn("partition lost", "partition", p, "err", lost)
 		if g.cfg.onLost != nil {
 			g.cfg.onLost(p, lost)
@@ -274,6 +289,7 @@ func (g *Group) finish(runs map[int]*running, paced map[int]*restarts, p int) *s
 	if lost == nil {
 		lost = err
 	}
+	g.warnPool(lost)
 	r := paced[p]
 	if r == nil {
 		r = &restarts{b: backoff.New(time.Second, 30*time.Second)}

@@ -2,6 +2,7 @@ package group
 
 import (
 	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -66,6 +67,11 @@ type Status struct {
 	// LastError is the last transient problem (joining the group,
 	// acquiring a lease), "" once things work again.
 	LastError string
+	// Corrupt names each corrupt record of the group's state (a lease or
+	// member document with a field of the wrong type) this member read at
+	// its last rebalance, with what is done about it; nil when none. The
+	// stream goes on (see CorruptAction).
+	Corrupt []string
 }
 
 // status holds a member's Status and tells OnStateChange about changes.
@@ -84,6 +90,7 @@ func (st *status) get() Status {
 	s := st.s
 	s.Partitions = maps.Clone(st.s.Partitions)
 	s.SinkErrors = maps.Clone(st.s.SinkErrors)
+	s.Corrupt = slices.Clone(st.s.Corrupt)
 	if s.Failure != nil {
 		f := *s.Failure
 		s.Failure = &f

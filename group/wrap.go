@@ -47,7 +47,7 @@ func (g *Group) wrap(held *lease.Held, p int) ferry.Handler {
 			if !held.Valid() {
 				return ferry.StopPartition(ErrLeaseLost)
 			}
-			return ledger.RunTransaction(ctx, g.client, func(sctx context.Context) error {
+			return ledger.RunTransaction(ctx, g.cfg.state.Client(), func(sctx context.Context) error {
 				inserted, err := cfg.ledgerStore.RecordNew(sctx, cfg.name, ev.ID(), p, ev.Epoch)
 				if err != nil {
 					return err

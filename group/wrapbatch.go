@@ -66,7 +66,7 @@ func (g *Group) wrapBatch(held *lease.Held, p int) ferry.BatchHandler {
 			var dups int
 			var herr error // the handler's error, which aborted the transaction
 			var at []int
-			err := ledger.RunTransaction(ctx, g.client, func(sctx context.Context) error {
+			err := ledger.RunTransaction(ctx, g.cfg.state.Client(), func(sctx context.Context) error {
 				herr = nil
 				fresh, idx, err := g.unseen(sctx, batch)
 				if err != nil {

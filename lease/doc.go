@@ -49,6 +49,12 @@
 //   - Every background goroutine (a Held's renewals, a Member's heartbeats)
 //     ends before Release or Leave returns, or by itself when the lease or
 //     membership is lost, closing Done.
+//   - A document edited by hand or damaged (a field of the wrong type)
+//     never hides the others: List and Members return every usable lease
+//     and member beside a CorruptRecords error naming each corrupt document
+//     by collection and _id. A member puts its own document right at its
+//     next heartbeat; Repair replaces a lease that cannot be renewed or
+//     acquired any more, fenced (see Repair).
 //
 // # Options
 //

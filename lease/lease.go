@@ -69,33 +69,14 @@ const (
 // the partition, after the last "/", has no "/".
 func leaseID(group string, partition int) string { return group + "/" + strconv.Itoa(partition) }
 
-type leaseDoc struct {
-	Group      string        `bson:"group"`
-	Partition  int64         `bson:"partition"`
-	Owner      *string       `bson:"owner"`
-	Epoch      int64         `bson:"epoch"`
-	ExpiresAt  bson.DateTime `bson:"expiresAt"`
-	AcquiredAt bson.DateTime `bson:"acquiredAt"`
-	Expired    bool          `bson:"expired"`
-}
-
-func (d leaseDoc) lease() Lease {
-	l := Lease{
-		Group: d.Group, Partition: int(d.Partition), Epoch: d.Epoch,
-		ExpiresAt: dateOf(d.ExpiresAt), AcquiredAt: dateOf(d.AcquiredAt), Expired: d.Expired,
+// decodeLive reads the lease an Acquire or Renew returned: a corrupt
+// document that is not Usable is its *CorruptError.
+func (s *Store) decodeLive(raw bson.Raw) (Lease, error) {
+	l, ce := s.decodeLease(raw)
+	if ce != nil && !ce.Usable {
+		return Lease{}, ce
 	}
-	if d.Owner != nil {
-		l.Owner = *d.Owner
-	}
-	return l
-}
-
-func decodeLease(raw bson.Raw) (Lease, error) {
-	var d leaseDoc
-	if err := bson.Unmarshal(raw, &d); err != nil {
-		return Lease{}, fmt.Errorf("lease: decoding a lease document: %w", err)
-	}
-	return d.lease(), nil
+	return l, nil
 }
 
 // acquirePipeline is the update of Acquire. It always matches the
@@ -168,9 +149,9 @@ func (s *Store) Acquire(ctx context.Context, group string, partition int, owner 
 	if err != nil {
 		return Lease{}, wrapf(err, "acquire group %q partition %d", group, partition)
 	}
-	l, err := decodeLease(raw)
+	l, err := s.decodeLive(raw)
 	if err != nil {
-		return Lease{}, err
+		return Lease{}, fmt.Errorf("lease: acquire group %q partition %d: %w", group, partition, err)
 	}
 	if l.Owner != owner {
 		return Lease{}, &HeldError{Current: l}
@@ -207,7 +188,7 @@ func (s *Store) Renew(ctx context.Context, l Lease, ttl time.Duration) (Lease, e
 	if err != nil {
 		return Lease{}, wrapf(err, "renew group %q partition %d epoch %d", l.Group, l.Partition, l.Epoch)
 	}
-	return decodeLease(raw)
+	return s.decodeLive(raw)
 }
 
 // Release frees l (owner null, expiresAt $$NOW, epoch kept) if it is still
@@ -272,7 +253,10 @@ func (s *Store) Get(ctx context.Context, group string, partition int) (Lease, er
 	}
 	pipe := append(mongo.Pipeline{{{Key: "$match", Value: bson.D{{Key: "_id", Value: leaseID(group, partition)}}}}}, stateStages()...)
 	ls, err := s.aggregate(ctx, pipe)
-	if err != nil {
+	if bad, ok := AsCorruptRecords(err); ok && len(ls) == 0 {
+		return Lease{}, bad[0]
+	}
+	if err != nil && len(ls) == 0 {
 		return Lease{}, wrapf(err, "get group %q partition %d", group, partition)
 	}
 	if len(ls) == 0 {
@@ -284,6 +268,11 @@ func (s *Store) Get(ctx context.Context, group string, partition int) (Lease, er
 // List returns every lease of a group ordered by partition, each with
 // Expired judged by the server's clock at the time of the read (empty, no
 // error, when there are none).
+//
+// A lease document that cannot be read as stored (a field of the wrong
+// type) does not hide the others: List returns every usable lease (see
+// CorruptError.Usable) and a CorruptRecords error naming each corrupt
+// one; a lease that is not usable is left out.
 func (s *Store) List(ctx context.Context, group string) ([]Lease, error) {
 	if err := validName("group", group); err != nil {
 		return nil, err
@@ -291,24 +280,40 @@ func (s *Store) List(ctx context.Context, group string) ([]Lease, error) {
 	pipe := append(mongo.Pipeline{{{Key: "$match", Value: bson.D{{Key: fGroup, Value: group}}}}}, stateStages()...)
 	pipe = append(pipe, bson.D{{Key: "$sort", Value: bson.D{{Key: fPartition, Value: 1}}}})
 	ls, err := s.aggregate(ctx, pipe)
+	if _, ok := AsCorruptRecords(err); ok {
+		return ls, err
+	}
 	if err != nil {
 		return nil, wrapf(err, "list group %q", group)
 	}
 	return ls, nil
 }
 
+// aggregate reads lease documents: the usable ones, and a CorruptRecords
+// error when some are corrupt.
 func (s *Store) aggregate(ctx context.Context, pipe mongo.Pipeline) ([]Lease, error) {
 	cur, err := s.leases.Aggregate(ctx, pipe)
 	if err != nil {
 		return nil, err
 	}
-	var docs []leaseDoc
-	if err := cur.All(ctx, &docs); err != nil {
+	defer cur.Close(context.WithoutCancel(ctx))
+	out := []Lease{}
+	var bad CorruptRecords
+	for cur.Next(ctx) {
+		l, ce := s.decodeLease(cur.Current)
+		if ce != nil {
+			bad = append(bad, ce)
+			if !ce.Usable {
+				continue
+			}
+		}
+		out = append(out, l)
+	}
+	if err := cur.Err(); err != nil {
 		return nil, err
 	}
-	out := make([]Lease, len(docs))
-	for i, d := range docs {
-		out[i] = d.lease()
+	if len(bad) > 0 {
+		return out, bad
 	}
 	return out, nil
 }

@@ -142,6 +142,13 @@ func (m *Member) heartbeat(ctx context.Context) error {
 	update := mongo.Pipeline{{{Key: "$set", Value: bson.D{
 		{Key: fHeartbeatAt, Value: "$$NOW"},
 		{Key: fExpiresAt, Value: nowPlus(m.s.cfg.memberTimeout)},
+		// A field damaged by hand is put right (its value is lost): the
+		// others read it as absent meanwhile (Members).
+		{Key: fGroup, Value: lit(m.group)},
+		{Key: fMember, Value: lit(m.id)},
+		{Key: fJoinedAt, Value: ifType("$"+fJoinedAt, bson.A{"date"}, "$$NOW")},
+		{Key: fMeta, Value: ifType("$"+fMeta, bson.A{"object", "null", "missing"}, lit(nil))},
+		{Key: fStatus, Value: ifType("$"+fStatus, bson.A{"object", "null", "missing"}, lit(nil))},
 	}}}}
 	res, err := m.s.members.UpdateOne(ctx, filter, update)
 	if err != nil {
@@ -152,7 +159,14 @@ func (m *Member) heartbeat(ctx context.Context) error {
 	}
 	what := "it was removed"
 	var d memberDoc
-	switch err := m.s.members.FindOne(ctx, memberKey(m.group, m.id)).Decode(&d); {
+	raw, err := m.s.members.FindOne(ctx, memberKey(m.group, m.id)).Raw()
+	if err == nil {
+		var ce *CorruptError
+		if d, ce = m.s.decodeMember(raw); ce != nil && !ce.Usable {
+			err = ce
+		}
+	}
+	switch {
 	case err == nil && d.Incarnation != m.incarnation:
 		what = "another process joined with the same id"
 	case err == nil:
@@ -232,6 +246,12 @@ func (m *Member) Leave(ctx context.Context) error {
 
 // Members returns the live members of a group, ordered by id: those whose
 // expiresAt (last heartbeat + timeout) is not before the server's $$NOW.
+//
+// A member document with a field of the wrong type (edited by hand or
+// damaged) does not hide the others: Members returns every live member
+// whose id reads, the fields that do not read taken as absent, and a
+// CorruptRecords error naming each corrupt document. The member puts its
+// own document right at its next heartbeat.
 func (s *Store) Members(ctx context.Context, group string) ([]MemberInfo, error) {
 	if err := validName("group", group); err != nil {
 		return nil, err
@@ -241,18 +261,35 @@ func (s *Store) Members(ctx context.Context, group string) ([]MemberInfo, error)
 	if err != nil {
 		return nil, wrapf(err, "members of group %q", group)
 	}
-	var docs []memberDoc
-	if err := cur.All(ctx, &docs); err != nil {
+	defer cur.Close(context.WithoutCancel(ctx))
+	out := []MemberInfo{}
+	var bad CorruptRecords
+	for cur.Next(ctx) {
+		d, ce := s.decodeMember(cur.Current)
+		if ce != nil {
+			bad = append(bad, ce)
+			if !ce.Usable {
+				continue
+			}
+		}
+		out = append(out, MemberInfo{
+			Group: group, ID: d.Member, Meta: d.Meta, Status: d.Status,
+			JoinedAt: dateOf(d.JoinedAt), HeartbeatAt: dateOf(d.HeartbeatAt), ExpiresAt: dateOf(d.ExpiresAt),
+		})
+	}
+	if err := cur.Err(); err != nil {
 		return nil, wrapf(err, "members of group %q", group)
 	}
-	out := make([]MemberInfo, len(docs))
-	for i, d := range docs {
-		out[i] = MemberInfo{
-			Group: d.Group, ID: d.Member, Meta: d.Meta, Status: d.Status,
-			JoinedAt: dateOf(d.JoinedAt), HeartbeatAt: dateOf(d.HeartbeatAt), ExpiresAt: dateOf(d.ExpiresAt),
-		}
+	if len(bad) > 0 {
+		return out, bad
 	}
 	return out, nil
+}
+
+// ifType is the expression: v when its BSON type is one of types, else
+// the expression otherwise.
+func ifType(v string, types bson.A, otherwise any) bson.D {
+	return op("$cond", op("$in", op("$type", v), types), v, otherwise)
 }
 
 // validMeta checks the field names of a member's metadata, recursively

@@ -392,3 +392,51 @@ func TestErrorsNameTheEntry(t *testing.T) {
 		t.Fatalf("RecordNew with a cancelled context: err = %v", err)
 	}
 }
+
+// TestCountApplied: CountApplied counts a stream's entries by appliedAt,
+// from inclusive to exclusive, and no other stream's.
+func TestCountApplied(t *testing.T) {
+	client, srv := emutest.Client(t)
+	if srv == nil {
+		t.Skip("needs the emulator's clock (AdvanceClock)")
+	}
+	s := newStore(t, freshDB(t, client))
+	ctx := t.Context()
+	// appliedAt has milliseconds.
+	t0 := srv.Now().Truncate(time.Millisecond)
+	for i := range 3 {
+		if err := s.Record(ctx, "a", eventID(fmt.Sprint("early", i)), 0, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Record(ctx, "b", eventID("other stream"), 0, 1); err != nil {
+		t.Fatal(err)
+	}
+	srv.AdvanceClock(time.Minute)
+	t1 := srv.Now().Truncate(time.Millisecond)
+	for i := range 2 {
+		if err := s.Record(ctx, "a", eventID(fmt.Sprint("late", i)), 0, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range []struct {
+		stream   string
+		from, to time.Time
+		want     int64
+	}{
+		{"a", t0, t1, 3},
+		{"a", t0, t1.Add(time.Second), 5},
+		{"a", t1, t1.Add(time.Second), 2},
+		{"a", t1.Add(time.Second), t1.Add(time.Hour), 0},
+		{"a", t1, t0, 0},
+		{"b", t0, t1, 1},
+		{"c", t0, t1.Add(time.Hour), 0},
+	} {
+		if n, err := s.CountApplied(ctx, c.stream, c.from, c.to); err != nil || n != c.want {
+			t.Errorf("CountApplied(%q, t0%+v, t0%+v) = %d, %v; want %d", c.stream, c.from.Sub(t0), c.to.Sub(t0), n, err, c.want)
+		}
+	}
+	if _, err := s.CountApplied(ctx, "", t0, t1); !errors.Is(err, ledger.ErrInvalid) {
+		t.Errorf("CountApplied of an empty stream name: %v, want ErrInvalid", err)
+	}
+}

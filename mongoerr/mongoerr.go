@@ -131,3 +131,17 @@ func isPoolCleared(err error) bool {
 	var pe driver.RetryablePoolError
 	return errors.As(err, &pe) && pe.Retryable()
 }
+
+// IsPoolTimeout reports whether err is the driver's timeout waiting for a
+// connection from its pool: every connection (maxPoolSize) was checked
+// out until the operation's deadline. A change stream holds one while a
+// getMore waits for events, so a client whose change streams outnumber
+// its pool starves every other operation of that client. A checkout that
+// was cancelled (not timed out) is not one.
+func IsPoolTimeout(err error) bool {
+	var wq topology.WaitQueueTimeoutError
+	if !errors.As(err, &wq) && !errors.As(err, new(*topology.WaitQueueTimeoutError)) {
+		return false
+	}
+	return !errors.Is(err, context.Canceled)
+}

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/x/mongo/driver/topology"
 
 	"github.com/ferry-io/ferry/mongoerr"
 )
@@ -67,3 +68,25 @@ type poolCleared struct{}
 
 func (poolCleared) Error() string   { return "connection pool was cleared" }
 func (poolCleared) Retryable() bool { return true }
+
+func TestIsPoolTimeout(t *testing.T) {
+	timeout := topology.WaitQueueTimeoutError{Wrapped: context.DeadlineExceeded}
+	cases := []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"nil", nil, false},
+		{"pool timeout", timeout, true},
+		{"wrapped pool timeout", fmt.Errorf("lease: renew: %w", timeout), true},
+		{"pointer", fmt.Errorf("x: %w", &timeout), true},
+		{"cancelled checkout", topology.WaitQueueTimeoutError{Wrapped: context.Canceled}, false},
+		{"deadline", context.DeadlineExceeded, false},
+		{"other", errors.New("timed out while checking out a connection"), false},
+	}
+	for _, c := range cases {
+		if got := mongoerr.IsPoolTimeout(c.err); got != c.want {
+			t.Errorf("%s: IsPoolTimeout(%v) = %v, want %v", c.name, c.err, got, c.want)
+		}
+	}
+}

@@ -71,8 +71,9 @@
 //	                     OP_QUERY handshake, OP_COMPRESSED noop           closed); OP_QUERY commands other than
 //	                                                                      hello/isMaster (352 UnsupportedOpQueryCommand)
 //	topology             one writable primary of a replica set (8.0,      sharding, awaitable hello, elections; auth:
-//	                     wire version 25), and secondaries (see below)    a client with credentials fails its handshake
-//	                                                                      (saslStart: 59 CommandNotFound)
+//	                     wire version 25), and secondaries (see below)    no users, so a client with credentials fails its
+//	                                                                      handshake as with an unknown user (saslStart:
+//	                                                                      18 AuthenticationFailed)
 //	CRUD                 insert, update (operators incl. positional "$",  $where/$text/geo, $lookup/$facet and other
 //	                     "$[]" and "$[<id>]" with arrayFilters,           unlisted stages (2 BadValue); writes to
 //	                     replacement, pipeline with constants, upsert,    views (166); $out to time-series (238);

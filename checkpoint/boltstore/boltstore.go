@@ -152,10 +152,20 @@ func wrap(op string, err error) error {
 	return fmt.Errorf("boltstore: %s: %w", op, err)
 }
 
-func decode(v []byte) (checkpoint.Checkpoint, error) {
+// decode reads the record of (stream, partition); a corrupt one is a
+// *checkpoint.CorruptError naming the file and key.
+func (s *Store) decode(v []byte, stream string, partition int) (checkpoint.Checkpoint, error) {
 	// bbolt's values live in its memory map only until the transaction ends;
 	// record.Decode copies what it keeps.
-	return record.Decode(bson.Raw(v))
+	cp, err := record.Decode(bson.Raw(v))
+	return cp, record.Located(err, stream, partition, s.RecordName(stream, partition))
+}
+
+// RecordName is where a partition's checkpoint is kept, as messages name
+// it: the file, the bucket and the key's stream and partition. It
+// implements checkpoint.Locator.
+func (s *Store) RecordName(stream string, partition int) string {
+	return fmt.Sprintf("%s bucket %s key (%q, %d)", s.db.Path(), bucket, stream, partition)
 }
 
 // Load implements checkpoint.Store.
@@ -174,7 +184,7 @@ func (s *Store) Load(ctx context.Context, stream string, partition int) (_ check
 			return fmt.Errorf("%w: stream %q partition %d", checkpoint.ErrNotFound, stream, partition)
 		}
 		var err error
-		cp, err = decode(v)
+		cp, err = s.decode(v, stream, partition)
 		return err
 	})
 	if err != nil {
@@ -199,7 +209,7 @@ func (s *Store) Save(ctx context.Context, cp checkpoint.Checkpoint) (_ checkpoin
 		var stored checkpoint.Checkpoint
 		if v := b.Get(k); v != nil {
 			var err error
-			if stored, err = decode(v); err != nil {
+			if stored, err = s.decode(v, cp.Stream, cp.Partition); err != nil {
 				return err
 			}
 		}
@@ -215,7 +225,7 @@ func (s *Store) Save(ctx context.Context, cp checkpoint.Checkpoint) (_ checkpoin
 			return err
 		}
 		// Return exactly what a Load will return.
-		saved, err = decode(v)
+		saved, err = s.decode(v, cp.Stream, cp.Partition)
 		return err
 	})
 	if err != nil {
@@ -241,7 +251,7 @@ func (s *Store) List(ctx context.Context, stream string) (_ []checkpoint.Checkpo
 			if len(k) != len(prefix)+8 {
 				continue
 			}
-			cp, err := decode(v)
+			cp, err := s.decode(v, stream, int(binary.BigEndian.Uint64(k[len(prefix):])))
 			if err != nil {
 				return err
 			}
@@ -274,7 +284,7 @@ func (s *Store) Delete(ctx context.Context, stream string, partition int, versio
 		if v == nil {
 			return fmt.Errorf("%w: stream %q partition %d", checkpoint.ErrNotFound, stream, partition)
 		}
-		stored, err := decode(v)
+		stored, err := s.decode(v, stream, partition)
 		if err != nil {
 			return err
 		}

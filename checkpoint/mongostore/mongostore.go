@@ -37,7 +37,12 @@
 //     attempt's result, so a blip does not turn a success into "fenced".
 //   - New creates no index and sends nothing; List filters on the stream
 //     field and sorts by partition, a scan of this (small) collection.
-//   - The store never logs, and its errors never contain a token.
+//   - The store never logs, and its errors never contain a token. A record
+//     that cannot be decoded is a *checkpoint.CorruptError naming the
+//     collection and _id (RecordName); Records lists a stream's records
+//     whether or not they decode, and Overwrite and Remove replace or
+//     delete one compare-and-set on the whole record as read, so a tool can
+//     repair a record no Save or Delete can compare.
 //
 // New takes Options (Collection) in the style of package ferry: they only
 // record values, New validates once and its error matches
@@ -99,6 +104,17 @@ func ID(stream string, partition int) string {
 	return stream + "/" + strconv.Itoa(partition)
 }
 
+// RecordName is where a partition's checkpoint is kept, as messages name
+// it: the collection and the _id, as in ferry.checkpoints _id "orders/0".
+// It implements checkpoint.Locator.
+func (s *Store) RecordName(stream string, partition int) string {
+	return s.recordNameByID(ID(stream, partition))
+}
+
+func (s *Store) recordNameByID(id string) string {
+	return fmt.Sprintf("%s.%s _id %q", s.coll.Database().Name(), s.coll.Name(), id)
+}
+
 func (s *Store) begin(ctx context.Context, op string) error {
 	if s.closed.Load() {
 		return fmt.Errorf("mongostore: %s: %w", op, checkpoint.ErrClosed)
@@ -130,7 +146,8 @@ func (s *Store) Load(ctx context.Context, stream string, partition int) (checkpo
 	}
 	cp, err := record.Decode(raw)
 	if err != nil {
-		return checkpoint.Checkpoint{}, fmt.Errorf("mongostore: load %q partition %d: %w", stream, partition, err)
+		return checkpoint.Checkpoint{}, fmt.Errorf("mongostore: load %q partition %d: %w", stream, partition,
+			record.Located(err, stream, partition, s.RecordName(stream, partition)))
 	}
 	return cp, nil
 }
@@ -163,7 +180,8 @@ func (s *Store) Save(ctx context.Context, cp checkpoint.Checkpoint) (checkpoint.
 	}
 	saved, err := record.Decode(raw)
 	if err != nil {
-		return checkpoint.Checkpoint{}, fmt.Errorf("mongostore: save %q partition %d: %w", cp.Stream, cp.Partition, err)
+		return checkpoint.Checkpoint{}, fmt.Errorf("mongostore: save %q partition %d: %w", cp.Stream, cp.Partition,
+			record.Located(err, cp.Stream, cp.Partition, s.RecordName(cp.Stream, cp.Partition)))
 	}
 	return saved, nil
 }
@@ -196,7 +214,8 @@ func (s *Store) stored(ctx context.Context, stream string, partition int) (versi
 	v, okV := raw.Lookup(record.FVersion).AsInt64OK()
 	e, okE := raw.Lookup(record.FEpoch).AsInt64OK()
 	if !okV || !okE {
-		return 0, 0, fmt.Errorf("%w: the stored version or epoch cannot be read", checkpoint.ErrCorrupt)
+		return 0, 0, &checkpoint.CorruptError{Stream: stream, Partition: partition, Record: s.RecordName(stream, partition),
+			Problem: "its version or epoch is not an integer"}
 	}
 	return v, e, nil
 }
@@ -219,7 +238,9 @@ func (s *Store) List(ctx context.Context, stream string) ([]checkpoint.Checkpoin
 	for cur.Next(ctx) {
 		cp, err := record.Decode(cur.Current)
 		if err != nil {
-			return nil, fmt.Errorf("mongostore: list %q: %w", stream, err)
+			id, _ := cur.Current.Lookup("_id").StringValueOK()
+			p := partitionOf(id, stream)
+			return nil, fmt.Errorf("mongostore: list %q: %w", stream, record.Located(err, stream, p, s.recordNameByID(id)))
 		}
 		out = append(out, cp)
 	}

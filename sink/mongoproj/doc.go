@@ -74,7 +74,8 @@
 //   - Exactly-once effect in transactional mode: when Write's ctx is a
 //     session context inside a transaction (group.DeliveryMode
 //     Transactional) and the target collection lives in the state store's
-//     cluster and is reached through the group's client, the write commits
+//     cluster and is reached through the client of the group's
+//     StateDatabase (the transaction's), the write commits
 //     or aborts together with the ledger and checkpoint. A write that fails
 //     inside a transaction is returned retryable when the server labels it
 //     TransientTransactionError, so the whole transaction is retried.

@@ -23,6 +23,7 @@ package record
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"time"
 
@@ -84,12 +85,13 @@ func timestampOrNil(ts bson.Timestamp) any {
 
 // Decode reads a stored record. The returned Token and Definition are copies:
 // they do not alias raw. Unknown fields (an _id, fields of a newer version)
-// are ignored.
+// are ignored. A record that cannot be read is a *checkpoint.CorruptError
+// with Problem set; the store fills in the rest (Located).
 func Decode(raw bson.Raw) (checkpoint.Checkpoint, error) {
 	var cp checkpoint.Checkpoint
 	elems, err := raw.Elements()
 	if err != nil {
-		return cp, fmt.Errorf("%w: %v", checkpoint.ErrCorrupt, err)
+		return cp, &checkpoint.CorruptError{Problem: fmt.Sprintf("not a BSON document: %v", err)}
 	}
 	seen := map[string]bool{}
 	for _, e := range elems {
@@ -111,7 +113,7 @@ func Decode(raw bson.Raw) (checkpoint.Checkpoint, error) {
 			cp.Token, ok = rawBinary(v)
 			if ok && cp.Token != nil {
 				if err := cp.Token.Validate(); err != nil {
-					return cp, fmt.Errorf("%w: field %s does not hold a BSON document (a resume token): %v", checkpoint.ErrCorrupt, key, err)
+					return cp, &checkpoint.CorruptError{Problem: fmt.Sprintf("field %s does not hold a BSON document (a resume token): %v", key, err)}
 				}
 			}
 		case FDefinition:
@@ -144,17 +146,37 @@ func Decode(raw bson.Raw) (checkpoint.Checkpoint, error) {
 			ok = true
 		}
 		if !ok {
-			return cp, fmt.Errorf("%w: field %s has BSON type %v", checkpoint.ErrCorrupt, key, v.Type)
+			return cp, &checkpoint.CorruptError{Problem: fmt.Sprintf("field %s has BSON type %v", key, v.Type)}
 		}
 	}
 	// Every Save writes these: a record without them was edited by hand or
 	// damaged, and its compare-and-set state (version, epoch) is unknown.
 	for _, f := range []string{FStream, FPartition, FVersion, FEpoch, FToken} {
 		if !seen[f] {
-			return cp, fmt.Errorf("%w: field %s is missing", checkpoint.ErrCorrupt, f)
+			return cp, &checkpoint.CorruptError{Problem: fmt.Sprintf("field %s is missing", f)}
 		}
 	}
 	return cp, nil
+}
+
+// Located completes the *checkpoint.CorruptError of Decode with the key of
+// the record and where its store keeps it; other errors are returned as
+// they are.
+func Located(err error, stream string, partition int, where string) error {
+	var ce *checkpoint.CorruptError
+	if errors.As(err, &ce) {
+		ce.Stream, ce.Partition, ce.Record = stream, partition, where
+	}
+	return err
+}
+
+// Peek reads what it can of a record's compare-and-set state, however
+// damaged the rest of it is: its version and epoch when they are integers
+// (0 otherwise).
+func Peek(raw bson.Raw) (version, epoch int64) {
+	version, _ = raw.Lookup(FVersion).AsInt64OK()
+	epoch, _ = raw.Lookup(FEpoch).AsInt64OK()
+	return version, epoch
 }
 
 func rawBinary(v bson.RawValue) (bson.Raw, bool) {

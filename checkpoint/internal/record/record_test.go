@@ -63,8 +63,14 @@ func TestDecodeCorrupt(t *testing.T) {
 		"pendingSince as int": {{Key: FPending, Value: int32(1)}},
 	} {
 		raw, _ := bson.Marshal(d)
-		if _, err := Decode(raw); err == nil || !strings.Contains(err.Error(), "corrupt") || !errors.Is(err, checkpoint.ErrCorrupt) {
-			t.Errorf("%s: err = %v, want a corrupt-record error matching checkpoint.ErrCorrupt", name, err)
+		_, err := Decode(raw)
+		var ce *checkpoint.CorruptError
+		if err == nil || !strings.Contains(err.Error(), "corrupt") || !errors.Is(err, checkpoint.ErrCorrupt) ||
+			!errors.As(err, &ce) || ce.Problem == "" {
+			t.Errorf("%s: err = %v, want a *checkpoint.CorruptError saying what is wrong", name, err)
+		}
+		if err := Located(err, "s", 1, `db.checkpoints _id "s/1"`); !strings.Contains(err.Error(), `db.checkpoints _id "s/1": `+ce.Problem) {
+			t.Errorf("%s: located: %v, want the record named", name, err)
 		}
 	}
 	if _, err := Decode(bson.Raw{1, 2, 3}); err == nil {

@@ -148,7 +148,8 @@ type Verify struct {
 	// Interval between runs (0, "off": never, the default; at least 1m).
 	Interval time.Duration `yaml:"interval"`
 	// Window is how far back each run reads (default DefaultVerifyWindow,
-	// at least 1m; it must lie within the oplog).
+	// at least 1m; a window the oplog does not hold starts at the
+	// oplog's start).
 	Window time.Duration `yaml:"window"`
 }
 

@@ -73,7 +73,9 @@
 //	  uri: mongodb://…       MongoDB connection string (default: the
 //	                         streams' source URI, which must then be the
 //	                         same for every stream). The user needs
-//	                         readWrite on the database.
+//	                         readWrite on the database. ferry run gives the
+//	                         state store a client of its own (see
+//	                         "Connection pools" below).
 //	  database: ferry        database name (default "ferry")
 //	                         or, for single-instance runs:
 //	  bolt:
@@ -87,7 +89,9 @@
 //	                         keys the checkpoints.
 //	    source:              required
 //	      uri: mongodb+srv://…  required: mongodb:// or mongodb+srv://
-//	                         (the user needs changeStream and find)
+//	                         (the user needs changeStream and find); a
+//	                         maxPoolSize in it must leave a connection per
+//	                         partition (see "Connection pools" below)
 //	      scope:             required, exactly one of:
 //	        collection: db.coll   one collection (split at the first '.')
 //	        database: db          every collection of a database
@@ -184,8 +188,9 @@
 //	      interval: off      off | >= 1m (default off): each run exports
 //	                         ferry_verify_missing and
 //	                         ferry_verify_last_run_timestamp
-//	      window: 1h         >= 1m: how far back each run reads (cut to
-//	                         what the oplog holds)
+//	      window: 1h         >= 1m: how far back each run reads (from
+//	                         the oplog's start, to the increment, when
+//	                         the oplog holds less)
 //	    sink:                required, exactly one of:
 //	      webhook:
 //	        url: https://…   required: absolute http(s) URL
@@ -274,6 +279,24 @@
 // See examples/webhook.yaml, examples/stdout.yaml, examples/mongodb.yaml,
 // examples/nats.yaml, examples/kafka.yaml and examples/pubsub.yaml in the
 // repository.
+//
+// # Connection pools
+//
+// `ferry run` opens one MongoDB client for the state store and one per
+// source URI, never one for both, even when state.uri is the source's
+// URI: each partition's change stream holds one of its client's pooled
+// connections while it waits for events (a getMore, up to a second), so
+// lease renewals, heartbeats and checkpoints on a shared pool would wait
+// behind the streams and, past the pool's size, time out and lose their
+// leases. Without maxPoolSize in a URI, ferry sizes each pool
+// (SourcePoolNeed, StatePoolNeed, PoolSize): the source client a
+// connection per partition of the streams reading it plus PoolHeadroom
+// (10), the state client a connection per partition (every lease renewed
+// at once) and per stream (its ownership watch) plus PoolHeadroom; never
+// below the driver's default of 100. A maxPoolSize in a URI is kept, and
+// Parse reports it as a problem of that URI when it is below that need
+// (maxPoolSize=0, no limit, is always enough). Connections are opened as
+// they are needed, up to the pool's size.
 //
 // # Using a configuration
 //

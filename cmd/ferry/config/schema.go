@@ -51,6 +51,7 @@ func (d *decoder) config(root *yaml.Node) *Config {
 		d.add("streams", "is required: list at least one stream")
 	}
 	d.crossChecks(c)
+	d.checkPools(c)
 	return c
 }
 

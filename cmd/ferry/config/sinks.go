@@ -26,11 +26,12 @@ import (
 // NewSink returns the stream's sink, unconnected: the sink section mapped
 // onto the sink package's constructor and options. stdoutW is where the
 // stdout sink writes. state is the state store's database: the mongodb
-// sink writes its projection in that cluster (with the group's client, so
-// that transactional effects share its transaction); the other sinks do
-// not use it, and it may be nil for them. For a Stream produced by Parse
-// the error is a connection-independent refusal by the sink package
-// itself, which Parse's checks rule out.
+// sink writes its projection in that cluster (with its client, the
+// group's StateDatabase's, so that transactional effects share its
+// transaction); the other sinks do not use it, and it may be nil for
+// them. For a Stream produced by Parse the error is a
+// connection-independent refusal by the sink package itself, which
+// Parse's checks rule out.
 func (s *Stream) NewSink(stdoutW io.Writer, state *mongo.Database) (sink.Sink, error) {
 	switch sk := s.Sink; {
 	case sk.MongoDB != nil:

@@ -5,6 +5,7 @@
 //
 //	go run ./cmd/ferry/demo                    # the walk-through, ending with one line scripts can check
 //	go run ./cmd/ferry/demo -takeover-runs 10  # takeover times after SIGKILL and SIGTERM, min/median/max
+//	go run ./cmd/ferry/demo -takeover-runs 3 -partitions 200 -lease-ttl 10s   # the same with 200 partitions
 //
 // Its members are `ferry run` processes: this binary run with a `run`
 // command line behaves as the ferry command (package cli). It is a
@@ -48,7 +49,9 @@ import (
 // exactly once although the service runs as several instances, one of which
 // crashes midway. Its members are `ferry run` processes reading one
 // configuration file the demo writes, so what it measures is what `ferry
-// run` does with that file: nothing is tuned for the demo but lease_ttl.
+// run` does with that file: nothing is tuned for the demo but lease_ttl
+// (and, with -takeover-runs, the partition count and lease_ttl the flags
+// give).
 const (
 	demoPartitions = 4
 	demoLeaseTTL   = 2 * time.Second
@@ -92,14 +95,17 @@ type demoEnv struct {
 	ls     *lease.Store
 	dir    string
 	stop   func()
+	// partitions and ttl are the group's partition count and lease_ttl.
+	partitions int
+	ttl        time.Duration
 }
 
-func startDemoEnv(ctx context.Context) (*demoEnv, error) {
+func startDemoEnv(ctx context.Context, partitions int, ttl time.Duration) (*demoEnv, error) {
 	srv, err := mongotest.Start(mongotest.TTLMonitorInterval(100 * time.Millisecond))
 	if err != nil {
 		return nil, err
 	}
-	e := &demoEnv{srv: srv}
+	e := &demoEnv{srv: srv, partitions: partitions, ttl: ttl}
 	var closers []func()
 	e.stop = func() {
 		for i := len(closers) - 1; i >= 0; i-- {
@@ -137,7 +143,7 @@ func startDemoEnv(ctx context.Context) (*demoEnv, error) {
 	}
 	closers = append(closers, func() { _ = os.RemoveAll(e.dir) })
 	e.config = filepath.Join(e.dir, "ferry.yaml")
-	body := fmt.Sprintf(demoConfig, srv.URI(), demoGroup, srv.URI(), demoPartitions, demoLeaseTTL, url)
+	body := fmt.Sprintf(demoConfig, srv.URI(), demoGroup, srv.URI(), partitions, ttl, url)
 	if err := os.WriteFile(e.config, []byte(body), 0o600); err != nil {
 		return fail(err)
 	}
@@ -235,13 +241,13 @@ func (e *demoEnv) waitOwned(ctx context.Context, ok func(string) bool) (time.Dur
 				good++
 			}
 		}
-		if good == demoPartitions {
+		if good == e.partitions {
 			return time.Since(start), nil
 		}
 		if ctx.Err() != nil {
 			return 0, errors.New("partitions were not all owned in time")
 		}
-		time.Sleep(5 * time.Millisecond) // polling the leases, not synchronisation
+		time.Sleep(10 * time.Millisecond) // polling the leases, not synchronisation
 	}
 }
 
@@ -254,26 +260,40 @@ func (e *demoEnv) waitBalanced(ctx context.Context, n int) error {
 		for _, o := range own {
 			per[o]++
 		}
-		if len(own) == demoPartitions && len(per) == n {
+		if len(own) == e.partitions && len(per) == n && balanced(per, e.partitions) {
 			return nil
 		}
 		if ctx.Err() != nil {
 			return fmt.Errorf("the group did not balance over %d members in time: %s", n, describeOwners(own))
 		}
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(10 * time.Millisecond) // polling the leases, not synchronisation
 	}
+}
+
+// balanced reports whether per (member → partitions owned) spreads
+// partitions evenly: every member within one of the others.
+func balanced(per map[string]int, partitions int) bool {
+	lo, hi := partitions, 0
+	for _, k := range per {
+		lo, hi = min(lo, k), max(hi, k)
+	}
+	return hi-lo <= 1
 }
 
 // runDemo: the emulator, a TTL-indexed collection, a webhook receiver and
 // three `ferry run` member processes; one member is killed with SIGKILL
 // halfway through the writes. It ends with one line scripts can check.
 // With -takeover-runs N it measures instead how long partitions take to
-// move after a SIGKILL and after a SIGTERM, N times each.
+// move after a SIGKILL and after a SIGTERM, N times each, with -members
+// members, -partitions partitions and -lease-ttl.
 func runDemo(ctx context.Context, args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
 	fs.SetOutput(os.Stderr)
 	n := fs.Int("n", 200, "number of documents to write")
-	runs := fs.Int("takeover-runs", 0, "measure the takeover after SIGKILL and after SIGTERM this many times each, and print min/median/max")
+	runs := fs.Int("takeover-runs", 0, "measure the takeover after SIGKILL and after SIGTERM this many times each, and the rebalance after a join, and print min/median/max")
+	partitions := fs.Int("partitions", demoPartitions, "with -takeover-runs: the group's partition count")
+	members := fs.Int("members", 2, "with -takeover-runs: how many ferry run members share the partitions (at least 2)")
+	ttl := fs.Duration("lease-ttl", demoLeaseTTL, "with -takeover-runs: the group's lease_ttl")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
@@ -286,13 +306,28 @@ func runDemo(ctx context.Context, args []string, out io.Writer) error {
 	if *runs < 0 {
 		return &usageError{fmt.Errorf("-takeover-runs must not be negative, got %d", *runs)}
 	}
-	e, err := startDemoEnv(ctx)
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	for _, name := range []string{"partitions", "members", "lease-ttl"} {
+		if set[name] && *runs == 0 {
+			return &usageError{fmt.Errorf("-%s goes with -takeover-runs (the walk-through runs %d partitions on 3 members, lease_ttl %s)", name, demoPartitions, demoLeaseTTL)}
+		}
+	}
+	switch {
+	case *partitions < 1:
+		return &usageError{fmt.Errorf("-partitions must be at least 1, got %d", *partitions)}
+	case *members < 2:
+		return &usageError{fmt.Errorf("-members must be at least 2 (one is killed, the others take over), got %d", *members)}
+	case *ttl < 100*time.Millisecond:
+		return &usageError{fmt.Errorf("-lease-ttl must be at least 100ms (ferry run's minimum), got %v", *ttl)}
+	}
+	e, err := startDemoEnv(ctx, *partitions, *ttl)
 	if err != nil {
 		return err
 	}
 	defer e.stop()
 	if *runs > 0 {
-		return e.measureTakeovers(ctx, *runs, out)
+		return e.measureTakeovers(ctx, *runs, *members, out)
 	}
 	return e.demo(ctx, *n, out)
 }
@@ -410,12 +445,16 @@ func (e *demoEnv) demo(ctx context.Context, n int, out io.Writer) (err error) {
 
 // measureTakeovers measures, runs times each, how long the partitions of a
 // member take to be owned by the others after it is sent SIGKILL (a crash)
-// and SIGTERM (a graceful stop), with two `ferry run` members, and prints
-// the min, median and max of each.
-func (e *demoEnv) measureTakeovers(ctx context.Context, runs int, out io.Writer) (err error) {
-	ctx, cancel := context.WithTimeout(ctx, time.Duration(runs)*40*time.Second)
+// and SIGTERM (a graceful stop), with members `ferry run` members, and how
+// long the partitions take to spread over every member again after a new
+// member starts (a join). It prints the min, median and max of each, and
+// fails when a takeover after SIGKILL took longer than the documented
+// bound, lease_ttl × 1.25 + 1 s.
+func (e *demoEnv) measureTakeovers(ctx context.Context, runs, members int, out io.Writer) (err error) {
+	perRun := 4*takeoverBound(e.ttl) + 30*time.Second + time.Duration(e.partitions)*100*time.Millisecond
+	ctx, cancel := context.WithTimeout(ctx, time.Duration(runs)*perRun)
 	defer cancel()
-	fmt.Fprintf(out, "config:    %s (%d partitions, lease_ttl %s)\n", e.config, demoPartitions, demoLeaseTTL)
+	fmt.Fprintf(out, "config:    %s (%d partitions, lease_ttl %s, %d members)\n", e.config, e.partitions, e.ttl, members)
 	seq := 0
 	start := func() (*demoMember, error) {
 		seq++
@@ -431,46 +470,73 @@ func (e *demoEnv) measureTakeovers(ctx context.Context, runs int, out io.Writer)
 			}
 		}
 	}()
-	for len(live) < 2 {
+	for len(live) < members {
 		m, err := start()
 		if err != nil {
 			return err
 		}
 		live = append(live, m)
 	}
-	results := map[syscall.Signal][]time.Duration{}
+	if err := e.waitBalanced(ctx, members); err != nil {
+		return err
+	}
+	results := map[string][]time.Duration{}
 	for i := 0; i < runs; i++ {
 		for _, sig := range []syscall.Signal{syscall.SIGKILL, syscall.SIGTERM} {
-			if err := e.waitBalanced(ctx, 2); err != nil {
-				return err
-			}
 			victim := live[0]
 			live = live[1:]
 			_ = victim.cmd.Process.Signal(sig)
-			t0 := time.Now()
 			d, err := e.waitOwned(ctx, func(o string) bool { return o != victim.id })
 			if err != nil {
 				return err
 			}
 			_ = victim.cmd.Wait()
-			_ = t0
-			results[sig] = append(results[sig], d)
+			results[sigName(sig)] = append(results[sigName(sig)], d)
+			// A join: a new member, until the partitions are spread over
+			// every member again (measured from its process's start).
+			joined := time.Now()
 			m, err := start()
 			if err != nil {
 				return err
 			}
 			live = append(live, m)
+			if err := e.waitBalanced(ctx, members); err != nil {
+				return err
+			}
+			results["join"] = append(results["join"], time.Since(joined))
 		}
 	}
-	for _, sig := range []syscall.Signal{syscall.SIGKILL, syscall.SIGTERM} {
-		ds := results[sig]
+	bound := takeoverBound(e.ttl)
+	var exceeded error
+	for _, what := range []string{"sigkill", "sigterm", "join"} {
+		ds := results[what]
 		sort.Slice(ds, func(a, b int) bool { return ds[a] < ds[b] })
-		fmt.Fprintf(out, "takeover after %s: runs=%d min=%dms median=%dms max=%dms (lease_ttl %dms)\n",
-			strings.ToUpper(sigName(sig)), len(ds), ds[0].Milliseconds(), ds[len(ds)/2].Milliseconds(), ds[len(ds)-1].Milliseconds(),
-			demoLeaseTTL.Milliseconds())
+		label := "takeover after " + strings.ToUpper(what)
+		if what == "join" {
+			label = "rebalance after a join"
+		}
+		note := ""
+		switch what {
+		case "sigkill":
+			verdict := "within"
+			if ds[len(ds)-1] > bound {
+				verdict = "EXCEEDS"
+				exceeded = fmt.Errorf("a takeover after SIGKILL took %d ms, more than lease_ttl × 1.25 + 1 s = %d ms", ds[len(ds)-1].Milliseconds(), bound.Milliseconds())
+			}
+			note = fmt.Sprintf("; %s the bound lease_ttl × 1.25 + 1 s = %dms", verdict, bound.Milliseconds())
+		case "join":
+			note = "; from the new member's start until every member owns its share"
+		}
+		fmt.Fprintf(out, "%s: runs=%d min=%dms median=%dms max=%dms (partitions %d, members %d, lease_ttl %dms%s)\n",
+			label, len(ds), ds[0].Milliseconds(), ds[len(ds)/2].Milliseconds(), ds[len(ds)-1].Milliseconds(),
+			e.partitions, members, e.ttl.Milliseconds(), note)
 	}
-	return nil
+	return exceeded
 }
+
+// takeoverBound is the documented bound on a takeover after a crash: the
+// lease TTL, a rebalance interval (a quarter of it) and a second.
+func takeoverBound(ttl time.Duration) time.Duration { return ttl + ttl/4 + time.Second }
 
 func sigName(s syscall.Signal) string {
 	if s == syscall.SIGKILL {

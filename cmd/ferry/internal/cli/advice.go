@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -54,14 +55,22 @@ func advice(st *config.Stream, f ferry.Failure) string {
 			"(a changed definition: then adopt it where the stream stands with `ferry position set -c <file> -stream %s "+
 			"-at-checkpoint-of %s`; the change is delivered without its image)", coll, name, name, name)
 	case ferry.FailUnauthorized:
+		if strings.Contains(f.Detail, "AuthenticationFailed") {
+			return "MongoDB refused the credentials of source.uri (or of state.uri: the message says which connection): " +
+				"check the user name, the password and authSource in that URI (or the user's existence on the cluster); " +
+				"the stream is re-checked with backoff, and a changed URI needs a restart of the members"
+		}
 		return "the user of source.uri lacks a privilege the stream needs (changeStream and find on the watched " +
 			"namespace; see docs/deploy.md, least-privilege roles): grant it, and the stream is re-checked with backoff"
 	case ferry.FailEventTooLarge:
 		return "a change event is larger than 16 MB: project fewer fields in source.pipeline, or set " +
 			"source.full_document and source.full_document_before_change to off (a new definition: rename the stream)"
 	case ferry.FailCorruptCheckpoint:
-		return fmt.Sprintf("a checkpoint record in state.database's checkpoints collection cannot be read: repair it, "+
-			"or stop every member and run `ferry reset -c <file> -stream %s`", name)
+		return fmt.Sprintf("the checkpoint record named above (state.database's checkpoints collection, by its _id) "+
+			"cannot be resumed from: its fields, or the resume token it holds, cannot be read. Nothing was resumed from it. "+
+			"Set where the stream resumes over it with `ferry position set -c <file> -stream %s -time <a time>`, "+
+			"or delete its checkpoints with `ferry reset -c <file> -stream %s` to start again from source.start_at: "+
+			"both work over a corrupt record, and the failed members (not live members) re-check within 10 s", name, name)
 	case ferry.FailConfig:
 		return "the stream's configuration is invalid: run `ferry validate -c <file>`"
 	case ferry.FailStartPosition:

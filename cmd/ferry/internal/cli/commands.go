@@ -109,10 +109,12 @@ shows them; "ferry dlq replay" re-delivers them.`,
 			doc: `The demo embeds the MongoDB emulator, which the ferry binary does not
 link, so it is its own command. From a checkout of the source:
 
-  go run ./cmd/ferry/demo [-n N] [-takeover-runs N]
+  go run ./cmd/ferry/demo [-n N] [-takeover-runs N [-partitions P] [-members M] [-lease-ttl D]]
 
 It runs TTL expiries delivered once by a group of three ` + "`ferry run`" + `
-members to a webhook receiver, one member killed with SIGKILL midway.`,
+members to a webhook receiver, one member killed with SIGKILL midway.
+With -takeover-runs it measures instead how long partitions take to move
+after SIGKILL and SIGTERM, and to spread again after a join.`,
 			run: func(_ context.Context, _ []string, _, stderr io.Writer) int {
 				fmt.Fprintln(stderr, "ferry demo: the demo embeds the MongoDB emulator, which this binary does not link; from a source checkout run: go run ./cmd/ferry/demo")
 				return 2

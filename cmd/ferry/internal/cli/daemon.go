@@ -13,7 +13,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"go.mongodb.org/mongo-driver/v2/mongo"
-	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/ferry-io/ferry"
 	"github.com/ferry-io/ferry/checkpoint"
@@ -61,7 +60,7 @@ func runDaemon(ctx context.Context, args []string, stdoutW, stderr io.Writer) er
 	if err != nil {
 		return err
 	}
-	d := &daemon{cfg: cfg, cfgPath: *path, log: newLogger(cfg.Log, stderr), stdout: stdoutW, clients: map[string]*mongo.Client{}}
+	d := &daemon{cfg: cfg, cfgPath: *path, log: newLogger(cfg.Log, stderr), stdout: stdoutW, clients: map[clientKey]*mongo.Client{}}
 	d.log.Info("starting", "config", *path, "streams", len(cfg.Streams))
 	defer d.close()
 	if err := d.setupTracing(ctx); err != nil {
@@ -85,7 +84,7 @@ type daemon struct {
 	stdout    io.Writer
 	reg       *prometheus.Registry
 	m         *metrics.Metrics
-	clients   map[string]*mongo.Client // by URI
+	clients   map[clientKey]*mongo.Client
 	streams   []*stream
 	purgers   []*tombstonePurger
 	verifiers []*verifier
@@ -121,18 +120,6 @@ type stream struct {
 	notes  *failureNotes
 }
 
-func (d *daemon) connect(uri config.MongoURI) (*mongo.Client, error) {
-	if c := d.clients[uri.Reveal()]; c != nil {
-		return c, nil
-	}
-	c, err := mongo.Connect(options.Client().ApplyURI(uri.Reveal()))
-	if err != nil {
-		return nil, fmt.Errorf("connect to %s: %w", uri, err)
-	}
-	d.clients[uri.Reveal()] = c
-	return c, nil
-}
-
 // openStreams connects the clients and sinks and builds every stream's
 // group (or consumer). Nothing runs yet.
 func (d *daemon) openStreams(ctx context.Context) error {
@@ -142,7 +129,7 @@ func (d *daemon) openStreams(ctx context.Context) error {
 	var stateDB *mongo.Database
 	var cps checkpoint.Store
 	if d.cfg.State.Bolt == nil {
-		sc, err := d.connect(d.cfg.StateURI())
+		sc, err := d.connect(roleState, d.cfg.StateURI(), d.cfg.StatePoolNeed())
 		if err != nil {
 			return err
 		}
@@ -174,7 +161,7 @@ func (d *daemon) openStreams(ctx context.Context) error {
 // openStream opens the stream at path (streams[i]); its errors name the
 // path.
 func (d *daemon) openStream(ctx context.Context, path string, sc *config.Stream, stateDB *mongo.Database, cps checkpoint.Store) (*stream, error) {
-	client, err := d.connect(sc.Source.URI)
+	client, err := d.connect(roleSource, sc.Source.URI, d.cfg.SourcePoolNeed(sc.Source.URI))
 	if err != nil {
 		return nil, fmt.Errorf("%s.source.uri: %w", path, err)
 	}

@@ -39,7 +39,15 @@ receiver that de-duplicates on the event id recognises the replay. Each
 entry the sink acknowledged is removed; the others stay. It prints
 "stream S: replayed N, still failing M" for each stream and exits 1 if any
 entry still fails. Stop the cause first (fix the receiver, grant the
-permission): a replay that fails again changes nothing.`
+permission): a replay that fails again changes nothing.
+
+A replay is delivered as the stream's delivery mode delivers: in idempotent
+delivery an event the ledger holds already is not delivered again (its
+entry is removed), and a delivered one is recorded in the ledger; in
+transactional delivery the ledger entry and the sink's writes commit in one
+transaction. ferry verify then counts the event applied. At-least-once
+delivery keeps no ledger: ferry verify counts a replayed event, like every
+applied one, as unverifiable.`
 
 // streamsFlag returns the streams a -stream flag selects: the named one,
 // or every stream when it is empty. For an unknown name it prints the
@@ -244,6 +252,10 @@ func replayStream(ctx context.Context, st *config.Stream, db *mongo.Database, dl
 		return 0, len(entries), err
 	}
 	defer s.Close(context.Background())
+	d, err := newReplayDelivery(ctx, st, s, db)
+	if err != nil {
+		return 0, len(entries), err
+	}
 	for _, e := range entries {
 		// The event as the handler saw it, change or backfill event, with
 		// its original event id (the receiver's idempotency key).
@@ -253,10 +265,14 @@ func replayStream(ctx context.Context, st *config.Stream, db *mongo.Database, dl
 			fmt.Fprintf(stderr, "stream %s: event %s: %v\n", st.Name, shortEventID(e.EventID), err) // names the entry and the way out
 			continue
 		}
-		if err := s.Write(ctx, []*ferry.Event{ev}); err != nil {
+		applied, err := d.deliver(ctx, ev, max(e.Partition, 0), max(e.Epoch, 0))
+		if err != nil {
 			failed++
 			fmt.Fprintf(stderr, "stream %s: event %s: still failing: %v\n", st.Name, shortEventID(e.EventID), err)
 			continue
+		}
+		if !applied {
+			fmt.Fprintf(stderr, "stream %s: event %s: the ledger holds it already: not delivered again\n", st.Name, shortEventID(e.EventID))
 		}
 		if err := dlq.Delete(ctx, st.Name, e.EventID); err != nil {
 			fmt.Fprintf(stderr, "stream %s: event %s: delivered but not removed from the dead-letter store: %v\n",

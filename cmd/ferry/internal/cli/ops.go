@@ -86,15 +86,12 @@ func (d *daemon) serveOps() (*opsServer, error) {
 	ops := &opsServer{done: make(chan struct{})}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(d.reg, promhttp.HandlerOpts{}))
+	// /healthz is about this process alone (liveness): it answers 200
+	// while the process serves, whatever MongoDB, a sink or a stream does.
+	// Restarting the process fixes none of those, and one stream's source
+	// (bad credentials, an unreachable cluster) must not get every stream
+	// restarted: /readyz, /status and ferry status say what is wrong.
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
-		pctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
-		defer cancel()
-		for _, c := range d.clients {
-			if err := c.Database("admin").RunCommand(pctx, bson.D{{Key: "ping", Value: 1}}).Err(); err != nil {
-				http.Error(w, "mongodb unreachable", http.StatusServiceUnavailable)
-				return
-			}
-		}
 		fmt.Fprintln(w, "ok")
 	})
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
@@ -104,6 +101,9 @@ func (d *daemon) serveOps() (*opsServer, error) {
 			return
 		}
 		fmt.Fprintln(w, "ready")
+		if why != "" {
+			fmt.Fprintln(w, why)
+		}
 	})
 	if err := d.serveStatus(mux); err != nil {
 		return nil, err
@@ -148,12 +148,19 @@ func (o *opsServer) shutdown() {
 
 // readiness is /readyz: ready unless the daemon is starting or stopping,
 // or a stream is starting or failed. A stream waiting for its sink is
-// ready: restarting ferry does not fix a receiver.
+// ready: restarting ferry does not fix a receiver. Neither is a stream
+// running over a corrupt record of its group's state (the members repair
+// or ignore it): ready, and the text names the record.
 func (d *daemon) readiness(started bool) (bool, string) {
 	if !started {
 		return false, "starting"
 	}
-	var problems []string
+	var problems, notes []string
+	for _, st := range d.streams {
+		for _, c := range st.status().Corrupt {
+			notes = append(notes, "stream "+st.name+": degraded: "+c)
+		}
+	}
 	for _, st := range d.streams {
 		s := st.status()
 		switch s.State {
@@ -173,5 +180,8 @@ func (d *daemon) readiness(started bool) (bool, string) {
 			problems = append(problems, "stream "+st.name+": "+string(s.State))
 		}
 	}
-	return len(problems) == 0, strings.Join(problems, "\n")
+	if len(problems) == 0 {
+		return true, strings.Join(notes, "\n")
+	}
+	return false, strings.Join(append(problems, notes...), "\n")
 }

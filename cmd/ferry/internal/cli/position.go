@@ -54,7 +54,13 @@ delivery) or changes skipped, which it writes only with -yes.
 
 A position before the start of the oplog window is refused, with the size
 of the gap: those changes are gone. With -allow-gap it sets the start of
-the window instead, and says how much history that leaves out.`
+the window instead, and says how much history that leaves out.
+
+A checkpoint record that cannot be read (a field of the wrong type or
+missing, edited by hand or damaged) is overwritten with the new position,
+without being decoded: only if it is still exactly as read. The plan names
+it by its collection and _id; its old position is unknown, so what the new
+one skips for that partition cannot be said.`
 
 // runPositionShow prints the oplog window and every partition's position.
 func runPositionShow(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -83,18 +89,23 @@ func showPositions(ctx context.Context, st *config.Stream, db *mongo.Database, c
 	if err != nil {
 		return err
 	}
-	list, err := cps.List(ctx, st.Name)
+	recs, err := cps.Records(ctx, st.Name)
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "stream %s: %s\n", st.Name, w)
-	if len(list) == 0 {
+	if len(recs) == 0 {
 		fmt.Fprintf(stdout, "  no checkpoints: its next ferry run starts from source.start_at (%s)\n", startAtName(st.Source.StartAt))
 		return nil
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "  partition\tposition\thead-room\tstate\tversion\tepoch\tupdated")
-	for _, cp := range list {
+	for _, r := range recs {
+		if r.Corrupt != nil {
+			fmt.Fprintf(tw, "  %d\t-\t-\tcorrupt: record %s: %s\t-\t-\t-\n", r.Partition, r.Corrupt.Record, r.Corrupt.Problem)
+			continue
+		}
+		cp := r.Checkpoint
 		pos, known := positionOf(cp)
 		at, room := "-", "-"
 		if known {
@@ -277,7 +288,7 @@ func runPositionSet(ctx context.Context, args []string, stdout, stderr io.Writer
 		atTime = t
 	}
 	return withState(ctx, "position set", cfg, stderr, func(ctx context.Context, db *mongo.Database, ls *lease.Store, cps *mongostore.Store) error {
-		members, err := ls.Members(ctx, st.Name)
+		members, err := liveMembers(ctx, ls, st.Name)
 		if err != nil {
 			return err
 		}
@@ -328,11 +339,11 @@ func runPositionSet(ctx context.Context, args []string, stdout, stderr io.Writer
 		if err != nil {
 			return err
 		}
-		list, err := cps.List(ctx, st.Name)
+		recs, err := cps.Records(ctx, st.Name)
 		if err != nil {
 			return err
 		}
-		plan, err := planPositions(st, list, target, w.start)
+		plan, err := planPositions(st, recs, target, w.start)
 		if err != nil {
 			return err
 		}
@@ -344,7 +355,7 @@ func runPositionSet(ctx context.Context, args []string, stdout, stderr io.Writer
 				"the partitions listed so): they would never be delivered. To deliver them choose an earlier position; to skip "+
 				"them, run again with -yes. Nothing was written", plan.skips, plan.skipsPartition)
 		}
-		if err := writePositions(ctx, db, cps, st, list, target, cons); err != nil {
+		if err := writePositions(ctx, db, ls, cps, st, recs, target, cons); err != nil {
 			return err
 		}
 		asked, err := group.RequestRecheck(ctx, db, st.Name)
@@ -433,16 +444,21 @@ type positionPlan struct {
 }
 
 // planPositions says, per partition, what moving it to target means.
-func planPositions(st *config.Stream, list []checkpoint.Checkpoint, target positionTarget, start bson.Timestamp) (positionPlan, error) {
+func planPositions(st *config.Stream, recs []mongostore.Record, target positionTarget, start bson.Timestamp) (positionPlan, error) {
 	n := max(st.Group.Partitions, 1)
 	byPartition := map[int]checkpoint.Checkpoint{}
-	for _, cp := range list {
-		if cp.Partition >= n {
+	corrupt := map[int]*checkpoint.CorruptError{}
+	for _, r := range recs {
+		if r.Partition >= n {
 			return positionPlan{}, fmt.Errorf("stream %s has a checkpoint for partition %d but group.partitions is %d: "+
 				"run the stream once with its configured partitions (it repartitions), or ferry reset it. Nothing was written",
-				st.Name, cp.Partition, n)
+				st.Name, r.Partition, n)
 		}
-		byPartition[cp.Partition] = cp
+		if r.Corrupt != nil {
+			corrupt[r.Partition] = r.Corrupt
+			continue
+		}
+		byPartition[r.Partition] = r.Checkpoint
 	}
 	if target.token != nil && target.tokenPartition >= n {
 		return positionPlan{}, fmt.Errorf("the dead-lettered event was read by partition %d, but group.partitions is %d now: "+
@@ -454,6 +470,8 @@ func planPositions(st *config.Stream, list []checkpoint.Checkpoint, target posit
 		pos, known := positionOf(cp)
 		line := fmt.Sprintf("partition %d: ", p)
 		switch {
+		case corrupt[p] != nil:
+			line += fmt.Sprintf("corrupt record %s (%s), position unknown → %s: overwritten", corrupt[p].Record, corrupt[p].Problem, tsText(target.ts))
 		case !ok || !known:
 			line += "no position yet → " + tsText(target.ts)
 		case pos.Before(start):
@@ -482,13 +500,29 @@ func planPositions(st *config.Stream, list []checkpoint.Checkpoint, target posit
 }
 
 // writePositions replaces every partition's checkpoint with target, in
-// one transaction, each compare-and-set against the version read: if a
-// member took a partition meanwhile, nothing is written.
-func writePositions(ctx context.Context, db *mongo.Database, cps *mongostore.Store, st *config.Stream,
-	list []checkpoint.Checkpoint, target positionTarget, cons *ferry.Consumer) error {
+// one transaction, each compare-and-set against the version read (for a
+// corrupt record: against the record exactly as read): if a member took
+// a partition meanwhile, nothing is written.
+func writePositions(ctx context.Context, db *mongo.Database, ls *lease.Store, cps *mongostore.Store, st *config.Stream,
+	recs []mongostore.Record, target positionTarget, cons *ferry.Consumer) error {
 	byPartition := map[int]checkpoint.Checkpoint{}
-	for _, cp := range list {
-		byPartition[cp.Partition] = cp
+	corrupt := map[int]mongostore.Record{}
+	for _, r := range recs {
+		if r.Corrupt != nil {
+			corrupt[r.Partition] = r
+			continue
+		}
+		byPartition[r.Partition] = r.Checkpoint
+	}
+	// A corrupt record's epoch may be unreadable: the record written over
+	// it carries the partition lease's epoch, which the next owner's
+	// exceeds, and no lower epoch than the record's own where readable.
+	overEpoch := map[int]int64{}
+	for p, r := range corrupt {
+		overEpoch[p] = r.Epoch
+		if l, err := ls.Get(ctx, st.Name, p); err == nil {
+			overEpoch[p] = max(r.Epoch, l.Epoch)
+		}
 	}
 	sess, err := db.Client().StartSession()
 	if err != nil {
@@ -502,6 +536,13 @@ func writePositions(ctx context.Context, db *mongo.Database, cps *mongostore.Sto
 			next := checkpoint.Checkpoint{Stream: st.Name, Partition: p, Version: old.Version, Epoch: old.Epoch,
 				Token: tok, ClusterTime: ts, Identity: cons.Identity(), Definition: cons.Definition(),
 				State: checkpoint.StateRunning, Note: "set by ferry position set: " + target.what}
+			if r, ok := corrupt[p]; ok {
+				next.Version, next.Epoch = r.Version, overEpoch[p]
+				if _, err := cps.Overwrite(sc, r, next); err != nil {
+					return nil, err
+				}
+				continue
+			}
 			if _, err := cps.Save(sc, next); err != nil {
 				return nil, err
 			}

@@ -42,7 +42,12 @@ source.start_at:
                      If the oplog no longer reaches back to T,
                      on_history_lost decides.
 
-It refuses while members of the stream are live (ferry status lists them).`
+It refuses while members of the stream are live (ferry status lists them).
+
+A checkpoint record that cannot be read (a field of the wrong type or
+missing, edited by hand or damaged) is deleted too, without being decoded:
+only if it is still exactly as read. ferry reset names each such record by
+its collection and _id.`
 
 // runReset deletes a stream's checkpoints, so it starts again from its
 // start_at position. The stream's group must be stopped. When that start
@@ -70,7 +75,7 @@ func runReset(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return 2
 	}
 	return withState(ctx, "reset", cfg, stderr, func(ctx context.Context, db *mongo.Database, ls *lease.Store, cps *mongostore.Store) error {
-		members, err := ls.Members(ctx, st.Name)
+		members, err := liveMembers(ctx, ls, st.Name)
 		if err != nil {
 			return err
 		}
@@ -78,26 +83,35 @@ func runReset(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			return fmt.Errorf("stream %s still has %d live member(s); stop their ferry run first (ferry status lists them)",
 				st.Name, len(members))
 		}
-		list, err := cps.List(ctx, st.Name)
+		recs, err := cps.Records(ctx, st.Name)
 		if err != nil {
 			return err
 		}
-		if len(list) == 0 {
+		if len(recs) == 0 {
 			fmt.Fprintf(stdout, "stream %s: no checkpoints, nothing to delete: its next ferry run starts from source.start_at (%s)\n",
 				st.Name, startAtName(st.Source.StartAt))
 			return nil
 		}
-		oldest, known := oldestPosition(list)
+		oldest, known := oldestPosition(readable(recs))
 		plan := planReset(st, oldest, known, sourceClock(ctx, cfg, st, db))
 		if plan.skips && !*yes {
-			return errors.New(plan.refusal)
+			return errors.New(plan.refusal + corruptNote(recs))
 		}
-		for _, cp := range list {
-			if err := cps.Delete(ctx, cp.Stream, cp.Partition, cp.Version); err != nil {
+		for _, r := range recs {
+			if r.Corrupt != nil {
+				// Its version cannot be compared: it is deleted if it is
+				// still exactly as read.
+				if err := cps.Remove(ctx, r); err != nil {
+					return err
+				}
+				fmt.Fprintf(stdout, "stream %s: partition %d: corrupt record %s (%s) deleted\n", st.Name, r.Partition, r.Corrupt.Record, r.Corrupt.Problem)
+				continue
+			}
+			if err := cps.Delete(ctx, r.Checkpoint.Stream, r.Checkpoint.Partition, r.Checkpoint.Version); err != nil {
 				return err
 			}
 		}
-		fmt.Fprintf(stdout, "stream %s: %d checkpoint(s) deleted. %s\n", st.Name, len(list), plan.next)
+		fmt.Fprintf(stdout, "stream %s: %d checkpoint(s) deleted. %s\n", st.Name, len(recs), plan.next)
 		if asked, err := group.RequestRecheck(ctx, db, st.Name); err != nil {
 			return err
 		} else if asked > 0 {

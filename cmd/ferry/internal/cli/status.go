@@ -102,22 +102,31 @@ func printStatus(ctx context.Context, cfg *config.Config, db *mongo.Database, ls
 	w := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	for _, sd := range doc.Streams {
 		state := sd.State
-		switch sd.State {
-		case "degraded":
+		switch {
+		case sd.State == "degraded" && len(sd.Failures) > 0:
 			state = "running, failed on " + plural(len(sd.Failures), "member")
-		case "stopped":
+		case sd.State == "degraded":
+			state = "degraded (running over a corrupt record)"
+		case sd.State == "stopped":
 			state = "stopped (no live member)"
 		}
 		fmt.Fprintf(w, "stream %s: %s; %d partition(s), %d live member(s)\n", sd.Name, state, sd.PartitionCount, len(sd.Members))
-		if sd.State == string(group.WaitingForSink) {
+		if sd.Reason != "" && len(sd.Failures) == 0 {
 			fmt.Fprintf(w, "  why: %s\n", sd.Reason)
+		}
+		for _, c := range sd.CorruptRecords {
+			fmt.Fprintf(w, "  corrupt record %s: %s\n    what is done: %s\n", c.Record, c.Problem, c.Action)
 		}
 		for _, m := range sd.Members {
 			fmt.Fprintf(w, "  member\t%s\theartbeat %s ago\n", m.ID, secondsText(m.HeartbeatAgeSeconds, time.Millisecond))
 		}
 		for _, f := range sd.Failures {
-			fmt.Fprintf(w, "  member\t%s\tfailed since %s (%s, partition %d): %s\n", f.Member, f.Since.Format(time.RFC3339),
-				f.Class, f.Partition, f.Message)
+			where := fmt.Sprintf("partition %d", f.Partition)
+			if f.Partition < 0 {
+				where = "before any partition ran"
+			}
+			fmt.Fprintf(w, "  member\t%s\tfailed since %s (%s, %s): %s\n", f.Member, f.Since.Format(time.RFC3339),
+				f.Class, where, f.Message)
 			fmt.Fprintf(w, "  \t\twhat to do: %s\n", f.Advice)
 			if f.RetryAt == nil {
 				fmt.Fprintf(w, "  \t\tre-check: never by itself: a change of configuration (and a restart), ferry position set or ferry reset ends it\n")

@@ -13,6 +13,7 @@ import (
 
 	"github.com/ferry-io/ferry"
 	"github.com/ferry-io/ferry/checkpoint"
+	"github.com/ferry-io/ferry/checkpoint/mongostore"
 	"github.com/ferry-io/ferry/cmd/ferry/config"
 	"github.com/ferry-io/ferry/group"
 	"github.com/ferry-io/ferry/lease"
@@ -61,6 +62,15 @@ type streamDoc struct {
 	Failures       []failureDoc   `json:"failures"`
 	DLQ            dlqDoc         `json:"dlq"`
 	Recovery       *recoveryDoc   `json:"recovery"`
+	CorruptRecords []corruptDoc   `json:"corrupt_records"`
+}
+
+// corruptDoc is a record of the stream's state that cannot be read as
+// stored: named by collection and _id, never quoted.
+type corruptDoc struct {
+	Record  string `json:"record"`
+	Problem string `json:"problem"`
+	Action  string `json:"action"`
 }
 
 type definitionDoc struct {
@@ -153,7 +163,12 @@ func (s statusSource) build(ctx context.Context) (*statusDoc, error) {
 	for i := range s.cfg.Streams {
 		sd, err := s.stream(ctx, &s.cfg.Streams[i], now)
 		if err != nil {
-			return nil, fmt.Errorf("stream %s: %w", s.cfg.Streams[i].Name, err)
+			if ctx.Err() != nil {
+				return nil, fmt.Errorf("stream %s: %w", s.cfg.Streams[i].Name, err)
+			}
+			// One stream's records that cannot be read do not hide the
+			// others'.
+			sd.State, sd.Reason = "unknown", "its state cannot be read: "+ferry.RedactTokens(err.Error())
 		}
 		doc.Streams = append(doc.Streams, sd)
 	}
@@ -162,26 +177,42 @@ func (s statusSource) build(ctx context.Context) (*statusDoc, error) {
 
 func (s statusSource) stream(ctx context.Context, sc *config.Stream, now time.Time) (streamDoc, error) {
 	sd := streamDoc{Name: sc.Name, Delivery: string(sc.Delivery.Mode), Sink: sc.Sink.Type, PartitionCount: sc.Group.Partitions,
-		Members: []memberDoc{}, Partitions: []partitionDoc{}, Failures: []failureDoc{}}
+		Members: []memberDoc{}, Partitions: []partitionDoc{}, Failures: []failureDoc{}, CorruptRecords: []corruptDoc{}}
 	if sd.PartitionCount < 1 {
 		sd.PartitionCount = 1
 	}
 	if sd.Sink == "" {
 		sd.Sink = sinkType(&sc.Sink)
 	}
-	cps, err := s.cps.List(ctx, sc.Name)
+	cps, badCheckpoints, err := s.checkpoints(ctx, sc.Name)
 	if err != nil {
 		return sd, err
+	}
+	for _, ce := range badCheckpoints {
+		sd.CorruptRecords = append(sd.CorruptRecords, corruptDoc{Record: ce.Record, Problem: ce.Problem,
+			Action: "the partition's members fail on it (corrupt-checkpoint); ferry position set and ferry reset work over it"})
 	}
 	var leases []lease.Lease
 	var members []lease.MemberInfo
 	var failures []group.FailureRecord
+	badLease := map[int]*lease.CorruptError{}
 	if s.db != nil {
-		if members, err = s.ls.Members(ctx, sc.Name); err != nil {
+		// Corrupt member and lease documents are named; the readable
+		// ones are shown.
+		var badMembers, badLeases lease.CorruptRecords
+		members, err = s.ls.Members(ctx, sc.Name)
+		if badMembers, _ = lease.AsCorruptRecords(err); err != nil && badMembers == nil {
 			return sd, err
 		}
-		if leases, err = s.ls.List(ctx, sc.Name); err != nil {
+		leases, err = s.ls.List(ctx, sc.Name)
+		if badLeases, _ = lease.AsCorruptRecords(err); err != nil && badLeases == nil {
 			return sd, err
+		}
+		for _, ce := range append(badMembers, badLeases...) {
+			sd.CorruptRecords = append(sd.CorruptRecords, corruptDoc{Record: ce.Record, Problem: ce.Problem, Action: group.CorruptAction(ce)})
+			if ce.Partition >= 0 {
+				badLease[ce.Partition] = ce
+			}
 		}
 		if failures, err = group.Failures(ctx, s.db, sc.Name); err != nil {
 			return sd, err
@@ -262,15 +293,32 @@ func (s statusSource) stream(ctx context.Context, sc *config.Stream, now time.Ti
 	for _, cp := range cps {
 		cpByP[cp.Partition] = cp
 	}
+	cpBad := map[int]*checkpoint.CorruptError{}
+	for _, ce := range badCheckpoints {
+		cpBad[ce.Partition] = ce
+	}
 	for p := 0; p < sd.PartitionCount; p++ {
 		pd := partitionDoc{Partition: p, State: "no-checkpoint", LastError: lastErr[p]}
 		if l, ok := byP[p]; ok {
 			pd.Epoch = l.Epoch
-			if !l.Free() {
+			if !l.Free() && l.Owner != lease.RepairOwner {
 				pd.Owner = l.Owner
 				t := l.ExpiresAt.UTC()
 				pd.LeaseExpiresAt = &t
 			}
+		}
+		if ce := cpBad[p]; ce != nil {
+			pd.State, pd.Note = "corrupt-checkpoint", fmt.Sprintf("record %s: %s", ce.Record, ce.Problem)
+			if pd.LastError == "" {
+				pd.LastError = "corrupt checkpoint " + pd.Note
+			}
+		}
+		if ce := badLease[p]; ce != nil && pd.LastError == "" {
+			pd.LastError = fmt.Sprintf("corrupt lease record %s: %s", ce.Record, ce.Problem)
+		}
+		if l, ok := byP[p]; ok && l.Owner == lease.RepairOwner && !l.Free() && pd.LastError == "" {
+			pd.LastError = fmt.Sprintf("its lease was found corrupt and replaced: held by nobody until %s, then taken at the next epoch",
+				l.ExpiresAt.UTC().Format(time.RFC3339))
 		}
 		if cp, ok := cpByP[p]; ok {
 			at := cp.UpdatedAt.UTC()
@@ -320,11 +368,17 @@ func (s statusSource) stream(ctx context.Context, sc *config.Stream, now time.Ti
 		sd.State = "degraded" // failed on some members, running on others (a rolling deploy)
 	case len(members) == 0:
 		sd.State = "stopped"
+	case len(sd.CorruptRecords) > 0:
+		sd.State = "degraded" // running, over a corrupt record of its state
 	case len(waitingParts) > 0:
 		sd.State = string(group.WaitingForSink)
 		sd.Reason = sinkWaitReason(waitingParts, sinkErr)
 	default:
 		sd.State = "running"
+	}
+	if len(failures) == 0 && len(sd.CorruptRecords) > 0 {
+		c := sd.CorruptRecords[0]
+		sd.Reason = fmt.Sprintf("corrupt record %s: %s; %s", c.Record, c.Problem, c.Action)
 	}
 	if len(failures) > 0 {
 		f := failures[0]
@@ -334,6 +388,28 @@ func (s statusSource) stream(ctx context.Context, sc *config.Stream, now time.Ti
 		sd.Recovery = &recoveryDoc{Command: recoveryCommand(s.cfgPath, sc, ff), Advice: advice(sc, ff), Recheck: recheckText(rs)}
 	}
 	return sd, nil
+}
+
+// checkpoints reads a stream's checkpoints: the readable ones, and the
+// records that cannot be read (MongoDB state store: named by collection
+// and _id; the bolt store fails on one, naming it).
+func (s statusSource) checkpoints(ctx context.Context, stream string) ([]checkpoint.Checkpoint, []*checkpoint.CorruptError, error) {
+	ms, ok := s.cps.(*mongostore.Store)
+	if !ok {
+		list, err := s.cps.List(ctx, stream)
+		return list, nil, err
+	}
+	recs, err := ms.Records(ctx, stream)
+	if err != nil {
+		return nil, nil, err
+	}
+	var bad []*checkpoint.CorruptError
+	for _, r := range recs {
+		if r.Corrupt != nil {
+			bad = append(bad, r.Corrupt)
+		}
+	}
+	return readable(recs), bad, nil
 }
 
 // sinkWaitNote explains a partition waiting for its sink.
@@ -437,6 +513,10 @@ func recoveryCommand(cfgPath string, sc *config.Stream, f ferry.Failure) string 
 		}
 		return fmt.Sprintf("db.runCommand({collMod: %q, changeStreamPreAndPostImages: {enabled: true}})", coll)
 	case ferry.FailUnauthorized:
+		if strings.Contains(f.Detail, "AuthenticationFailed") {
+			// The credentials in the URI: edit it, check the file, restart.
+			return "ferry validate -c " + cfgPath
+		}
 		return `db.grantRolesToUser("<source.uri's user>", [{role: "read", db: "<watched database>"}])`
 	case ferry.FailStartPosition:
 		return "ferry status -c " + cfgPath

@@ -106,6 +106,12 @@ func TestStatusDocument(t *testing.T) {
 	waitStartedIn(t, e, "audit", 1)
 	failPoint(t, e, bson.D{{Key: "failCommands", Value: bson.A{"getMore"}}, {Key: "errorCode", Value: 280},
 		{Key: "namespace", Value: "shop.audit"}})
+	// A corrupt lease record of audit (of a partition it does not have, so
+	// no member repairs it): listed, named, beside everything else.
+	if _, err := e.client.Database("ferry").Collection("leases").InsertOne(context.Background(), bson.D{{Key: "_id", Value: "audit/5"},
+		{Key: "group", Value: "audit"}, {Key: "partition", Value: int64(5)}, {Key: "owner", Value: nil}, {Key: "epoch", Value: "x"}}); err != nil {
+		t.Fatal(err)
+	}
 	for i := range 6 {
 		e.insert("orders", bson.D{{Key: "_id", Value: fmt.Sprintf("o-%d", i)}})
 	}
@@ -182,6 +188,10 @@ func TestStatusDocument(t *testing.T) {
 	}
 	if len(a.Partitions) != 1 || a.Partitions[0].Owner != "" || !strings.HasPrefix(a.Partitions[0].LastError, "server-error: ") {
 		t.Errorf("audit partitions: %+v", a.Partitions)
+	}
+	if len(a.CorruptRecords) != 1 || a.CorruptRecords[0].Record != `ferry.leases _id "audit/5"` ||
+		a.CorruptRecords[0].Problem != "field epoch has BSON type string" || a.CorruptRecords[0].Action == "" || len(o.CorruptRecords) != 0 {
+		t.Errorf("corrupt records: audit %+v, orders %+v; want audit's lease audit/5 named", a.CorruptRecords, o.CorruptRecords)
 	}
 
 	// Every field is documented, and every documented field is served.

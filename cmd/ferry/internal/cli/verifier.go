@@ -13,9 +13,13 @@ import (
 )
 
 // verifier runs `ferry verify` of one stream every verify.interval inside
-// the daemon, over the last verify.window, and keeps the outcome for
-// ferry_verify_missing and ferry_verify_last_run_timestamp. Every member
-// runs it (it only reads); alert on the metric's maximum over members.
+// the daemon, over the last verify.window (from the oplog's start when the
+// oplog holds less), and keeps the outcome for ferry_verify_missing and
+// ferry_verify_last_run_timestamp. Every member runs it (it only reads);
+// alert on the metric's maximum over members. A run that fails (it cannot
+// read the window, or the window read no change although the state store
+// shows the stream active in it: it checked nothing) is not a completed
+// run: it logs why, and neither metric moves.
 type verifier struct {
 	st      *config.Stream
 	src     *mongo.Client
@@ -52,6 +56,8 @@ func (v *verifier) run(ctx context.Context) {
 			return
 		case err != nil:
 			v.log.Warn("verify failed", "err", err)
+		case rep.Failure != "":
+			v.log.Warn("verify checked nothing", "summary", rep.String(), "window", rep.Window(), "reason", rep.Failure)
 		default:
 			missing := int64(rep.Missing)
 			if proj != nil {
@@ -59,7 +65,7 @@ func (v *verifier) run(ctx context.Context) {
 			}
 			v.missing.Store(missing)
 			v.lastRun.Store(time.Now().Unix())
-			attrs := []any{"summary", rep.String()}
+			attrs := []any{"summary", rep.String(), "window", rep.Window()}
 			if proj != nil {
 				attrs = append(attrs, "projection", proj.String())
 			}

@@ -27,16 +27,29 @@ its partition's checkpoint). Anything else is missing: a change whose
 effect was lost. It prints
 
   verify: events=N applied=A dead-lettered=D pending=P missing=M
+  window: 2026-12-01T15:09:31Z (#388) to 2026-12-01T16:09:30Z (#5)
 
-and lists the missing events by short event id, operation, namespace and
-documentKey. With the mongodb sink it also diffs the source collection and
-the projection document by document (missing, extra, stale). With
-at-least-once delivery there is no ledger: events before the checkpoint
-are counted as unverifiable. The exit code is 0 only when nothing is
-missing (and the projection equals the source), 1 otherwise.
+(cluster times in UTC, with the increment that orders the changes of one
+second) and lists the missing events by short event id, operation,
+namespace and documentKey. An invalidate (the collection dropped or
+renamed) does not end the read: it goes on after it. With the mongodb sink
+it also diffs the source collection and the projection document by
+document (missing, extra, stale). With at-least-once delivery there is no
+ledger: events before the checkpoint are counted as unverifiable (a
+replayed dead letter too).
 
 The window: -since D (default 1h) before now, or -from TIME (RFC 3339),
-up to -to TIME (default now).`
+up to -to TIME (default now; a later time is now). A -since window the
+oplog does not hold starts at the oplog's start, its oldest entry to the
+increment, and a note says how much of the window is gone; a -from the
+oplog does not hold is refused, naming the oplog's start.
+
+The exit code is 0 only when nothing is missing (and the projection equals
+the source), 1 otherwise. It is 1 also when the window read no change while
+the state store shows the stream active in it — ledger entries applied in
+the window, a checkpoint at (or pending on) a change in it, dead letters of
+changes in it — and then a "fail:" line says so: nothing was checked (the
+oplog no longer holds those changes), and a pass would be false.`
 
 // runVerify is `ferry verify`.
 func runVerify(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -76,9 +89,13 @@ func runVerify(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	rep, proj, err := verifyStream(ctx, cfg, st, w, *n)
 	if err != nil {
 		fmt.Fprintln(stderr, "ferry verify:", err)
+		if errors.Is(err, verify.ErrWindow) && *from != "" {
+			fmt.Fprintln(stderr, "ferry verify: choose a -from the oplog holds, or -since: a -since window the oplog does not hold starts at its start")
+		}
 		return 1
 	}
 	fmt.Fprintln(stdout, rep)
+	fmt.Fprintln(stdout, "window:", rep.Window())
 	for _, ev := range rep.MissingEvents {
 		key, _ := bson.MarshalExtJSON(ev.DocumentKey, false, false)
 		if ev.DocumentKey == nil {
@@ -88,6 +105,9 @@ func runVerify(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	}
 	for _, note := range rep.Notes {
 		fmt.Fprintln(stdout, "note:", note)
+	}
+	if rep.Failure != "" {
+		fmt.Fprintln(stdout, "fail:", rep.Failure)
 	}
 	if proj != nil {
 		fmt.Fprintln(stdout, proj)
@@ -101,7 +121,7 @@ func runVerify(ctx context.Context, args []string, stdout, stderr io.Writer) int
 			}
 		}
 	}
-	if rep.Missing > 0 || proj != nil && !proj.Clean() {
+	if !rep.OK() || proj != nil && !proj.Clean() {
 		return 1
 	}
 	return 0
@@ -152,7 +172,7 @@ func verifyWith(ctx context.Context, src *mongo.Client, state *mongo.Database, s
 	}
 	vc := verify.Config{Client: src, Stream: st.Name, Options: copts, Partitions: st.Group.Partitions,
 		Checkpoints: cps, DeadLetters: deadletter.NewMongo(state, "dlq"), ListMissing: n,
-		From: bson.Timestamp{T: uint32(from.Unix())}}
+		From: bson.Timestamp{T: uint32(from.Unix())}, FromOplogStart: w.from.IsZero()}
 	if !to.IsZero() {
 		vc.To = bson.Timestamp{T: uint32(to.Unix()), I: ^uint32(0)}
 	}
@@ -167,20 +187,6 @@ func verifyWith(ctx context.Context, src *mongo.Client, state *mongo.Database, s
 		}
 	}
 	rep, err := verify.Stream(ctx, vc)
-	for try := 0; errors.Is(err, verify.ErrWindow) && w.from.IsZero() && try < 12; try++ {
-		// A -since window that starts before the oplog: start it later,
-		// halving what the oplog does not hold, and say so.
-		gap := now.Sub(time.Unix(int64(vc.From.T), 0)) / 2
-		if gap < time.Second {
-			break
-		}
-		vc.From = bson.Timestamp{T: uint32(now.Add(-gap).Unix())}
-		rep, err = verify.Stream(ctx, vc)
-		if err == nil {
-			rep.Notes = append(rep.Notes, fmt.Sprintf("the oplog does not reach back %v: the window starts %v ago (at %s)",
-				w.since, gap.Round(time.Second), time.Unix(int64(vc.From.T), 0).UTC().Format(time.RFC3339)))
-		}
-	}
 	if err != nil {
 		return rep, nil, err
 	}

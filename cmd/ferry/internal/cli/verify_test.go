@@ -14,6 +14,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/ferry-io/ferry/internal/poll"
+	"github.com/ferry-io/ferry/mongotest"
 	"github.com/ferry-io/ferry/sink/mongoproj"
 )
 
@@ -159,5 +160,75 @@ func TestDaemonVerifies(t *testing.T) {
 	})
 	if !strings.Contains(daemon.errOut.String(), `"msg":"verify found missing changes"`) {
 		t.Fatalf("no warning logged:\n%s", daemon.errOut.String())
+	}
+}
+
+// TestDaemonVerifierChecksNothing: the daemon's periodic verify, once the
+// oplog no longer holds any change of the stream it applied in the window
+// (writes to another collection rolled it), logs "verify checked
+// nothing" with the reason, and ferry_verify_last_run_timestamp stays
+// where the last run that checked something left it.
+func TestDaemonVerifierChecksNothing(t *testing.T) {
+	every := 100 * time.Millisecond
+	verifierTestHook.Store(&every)
+	t.Cleanup(func() { verifierTestHook.Store(nil) })
+	e := newProjectionEnv(t, "verify: {interval: 1m, window: 1h}", "", mongotest.OplogMaxEntries(300))
+	daemon := startRun(t, e.cfgPath)
+	daemon.waitStarted(t, e.client, "ferry_state", 2)
+	ctx := context.Background()
+	for i := range 10 {
+		if _, err := e.src.InsertOne(ctx, bson.D{{Key: "_id", Value: i}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	addr := daemon.addr(t)
+	metric := func(name string) string {
+		resp, err := http.Get("http://" + addr + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(name) + `\{stream="orders"\} (\S+)$`).FindStringSubmatch(string(body))
+		if m == nil {
+			return ""
+		}
+		return m[1]
+	}
+	ledgerColl := e.client.Database("ferry_state").Collection("ledger")
+	poll.Until(t, 30*time.Second, func() error {
+		daemon.alive(t)
+		n, _ := ledgerColl.CountDocuments(ctx, bson.D{})
+		if missing, last := metric("ferry_verify_missing"), metric("ferry_verify_last_run_timestamp"); n != 10 || missing != "0" || last == "0" {
+			return fmt.Errorf("%d ledger entries, ferry_verify_missing %q, ferry_verify_last_run_timestamp %q; want 10, 0 and a run", n, missing, last)
+		}
+		return nil
+	})
+	docs := make([]any, 400)
+	for i := range docs {
+		docs[i] = bson.D{{Key: "_id", Value: i}}
+	}
+	if _, err := e.client.Database("shop").Collection("other").InsertMany(ctx, docs); err != nil {
+		t.Fatal(err)
+	}
+	const line = `"msg":"verify checked nothing"`
+	checkedNothing := func(n int) func() error {
+		return func() error {
+			daemon.alive(t)
+			if got := strings.Count(daemon.errOut.String(), line); got < n {
+				return fmt.Errorf("%d runs logged %s, want %d", got, line, n)
+			}
+			return nil
+		}
+	}
+	poll.Until(t, 30*time.Second, checkedNothing(1))
+	last := metric("ferry_verify_last_run_timestamp")
+	seen := strings.Count(daemon.errOut.String(), line)
+	poll.Until(t, 30*time.Second, checkedNothing(seen+1))
+	if now := metric("ferry_verify_last_run_timestamp"); now != last {
+		t.Fatalf("ferry_verify_last_run_timestamp moved from %s to %s between two runs that checked nothing", last, now)
+	}
+	if log := daemon.errOut.String(); !strings.Contains(log, "10 ledger entries applied in it") || !strings.Contains(log, "nothing was checked") {
+		t.Fatalf("the log does not say why:\n%s", tail(log, 4000))
 	}
 }

@@ -79,6 +79,7 @@ func (r *runner) run(ctx context.Context) error {
 	defer cancelRead()
 	r.handlerCtx, r.cancelHandler = context.WithCancel(context.WithoutCancel(ctx))
 	defer r.cancelHandler()
+	r.drainStart = make(chan struct{})
 	r.plainCalls()
 	r.startLanes()
 	commitDone := make(chan struct{})
@@ -91,7 +92,9 @@ func (r *runner) run(ctx context.Context) error {
 	readErr := r.read(readCtx)
 
 	// Drain: no more events enter the lanes; in-flight ones finish within
-	// the drain timeout, then their handlers are cancelled.
+	// the drain timeout, then their handlers are cancelled. An event that
+	// fails from now on is not retried: the next owner delivers it.
+	close(r.drainStart)
 	for _, ch := range r.lanes {
 		close(ch)
 	}

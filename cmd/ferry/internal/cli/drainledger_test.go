@@ -88,13 +88,15 @@ func (r *slowReceiver) ackedCount() int {
 func TestDrainKeepsAcknowledgedDeliveries(t *testing.T) {
 	e := newProcEnv(t)
 	rcv := newSlowReceiver(t, 700*time.Millisecond)
-	// One partition, lease_ttl 2s: the drain is 1 s, shorter than a
-	// request, so the requests in flight at SIGTERM are cut off. The
+	// One partition, a drain of 1 s (shutdown.drain_timeout), longer than a
+	// request but shorter than two, so the requests in flight when it runs
+	// out are cut off. The
 	// webhook timeout (5 s) leaves room in a batch's handler_timeout (30 s)
 	// for several requests, so a lane's batch holds acknowledged events
 	// when the drain cuts its request off.
 	cfg := writeFile(t, fmt.Sprintf(`listen: 127.0.0.1:0
 log: {level: info}
+shutdown: {drain_timeout: 1s}
 state: {uri: %q}
 streams:
   - name: orders

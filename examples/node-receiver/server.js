@@ -23,6 +23,10 @@
 //   DRAIN_MS            how long SIGTERM waits for deliveries in flight
 //                       (default 8000: Cloud Run kills at 10 s)
 //   INSTANCE            a name recorded with each effect (default: hostname)
+//   LOG_DELIVERIES=1    one JSON line on stdout when an effect starts
+//                       ({"msg":"effect",stream,id}) and one per delivery
+//                       ({"msg":"delivery",stream,id,outcome,status,ms});
+//                       id is the event id's first 16 characters
 //   DEDUPE=memory       the pattern the library replaces, for comparison
 //                       only: ids remembered in this process's memory, the
 //                       effect outside any transaction. Replays after a
@@ -51,6 +55,7 @@ function config(env) {
   const drain = Number(env.DRAIN_MS || 8000);
   if (!(drain >= 0)) problems.push(`DRAIN_MS must be a number of milliseconds, got ${JSON.stringify(env.DRAIN_MS)}`);
   if (env.DEDUPE && env.DEDUPE !== 'memory') problems.push(`DEDUPE may only be "memory" (the comparison mode), got ${JSON.stringify(env.DEDUPE)}`);
+  if (env.LOG_DELIVERIES && !['0', '1'].includes(env.LOG_DELIVERIES)) problems.push(`LOG_DELIVERIES must be 1 (log) or 0, got ${JSON.stringify(env.LOG_DELIVERIES)}`);
   if (problems.length) throw new Error(problems.join('; '));
   return {
     secret: env.WEBHOOK_SECRET,
@@ -64,6 +69,7 @@ function config(env) {
     drain,
     instance: env.INSTANCE || os.hostname(),
     memory: env.DEDUPE === 'memory',
+    logDeliveries: env.LOG_DELIVERIES === '1',
   };
 }
 
@@ -77,11 +83,26 @@ function effectDoc(cfg, event, ctx) {
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
+// deliveryLog returns the LOG_DELIVERIES lines' writers (no-ops when
+// off): effect(stream, id) when an effect starts, delivery({stream, id,
+// outcome, status, ms}) when a delivery is answered. Ids are shortened, as
+// the library's own logs shorten them.
+function deliveryLog(cfg) {
+  if (!cfg.logDeliveries) return { effect: () => {}, delivery: () => {} };
+  const short = (id) => (typeof id === 'string' ? id.slice(0, 16) : id);
+  return {
+    effect: (stream, id) => console.log(JSON.stringify({ msg: 'effect', stream, id: short(id) })),
+    delivery: (d) => console.log(JSON.stringify({ msg: 'delivery', stream: d.stream, id: short(d.id), outcome: d.outcome, status: d.status, ms: d.ms })),
+  };
+}
+
 function createService(cfg, client) {
   const effects = client.db(cfg.db).collection(cfg.effects);
-  if (cfg.memory) return { server: http.createServer(memoryHandler(cfg, effects)), close: async () => {} };
-  const receiver = ferryReceiver({ secret: cfg.secret, mongo: client, db: cfg.db });
+  const log = deliveryLog(cfg);
+  if (cfg.memory) return { server: http.createServer(memoryHandler(cfg, effects, log)), close: async () => {} };
+  const receiver = ferryReceiver({ secret: cfg.secret, mongo: client, db: cfg.db, onDelivery: cfg.logDeliveries ? log.delivery : undefined });
   const handle = receiver.handler(async (event, ctx) => {
+    log.effect(ctx.stream, ctx.id);
     if (cfg.delay) await sleep(cfg.delay);
     // Never log whole documents: ids and the operation only.
     await effects.insertOne(effectDoc(cfg, event, ctx), { session: ctx.session });
@@ -91,10 +112,15 @@ function createService(cfg, client) {
 
 // memoryHandler is the pattern the library replaces: verify, remember ids
 // in this process only, apply outside any transaction.
-function memoryHandler(cfg, effects) {
+function memoryHandler(cfg, effects, log) {
   const verify = verifier(cfg.secret);
   const seen = new Set();
   return async (req, res) => {
+    const started = Date.now();
+    const answer = (status, outcome, stream, id) => {
+      res.writeHead(status).end(outcome ? JSON.stringify({ outcome }) : undefined);
+      if (id) log.delivery({ stream, id, outcome: outcome || 'failed', status, ms: Date.now() - started });
+    };
     const chunks = [];
     for await (const c of req) chunks.push(c);
     const body = Buffer.concat(chunks);
@@ -107,17 +133,18 @@ function memoryHandler(cfg, effects) {
     }
     const stream = req.headers['ferry-stream'] || req.url;
     if (seen.has(stream + id)) {
-      res.writeHead(200).end('{"outcome":"duplicate"}');
+      answer(200, 'duplicate', stream, id);
       return;
     }
     try {
       const event = parseEvent(body, { operation: req.headers['ferry-operation'] });
+      log.effect(stream, id);
       if (cfg.delay) await sleep(cfg.delay);
       await effects.insertOne(effectDoc(cfg, event, { stream, id }));
       seen.add(stream + id);
-      res.writeHead(200).end('{"outcome":"applied"}');
+      answer(200, 'applied', stream, id);
     } catch {
-      res.writeHead(500).end();
+      answer(500, null, stream, id);
     }
   };
 }

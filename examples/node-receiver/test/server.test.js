@@ -81,3 +81,49 @@ test('the default port is 3000, not ferry\'s ops port 8080', () => {
   assert.equal(config({ WEBHOOK_SECRET: SECRET, MONGODB_URI: 'mongodb://x' }).port, 3000);
   assert.equal(config({ WEBHOOK_SECRET: SECRET, MONGODB_URI: 'mongodb://x', PORT: '8081' }).port, 8081);
 });
+
+// deliveryLines waits until the server printed want "delivery" lines and
+// returns its LOG_DELIVERIES lines (effect and delivery) parsed.
+async function deliveryLines(s, want) {
+  const parsed = () => s.lines.map((l) => JSON.parse(l)).filter((m) => m.msg === 'effect' || m.msg === 'delivery');
+  const deadline = Date.now() + 10000;
+  while (parsed().filter((m) => m.msg === 'delivery').length < want) {
+    if (Date.now() > deadline) assert.fail(`after 10 s, ${want} delivery lines expected: ${s.lines.join('\n')}`);
+    await new Promise((resolve) => setTimeout(resolve, 10)); // polling the child's output
+  }
+  return parsed();
+}
+
+for (const mode of ['library', 'memory']) {
+  test(`LOG_DELIVERIES=1 (${mode}): a line when the effect starts and one per delivery, ids shortened`, async (t) => {
+    const db = uniqueDb('log');
+    const env = { WEBHOOK_SECRET: SECRET, MONGODB_URI: mongo.uri, DB: db, PORT: '0', HOST: '127.0.0.1', LOG_DELIVERIES: '1' };
+    if (mode === 'memory') env.DEDUPE = 'memory';
+    const s = await start(t, env);
+    const url = `http://127.0.0.1:${s.port}/ferry/sessions-expired`;
+    const id = eventId(`log-${mode}`);
+    const ev = changeEvent('delete', { _id: 'sess-log' });
+    assert.equal((await post(url, signed(id, ev, { stream: 'sessions-expired' }))).status, 200);
+    assert.equal((await post(url, signed(id, ev, { stream: 'sessions-expired' }))).status, 200);
+    const lines = await deliveryLines(s, 2);
+    const short = id.slice(0, 16);
+    assert.deepEqual(
+      lines.map((m) => [m.msg, m.stream, m.id, m.outcome, m.status]),
+      [
+        ['effect', 'sessions-expired', short, undefined, undefined],
+        ['delivery', 'sessions-expired', short, 'applied', 200],
+        ['delivery', 'sessions-expired', short, 'duplicate', 200],
+      ],
+    );
+    assert.ok(lines.filter((m) => m.msg === 'delivery').every((m) => Number.isInteger(m.ms) && m.ms >= 0));
+    assert.ok(!s.lines.some((l) => l.includes(id)), 'the full event id is never logged');
+    s.child.kill('SIGTERM');
+    assert.equal(await exited(s.child), 0);
+  });
+}
+
+test('LOG_DELIVERIES other than 0 or 1 is refused, naming it', async (t) => {
+  const s = await start(t, { WEBHOOK_SECRET: SECRET, MONGODB_URI: mongo.uri, LOG_DELIVERIES: 'yes' });
+  assert.equal(s.code, 1);
+  assert.match(s.errs.join('\n'), /LOG_DELIVERIES must be 1/);
+});

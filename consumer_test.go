@@ -343,6 +343,37 @@ func TestIdentityChangeIsRefused(t *testing.T) {
 	}
 }
 
+// TestIdentityChangeSaysWhatChanged: the refusal names each part that
+// changed with its old and new values as an operator reads them (relaxed
+// Extended JSON: 2, not {"$numberInt":"2"}).
+func TestIdentityChangeSaysWhatChanged(t *testing.T) {
+	e := newEnv(t)
+	first := e.opts(ferry.Partition(0, 2), ferry.Pipeline(bson.D{{Key: "$match", Value: bson.D{{Key: "n", Value: int32(1)}}}}))
+	r := start(t, e.client, func(context.Context, *ferry.Event) error { return nil }, first...)
+	waitStarted(t, e.store)
+	if err := r.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	c, err := ferry.NewConsumer(e.client, func(context.Context, *ferry.Event) error { return nil },
+		e.opts(ferry.Partition(0, 4), ferry.Pipeline(bson.D{{Key: "$match", Value: bson.D{{Key: "n", Value: int32(2)}}}}))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = c.Run(context.Background())
+	f, ok := ferry.AsFailure(err)
+	if !errors.Is(err, ferry.ErrIdentityChanged) || !ok {
+		t.Fatalf("Run with a changed definition = %v, want ErrIdentityChanged", err)
+	}
+	for _, want := range []string{`pipeline was [{"$match":{"n":1}}], is now [{"$match":{"n":2}}]`, "partitions was 2, is now 4"} {
+		if !strings.Contains(f.Detail, want) {
+			t.Errorf("the failure's detail does not say %s:\n%s", want, f.Detail)
+		}
+	}
+	if strings.Contains(err.Error(), "$numberInt") {
+		t.Errorf("the error shows canonical Extended JSON: %v", err)
+	}
+}
+
 // TestPoisonEventsAreDeadLettered: events that keep failing while the
 // handler accepts other events (a writer keeps inserting them) are poison:
 // after MaxAttempts counted attempts they go to the dead-letter store, with

@@ -80,11 +80,17 @@ func describeChange(old, cur bson.Raw) string {
 	return strings.Join(parts, "; ")
 }
 
+// shortValue is a definition's value as an operator reads it: relaxed
+// Extended JSON (2, "orders", [{"$match": ...}], not {"$numberInt": "2"}),
+// cut at 200 bytes.
 func shortValue(v bson.RawValue, err error) string {
 	if err != nil {
 		return "(absent)"
 	}
 	s := v.String()
+	if doc, err := bson.MarshalExtJSON(bson.D{{Key: "v", Value: v}}, false, false); err == nil {
+		s = strings.TrimSuffix(strings.TrimPrefix(string(doc), `{"v":`), "}")
+	}
 	if len(s) > 200 {
 		s = s[:200] + "…"
 	}

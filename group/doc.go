@@ -16,6 +16,12 @@
 //     lease.DefaultMemberID: Cloud Run's K_SERVICE/K_REVISION or the host
 //     name, plus a random suffix) and heartbeats; a member silent for the
 //     member timeout is dropped, judged by the database server's clock.
+//     An id is one live process's: Run returns an error matching
+//     lease.ErrDuplicateMember, and the process holding the id goes on
+//     undisturbed, when another live process is a member under it. A
+//     process restarted after a crash under its old id joins once the dead
+//     registration expires, and takes the leases the dead process held
+//     under the id when they expire, at new epochs (never its epochs).
 //   - Leases: each partition has a lease {owner, epoch, expiresAt} taken and
 //     renewed by single atomic updates judged by $$NOW, never by comparing
 //     instance clocks; every new tenure increments the epoch, the fencing

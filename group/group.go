@@ -60,6 +60,12 @@ type Group struct {
 	mu    sync.Mutex
 	owned map[int]int64 // partition → epoch, for Owned
 
+	// tried: the partitions whose lease this Group (this process) has
+	// asked for. A live lease under the member id on another partition
+	// is an earlier process's (restarted with the same id): it is not
+	// adopted, which would share its epoch, but left to expire.
+	tried map[int]bool
+
 	st      *status
 	records *failureRecords
 	from    string // the stream this one started from (ferry.StartAtCheckpointsOf), for the ledger
@@ -130,14 +136,18 @@ func newGroup(client *mongo.Client, handler ferry.Handler, batch ferry.BatchHand
 	// The member timeout follows the lease TTL, so that a crashed member
 	// stops counting as live when its leases expire (an explicit
 	// lease.MemberTimeout in LeaseOptions wins).
-	ls, err := lease.New(cfg.state, append([]lease.Option{lease.MemberTimeout(cfg.ttl)}, cfg.leaseOpts...)...)
+	// The lease store logs through the group's logger: failed heartbeats
+	// and renewals, and a Join that waits on another registration of the
+	// member id.
+	ls, err := lease.New(cfg.state, append([]lease.Option{lease.MemberTimeout(cfg.ttl), lease.Logger(cfg.logger)},
+		cfg.leaseOpts...)...)
 	p.AddErr("LeaseOptions", err)
 	cps, err := mongostore.New(cfg.state)
 	if err != nil {
 		return nil, err
 	}
 	g := &Group{cfg: cfg, client: client, handler: handler, batch: batch, leases: ls, cps: cps,
-		dlq: deadletter.NewMongo(cfg.state, "dlq"), owned: map[int]int64{},
+		dlq: deadletter.NewMongo(cfg.state, "dlq"), owned: map[int]int64{}, tried: map[int]bool{},
 		log: cfg.logger.With("group", cfg.name, "member", cfg.memberID),
 		st:  &status{onChange: cfg.onState, waits: make(chan struct{}, 1)},
 		records: &failureRecords{coll: cfg.state.Collection(FailuresCollection), stream: cfg.name, member: cfg.memberID,
@@ -198,6 +208,15 @@ func (g *Group) Status() Status { return g.st.get() }
 // members to re-check (RequestRecheck: ferry position set, ferry reset).
 // Transient problems (the state store unreachable, a partition stopping on
 // a network error) are retried with backoff, partition by partition.
+//
+// Run returns an error only when this process cannot be a member at all:
+// another live process is registered under its MemberID (an error
+// matching lease.ErrDuplicateMember, wrapping a
+// *lease.DuplicateMemberError). That process is not disturbed. A process
+// restarted under the id of one that crashed is not refused: it waits,
+// at most LeaseTTL after the crashed one's last heartbeat, for that
+// registration to expire, and the crashed one's leases are taken over
+// only once they expire, at a new epoch (see lease.Store.Join).
 func (g *Group) Run(ctx context.Context) error {
 	defer g.st.set(Stopped)
 	g.st.set(Starting)
@@ -206,10 +225,23 @@ func (g *Group) Run(ctx context.Context) error {
 		return nil
 	}
 	rejoin := backoff.New(100*time.Millisecond, 10*time.Second)
-	defer g.clearFailureRecord()
+	ownRecord := true // the failure record under this member id is this process's
+	defer func() {
+		if ownRecord {
+			g.clearFailureRecord()
+		}
+	}()
 	for ctx.Err() == nil {
 		g.st.set(Starting)
 		member, err := g.leases.Join(ctx, g.cfg.name, g.cfg.memberID, nil)
+		if errors.Is(err, lease.ErrDuplicateMember) {
+			ownRecord = false
+			g.log.Error("another live process is a member of the group under this member id: this one does not join "+
+				"(the other keeps running); give every process its own member id", "err", err)
+			g.st.update(func(s *Status) { s.LastError = err.Error() })
+			return fmt.Errorf("group %s: %w; give every process its own MemberID, or leave it unset "+
+				"(lease.DefaultMemberID is unique per process)", g.cfg.name, err)
+		}
 		if err != nil {
 			if ctx.Err() != nil {
 				break
@@ -338,8 +370,12 @@ func (g *Group) failed(ctx context.Context, sf *streamFailure, recheck *backoff.
 		if f.Clears {
 			recheckIn = wait.Round(time.Millisecond).String()
 		}
+		attrs := []any{"class", f.Class}
+		if sf.partition >= 0 { // -1: the stream's start failed, not a partition
+			attrs = append(attrs, "partition", sf.partition)
+		}
 		g.log.Error("stream failed: its leases are released and this member takes none of them while failed",
-			"class", f.Class, "partition", sf.partition, "err", f.Detail, "recheck_in", recheckIn)
+			append(attrs, "err", f.Detail, "recheck_in", recheckIn)...)
 	} else {
 		g.log.Debug("stream still failed", "class", f.Class, "recheck_in", wait)
 	}

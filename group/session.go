@@ -136,8 +136,11 @@ func (g *Group) reconcile(ctx context.Context, runs map[int]*running, paced map[
 		if target[p] != me || runs[p] != nil {
 			continue
 		}
-		if owner := current[p]; owner != "" && owner != me {
-			continue // the previous owner is still handing it off
+		if owner := current[p]; owner != "" && (owner != me || !g.tried[p]) {
+			// The previous owner is still handing it off; or an earlier
+			// process under this member id (restarted after a crash)
+			// holds it: it is taken once it expires, at a new epoch.
+			continue
 		}
 		if r := paced[p]; r != nil && now.Before(r.notBefore) {
 			continue
@@ -168,6 +171,7 @@ func (g *Group) consumerOptions(p int, epoch int64) []ferry.Option {
 
 func (g *Group) start(ctx context.Context, runs map[int]*running, p int, ended chan<- int) {
 	cfg := &g.cfg
+	g.tried[p] = true
 	held, err := g.leases.Hold(ctx, cfg.name, p, cfg.memberID, cfg.ttl)
 	if err != nil {
 		// A lease document that cannot be read (even one List does not

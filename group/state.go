@@ -50,7 +50,9 @@ type Status struct {
 	// while a re-check runs (Starting, Running) until the stream has run
 	// for a while without failing again, and is nil otherwise.
 	Failure *ferry.Failure
-	// FailedPartition is the partition whose stop failed the stream.
+	// FailedPartition is the partition whose stop failed the stream; -1
+	// when no partition did (the stream's start position could not be
+	// resolved before any partition ran).
 	FailedPartition int
 	// FailedSince is when the stream first failed for this reason.
 	FailedSince time.Time

@@ -46,6 +46,12 @@
 //   - A membership is a lease too: a member is live while its last
 //     heartbeat ($$NOW) plus its timeout is not before the server's $$NOW.
 //     Members lists the live ones by a server-side $expr.
+//   - A member id belongs to one live process. Join never takes a live
+//     registration of another Store (process): it watches it until it
+//     heartbeats (the id is in use: ErrDuplicateMember, the other process
+//     undisturbed) or expires by the server's clock (its process is gone:
+//     Join takes the id over, so a process restarted after a crash under
+//     its old id joins within one member timeout).
 //   - Every background goroutine (a Held's renewals, a Member's heartbeats)
 //     ends before Release or Leave returns, or by itself when the lease or
 //     membership is lost, closing Done.
@@ -69,7 +75,9 @@
 // Leases: one document per (group, partition) in collection "leases",
 // {_id: "<group>/<partition>", group, partition, owner, epoch, expiresAt,
 // acquiredAt}. Members: one per (group, member) in "members", {_id: {group,
-// member}, incarnation, meta, status, joinedAt, heartbeatAt, expiresAt}:
+// member}, incarnation, instance, beats, meta, status, joinedAt, heartbeatAt,
+// expiresAt} (incarnation: one Join's; instance: one Store's; beats: the
+// heartbeats of the incarnation):
 // meta is fixed at Join, status is what the member last reported about
 // itself (Member.SetStatus), gone with the document when the member
 // leaves or expires. New creates no index.

@@ -15,12 +15,17 @@ import (
 
 // Member documents, one per (group, member id):
 //
-//	{_id: {group, member}, group, member, incarnation, meta, status,
-//	 joinedAt: date, heartbeatAt: date, expiresAt: date}
+//	{_id: {group, member}, group, member, incarnation, instance, beats,
+//	 meta, status, joinedAt: date, heartbeatAt: date, expiresAt: date}
 //
-// meta is fixed at Join; status (null until the first SetStatus) is what
-// the member reports about itself as it runs. Both live and die with the
-// document: a member that leaves or expires reports nothing.
+// incarnation is one Join's; instance is the Store's (one per process,
+// so a process that rejoins after losing its membership is recognised);
+// beats counts the incarnation's heartbeats, so that another process can
+// tell a live registration (beats grows) from a dead one whatever the
+// server's clock does. meta is fixed at Join; status (null until the
+// first SetStatus) is what the member reports about itself as it runs.
+// Both live and die with the document: a member that leaves or expires
+// reports nothing.
 //
 // expiresAt = heartbeatAt + the member's timeout, both from $$NOW, so a
 // member is live while expiresAt >= $$NOW by the server's clock, whatever
@@ -28,6 +33,8 @@ import (
 const (
 	fMember      = "member"
 	fIncarnation = "incarnation"
+	fInstance    = "instance"
+	fBeats       = "beats"
 	fMeta        = "meta"
 	fStatus      = "status"
 	fJoinedAt    = "joinedAt"
@@ -49,6 +56,8 @@ type memberDoc struct {
 	Group       string        `bson:"group"`
 	Member      string        `bson:"member"`
 	Incarnation string        `bson:"incarnation"`
+	Instance    string        `bson:"instance"`
+	Beats       int64         `bson:"beats"`
 	Meta        bson.D        `bson:"meta"`
 	Status      bson.D        `bson:"status"`
 	JoinedAt    bson.DateTime `bson:"joinedAt"`
@@ -63,10 +72,10 @@ func memberKey(group, id string) bson.D {
 // Member is this process's membership of a group, kept alive by a
 // background heartbeat until Leave. It is lost (Done closed, Err matching
 // ErrLost) when the server no longer counts it live — it missed its
-// timeout, or another process joined with the same id (the newer
-// incarnation wins, like Kafka's static membership) — or when no heartbeat
-// succeeded for a whole timeout by the local monotonic clock. A lost member
-// stays lost: join again for a new membership.
+// timeout, and another process may then have joined with the same id —
+// or when no heartbeat succeeded for a whole timeout by the local
+// monotonic clock. A lost member stays lost: join again for a new
+// membership.
 type Member struct {
 	s           *Store
 	group, id   string
@@ -79,10 +88,27 @@ type Member struct {
 // Join registers memberID in group and heartbeats it in the background
 // every HeartbeatInterval. meta (optional) is stored with the member for
 // others to read; its field names must not be empty, start with '$' or
-// contain '.' or NUL. If the id is already registered, this incarnation
-// replaces the other, whose next heartbeat finds it lost. Join also deletes
-// the group's members that are no longer live. Leave must be called to end
-// the goroutine.
+// contain '.' or NUL. Join also deletes the group's members that are no
+// longer live. Leave must be called to end the goroutine.
+//
+// A member id belongs to one live process at a time. If another process
+// (another Store) holds a live registration of the id, Join does not take
+// it: it watches that registration, by the server's clock and its
+// heartbeat count, until either
+//
+//   - it heartbeats (or yet another process registers the id): the id is
+//     in use, and Join fails with a *DuplicateMemberError (ErrDuplicateMember),
+//     leaving the other process undisturbed. This takes about one of its
+//     heartbeat intervals;
+//   - it expires without a heartbeat: its process is gone (a crash, a
+//     kill), and Join takes the id over. A process restarted under the id
+//     of one that crashed therefore joins at most one member timeout
+//     after the crashed one's last heartbeat.
+//
+// A registration of the id by this Store (a membership of this process
+// that was lost, e.g. after a pause) is taken over at once: this
+// incarnation replaces it, and the old Member's next heartbeat finds it
+// lost.
 func (s *Store) Join(ctx context.Context, group, memberID string, meta bson.D) (*Member, error) {
 	if err := validName("group", group); err != nil {
 		return nil, err
@@ -99,22 +125,62 @@ func (s *Store) Join(ctx context.Context, group, memberID string, meta bson.D) (
 		{Key: fGroup, Value: lit(group)},
 		{Key: fMember, Value: lit(memberID)},
 		{Key: fIncarnation, Value: m.incarnation},
+		{Key: fInstance, Value: s.instance},
+		{Key: fBeats, Value: int64(0)},
 		{Key: fMeta, Value: lit(meta)},
 		{Key: fStatus, Value: lit(nil)}, // a new incarnation reports nothing yet
 		{Key: fJoinedAt, Value: "$$NOW"},
 		{Key: fHeartbeatAt, Value: "$$NOW"},
 		{Key: fExpiresAt, Value: nowPlus(timeout)},
 	}}}}
-	sent := s.cfg.clock.Now()
-	var err error
-	for attempt := 0; attempt < 3; attempt++ {
-		_, err = s.members.UpdateOne(ctx, memberKey(group, memberID), update, options.UpdateOne().SetUpsert(true))
-		if !mongo.IsDuplicateKeyError(err) {
+	// Only a registration that is absent, expired or this Store's own is
+	// taken; another live one makes the upsert's insert collide on _id.
+	filter := append(memberKey(group, memberID), bson.E{Key: "$expr", Value: op("$or",
+		op("$lt", "$expiresAt", "$$NOW"),
+		op("$eq", op("$ifNull", "$"+fInstance, nil), lit(s.instance)))})
+	var first *memberDoc // the other process's registration, as first seen
+	waitStart := s.cfg.clock.Now()
+	var sent time.Time
+	for {
+		sent = s.cfg.clock.Now()
+		_, err := s.members.UpdateOne(ctx, filter, update, options.UpdateOne().SetUpsert(true))
+		if err == nil {
 			break
 		}
+		if !mongo.IsDuplicateKeyError(err) {
+			return nil, wrapf(err, "join group %q as %q", group, memberID)
+		}
+		var cur memberDoc
+		err = s.members.FindOne(ctx, memberKey(group, memberID)).Decode(&cur)
+		switch {
+		case errors.Is(err, mongo.ErrNoDocuments):
+			continue // it left meanwhile: register
+		case err != nil:
+			return nil, wrapf(err, "join group %q as %q: read the registration of the id", group, memberID)
+		case first == nil:
+			first = &cur
+			s.log().Info("lease: another process registered this member id; waiting to see whether it is alive (it heartbeats) "+
+				"or gone (its registration expires)", "group", group, "member", memberID,
+				"its_last_heartbeat", dateOf(cur.HeartbeatAt).Format(time.RFC3339Nano),
+				"expires", dateOf(cur.ExpiresAt).Format(time.RFC3339Nano))
+		case cur.Incarnation != first.Incarnation || cur.Beats != first.Beats || cur.HeartbeatAt != first.HeartbeatAt:
+			// It heartbeat (beats counts even when the server's clock
+			// stands still; heartbeatAt moves for any version's
+			// heartbeat), or another process registered the id.
+			return nil, &DuplicateMemberError{Group: group, Member: memberID, JoinedAt: dateOf(cur.JoinedAt),
+				HeartbeatAt: dateOf(cur.HeartbeatAt), Waited: s.cfg.clock.Now().Sub(waitStart)}
+		}
+		// Poll a few times per timeout of the other registration.
+		poll := min(max(dateOf(first.ExpiresAt).Sub(dateOf(first.HeartbeatAt))/10, 10*time.Millisecond), time.Second)
+		select {
+		case <-ctx.Done():
+			return nil, wrapf(ctx.Err(), "join group %q as %q: waiting for another process's registration of the id", group, memberID)
+		case <-s.cfg.clock.After(poll):
+		}
 	}
-	if err != nil {
-		return nil, wrapf(err, "join group %q as %q", group, memberID)
+	if first != nil {
+		s.log().Info("lease: the other registration of this member id expired without a heartbeat (its process is gone); "+
+			"joined in its place", "group", group, "member", memberID, "waited", s.cfg.clock.Now().Sub(waitStart).Round(time.Millisecond).String())
 	}
 	reap := bson.D{{Key: fGroup, Value: group}, {Key: "$expr", Value: op("$lt", "$expiresAt", "$$NOW")}}
 	if _, err := s.members.DeleteMany(ctx, reap); err != nil {
@@ -149,6 +215,7 @@ func (m *Member) heartbeat(ctx context.Context) error {
 		{Key: fJoinedAt, Value: ifType("$"+fJoinedAt, bson.A{"date"}, "$$NOW")},
 		{Key: fMeta, Value: ifType("$"+fMeta, bson.A{"object", "null", "missing"}, lit(nil))},
 		{Key: fStatus, Value: ifType("$"+fStatus, bson.A{"object", "null", "missing"}, lit(nil))},
+		{Key: fBeats, Value: op("$add", ifType("$"+fBeats, bson.A{"long", "int"}, int64(0)), int64(1))},
 	}}}}
 	res, err := m.s.members.UpdateOne(ctx, filter, update)
 	if err != nil {

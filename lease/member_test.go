@@ -3,6 +3,7 @@ package lease_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"regexp"
 	"slices"
@@ -13,6 +14,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/ferry-io/ferry/internal/emutest"
+	"github.com/ferry-io/ferry/internal/poll"
 	"github.com/ferry-io/ferry/lease"
 )
 
@@ -131,13 +133,164 @@ func TestMemberLivenessByServerClock(t *testing.T) {
 	}
 }
 
-// TestJoinSameIDReplacesIncarnation: the newer process with an id wins; the
-// older one learns at its next heartbeat.
-func TestJoinSameIDReplacesIncarnation(t *testing.T) {
+// memberDoc reads the raw registration of id in group "g".
+func memberDoc(t *testing.T, s *lease.Store, id string) bson.M {
+	t.Helper()
+	var d bson.M
+	if err := s.MembersCollection().FindOne(ctx(t), bson.D{{Key: "_id", Value: bson.D{{Key: "group", Value: "g"}, {Key: "member", Value: id}}}}).Decode(&d); err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// joinAsync runs Join in the background; its result arrives on the
+// returned channel.
+func joinAsync(t *testing.T, s *lease.Store, id string, meta bson.D) <-chan joined {
+	t.Helper()
+	out := make(chan joined, 1)
+	go func() {
+		m, err := s.Join(ctx(t), "g", id, meta)
+		if m != nil {
+			t.Cleanup(func() { _ = m.Leave(context.Background()) })
+		}
+		out <- joined{m, err}
+	}()
+	return out
+}
+
+type joined struct {
+	m   *lease.Member
+	err error
+}
+
+// TestJoinSameIDRefusedWhileLive: a second process joining with the id
+// of a live member does not take it: it watches the registration, sees it
+// heartbeat, and fails with ErrDuplicateMember naming the id. The first
+// member is not disturbed: it keeps its registration, its meta and its
+// heartbeats.
+func TestJoinSameIDRefusedWhileLive(t *testing.T) {
+	e := newEnv(t)
+	clkA := newFakeClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	clkB := newFakeClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	sa := e.store(t, "", lease.WithClock(clkA))
+	first := join(t, sa, "x", bson.D{{Key: "v", Value: 1}})
+	res := joinAsync(t, e.store(t, "", lease.WithClock(clkB)), "x", bson.D{{Key: "v", Value: 2}})
+	clkB.settle(t, nil) // the second Join watches the registration
+	select {
+	case r := <-res:
+		t.Fatalf("the second Join returned at once (joined %t, err %v); want it to wait for a heartbeat or the expiry", r.m != nil, r.err)
+	default:
+	}
+	// The first member heartbeats.
+	clkA.settle(t, first.Done())
+	clkA.Advance(lease.DefaultMemberTimeout / 3)
+	poll.Until(t, 20*time.Second, func() error {
+		if b := memberDoc(t, sa, "x")["beats"]; b != int64(1) {
+			return fmt.Errorf("beats = %v, want 1", b)
+		}
+		return nil
+	})
+	clkB.Advance(time.Second) // the second Join looks again
+	var r joined
+	select {
+	case r = <-res:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the second Join did not return after the first member heartbeat")
+	}
+	var dup *lease.DuplicateMemberError
+	if r.m != nil || !errors.Is(r.err, lease.ErrDuplicateMember) || !errors.As(r.err, &dup) || dup.Member != "x" || dup.Group != "g" ||
+		!strings.Contains(r.err.Error(), `member id "x"`) || !strings.Contains(r.err.Error(), "another live process") {
+		t.Fatalf("second Join: joined %t, err %v; want a DuplicateMemberError naming x", r.m != nil, r.err)
+	}
+	if first.Err() != nil || isClosed(first.Done()) {
+		t.Fatalf("the first member was disturbed: %v", first.Err())
+	}
+	ms, err := sa.Members(ctx(t), "g")
+	if err != nil || len(ms) != 1 || ms[0].ID != "x" || ms[0].Meta[0].Value != int32(1) {
+		t.Fatalf("Members = %+v, %v; want the first x only", ms, err)
+	}
+	clkA.settle(t, first.Done())
+	clkA.Advance(lease.DefaultMemberTimeout / 3)
+	poll.Until(t, 20*time.Second, func() error {
+		if b := memberDoc(t, sa, "x")["beats"]; b != int64(2) {
+			return fmt.Errorf("beats = %v, want 2", b)
+		}
+		return nil
+	})
+	if first.Err() != nil {
+		t.Fatalf("the first member lost its membership: %v", first.Err())
+	}
+}
+
+// TestJoinSameIDAfterCrash: a process restarted with the id of one that
+// crashed (its registration still live, but no longer heartbeating) waits
+// for that registration to expire by the server's clock — not a
+// millisecond longer than its timeout — and then joins in its place; the
+// crashed incarnation, were it only paused, would find itself lost.
+func TestJoinSameIDAfterCrash(t *testing.T) {
+	e := newEnv(t)
+	e.needEmulator(t, "clock control (AdvanceClock)")
+	clkA := newFakeClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)) // never advanced: its heartbeats stop
+	clkB := newFakeClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	opts := []lease.Option{lease.MemberTimeout(mTimeout), lease.HeartbeatInterval(mHeartbeat)}
+	crashed := join(t, e.store(t, "", append(opts, lease.WithClock(clkA))...), "x", bson.D{{Key: "v", Value: 1}})
+	sb := e.store(t, "", append(opts, lease.WithClock(clkB))...)
+	res := joinAsync(t, sb, "x", bson.D{{Key: "v", Value: 2}})
+	// Until the crashed registration expires, the restarted process waits.
+	for range 10 {
+		clkB.settle(t, nil)
+		e.srv.AdvanceClock(mTimeout / 10)
+		clkB.Advance(time.Second)
+	}
+	clkB.settle(t, nil) // it looked again at the timeout exactly: live to the millisecond
+	select {
+	case r := <-res:
+		t.Fatalf("joined before the crashed registration expired (joined %t, err %v)", r.m != nil, r.err)
+	default:
+	}
+	e.srv.AdvanceClock(time.Millisecond)
+	clkB.Advance(time.Second)
+	var r joined
+	select {
+	case r = <-res:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the restarted process did not join once the crashed registration expired")
+	}
+	if r.err != nil {
+		t.Fatalf("Join after the crashed registration expired: %v", r.err)
+	}
+	ms, err := sb.Members(ctx(t), "g")
+	if err != nil || len(ms) != 1 || ms[0].ID != "x" || ms[0].Meta[0].Value != int32(2) {
+		t.Fatalf("Members = %+v, %v; want the restarted x", ms, err)
+	}
+	// Had the first process only been paused, its next heartbeat finds it
+	// replaced, and its Leave does not remove the new registration.
+	clkA.settle(t, crashed.Done())
+	clkA.Advance(mHeartbeat)
+	select {
+	case <-crashed.Done():
+	case <-time.After(20 * time.Second):
+		t.Fatal("the replaced member's Done not closed")
+	}
+	if err := crashed.Err(); !errors.Is(err, lease.ErrLost) {
+		t.Fatalf("replaced member's Err = %v, want ErrLost", err)
+	}
+	if err := crashed.Leave(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	if ms, err := sb.Members(ctx(t), "g"); err != nil || len(ms) != 1 || ms[0].Meta[0].Value != int32(2) {
+		t.Fatalf("Members after the old incarnation's Leave = %+v, %v", ms, err)
+	}
+}
+
+// TestRejoinSameStoreReplaces: a process whose membership was lost joins
+// again through the same Store at once, even while its old registration
+// is live; the old incarnation learns at its next heartbeat.
+func TestRejoinSameStoreReplaces(t *testing.T) {
 	e := newEnv(t)
 	clk := newFakeClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
-	old := join(t, e.store(t, "", lease.WithClock(clk)), "x", bson.D{{Key: "v", Value: 1}})
-	s := e.store(t, "")
+	s := e.store(t, "", lease.WithClock(clk))
+	old := join(t, s, "x", bson.D{{Key: "v", Value: 1}})
 	join(t, s, "x", bson.D{{Key: "v", Value: 2}})
 	clk.settle(t, old.Done())
 	clk.Advance(lease.DefaultMemberTimeout / 3)
@@ -268,7 +421,7 @@ func TestMemberStatus(t *testing.T) {
 	}
 	// A new incarnation of the id reports nothing; the old one cannot
 	// write over it.
-	b := join(t, e.store(t, ""), "a", nil)
+	b := join(t, s, "a", nil) // this process joins again
 	if got := status("a"); got != nil {
 		t.Fatalf("a new incarnation's status = %v, want nil (the old one's must not linger)", got)
 	}

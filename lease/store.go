@@ -23,6 +23,9 @@ type Store struct {
 	members *mongo.Collection
 	leases  *mongo.Collection
 	cfg     config
+	// instance tells this Store's member registrations from other
+	// processes' (Join).
+	instance string
 	// renewFailures counts failed lease renewals (for metrics).
 	renewFailures atomic.Int64
 }
@@ -44,7 +47,7 @@ func New(db *mongo.Database, opts ...Option) (*Store, error) {
 	if err := p.Err(ErrInvalid); err != nil {
 		return nil, err
 	}
-	return &Store{members: db.Collection(cfg.members), leases: db.Collection(cfg.leases), cfg: cfg}, nil
+	return &Store{members: db.Collection(cfg.members), leases: db.Collection(cfg.leases), cfg: cfg, instance: randomHex(8)}, nil
 }
 
 // MembersCollection returns the collection of group members.

@@ -382,8 +382,10 @@ func (e *Error) Error() string {
 
 // Load reads, parses and validates the file at path, expanding ${ENV}
 // references from the process environment. It never connects to anything:
-// it is what `ferry validate` runs. Every error is an *Error.
-func Load(path string) (*Config, error) {
+// it is what `ferry validate` runs. Every error is an *Error. Without
+// options every variable the file refers to must be set (or have a
+// default); Unused relaxes that for the parts a command does not read.
+func Load(path string, opts ...LoadOption) (*Config, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, &Error{File: path, Problems: []Problem{{Message: "cannot read the file: " + describeOSError(err)}}}
@@ -396,7 +398,7 @@ func Load(path string) (*Config, error) {
 	if len(data) > maxFileSize {
 		return nil, &Error{File: path, Problems: []Problem{{Message: fmt.Sprintf("the file is larger than %d bytes", maxFileSize)}}}
 	}
-	cfg, err := Parse(data, os.LookupEnv)
+	cfg, err := Parse(data, os.LookupEnv, opts...)
 	var e *Error
 	if errors.As(err, &e) {
 		e.File = path
@@ -415,17 +417,90 @@ func describeOSError(err error) string {
 // Parse parses and validates a configuration, expanding ${NAME} and
 // ${NAME:-default} in scalar values with env (nil: no variables are set).
 // It collects every problem: the error, an *Error, lists them all.
-func Parse(data []byte, env func(string) (string, bool)) (*Config, error) {
+func Parse(data []byte, env func(string) (string, bool), opts ...LoadOption) (*Config, error) {
 	root, err := parseYAML(data)
 	if err != nil {
 		return nil, &Error{Problems: []Problem{{Message: err.Error()}}}
 	}
+	var lc loadConfig
+	for _, o := range opts {
+		if o != nil {
+			o(&lc)
+		}
+	}
 	d := &decoder{env: env}
+	if len(lc.unused) > 0 {
+		d.unused = func(path string) bool { return underAny(path, lc.unused) }
+	}
 	cfg := d.config(root)
-	if len(d.problems) > 0 {
-		return nil, &Error{Problems: d.problems}
+	problems := d.problems
+	if len(d.unset) > 0 {
+		// What an unset variable left empty is not checked either (such as
+		// "is required" at the same key).
+		problems = nil
+		for _, p := range d.problems {
+			if !underAny(p.Path, d.unset) {
+				problems = append(problems, p)
+			}
+		}
+	}
+	if len(problems) > 0 {
+		return nil, &Error{Problems: problems}
 	}
 	return cfg, nil
+}
+
+// A LoadOption adjusts Load and Parse for a command that reads only part
+// of the configuration.
+type LoadOption func(*loadConfig)
+
+type loadConfig struct{ unused []string }
+
+// Unused names parts of the file the command does not read, as paths in
+// which "streams[]" stands for every stream: "listen",
+// "streams[].group.member_id", "streams[].sink". An unset ${NAME} (one
+// without a default) there is not a problem: the value keeps its default
+// and the checks that need it are skipped. An unset variable anywhere
+// else is still an error naming it. ferry's read-only commands (status,
+// dlq list, verify, position, reset) load the file so, and need neither
+// the sink's secrets nor group.member_id.
+func Unused(paths ...string) LoadOption {
+	return func(c *loadConfig) { c.unused = append(c.unused, paths...) }
+}
+
+// underAny reports whether path is one of prefixes or below one, with
+// every "[<n>]" of path matching a "[]" or the same "[<n>]" in a prefix.
+func underAny(path string, prefixes []string) bool {
+	for _, pre := range prefixes {
+		if pathUnder(path, pre) {
+			return true
+		}
+	}
+	return false
+}
+
+func pathUnder(path, prefix string) bool {
+	i, j := 0, 0
+	for j < len(prefix) {
+		if i >= len(path) {
+			return false
+		}
+		if strings.HasPrefix(prefix[j:], "[]") && path[i] == '[' {
+			end := strings.IndexByte(path[i:], ']')
+			if end < 0 {
+				return false
+			}
+			i += end + 1
+			j += 2
+			continue
+		}
+		if path[i] != prefix[j] {
+			return false
+		}
+		i++
+		j++
+	}
+	return i == len(path) || path[i] == '.' || path[i] == '['
 }
 
 // parseYAML returns the single document's root node.

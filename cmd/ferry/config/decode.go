@@ -1,6 +1,7 @@
 package config
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -18,7 +19,12 @@ const maxNodes = 200_000
 // decoder walks the parsed YAML tree, expanding ${ENV} references in
 // scalars and collecting every problem with its path.
 type decoder struct {
-	env      func(string) (string, bool)
+	env func(string) (string, bool)
+	// unused reports the paths the command does not read (LoadOption
+	// Unused): an unset variable there is not a problem. unset lists
+	// the paths where one was met.
+	unused   func(path string) bool
+	unset    []string
 	problems []Problem
 	seen     map[Problem]bool
 	visited  int
@@ -201,6 +207,11 @@ func (d *decoder) scalar(path string, n *yaml.Node) (string, bool) {
 	}
 	s, err := expand(n.Value, d.env)
 	if err != nil {
+		var unset *unsetError
+		if errors.As(err, &unset) && d.unused != nil && d.unused(path) {
+			d.unset = append(d.unset, path)
+			return "", false
+		}
 		d.add(path, "%v", err)
 		return "", false
 	}

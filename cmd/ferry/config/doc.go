@@ -148,7 +148,12 @@
 //	      member_id: ""      leave unset (default: lease.DefaultMemberID, the
 //	                         Cloud Run service and revision or the host name,
 //	                         plus a random suffix per process). If set, it
-//	                         must differ for every process, or fencing breaks.
+//	                         must differ for every process: ferry run
+//	                         refuses to start (exit 1, naming this key) while
+//	                         another live process holds the same id; one
+//	                         restarted after a crash under its old id waits
+//	                         for the dead registration to expire (at most
+//	                         lease_ttl) and starts.
 //	    delivery:
 //	      mode: at-least-once   at-least-once | idempotent | transactional
 //	                         (default at-least-once). transactional needs a

@@ -45,7 +45,7 @@ func expand(s string, env func(string) (string, bool)) (string, error) {
 		case hasDef && (!ok || v == ""):
 			v = def
 		case !ok:
-			return "", fmt.Errorf("environment variable %s is not set (set it, or write ${%s:-default})", name, name)
+			return "", &unsetError{name: name}
 		}
 		b.WriteString(v)
 	}
@@ -65,4 +65,12 @@ func validEnvName(name string) bool {
 		}
 	}
 	return true
+}
+
+// unsetError is expand's error for a ${NAME} without a default whose
+// variable is not set.
+type unsetError struct{ name string }
+
+func (e *unsetError) Error() string {
+	return fmt.Sprintf("environment variable %s is not set (set it, or write ${%s:-default})", e.name, e.name)
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/ferry-io/ferry/checkpoint/mongostore"
 	"github.com/ferry-io/ferry/cmd/ferry/config"
 	"github.com/ferry-io/ferry/group"
+	"github.com/ferry-io/ferry/lease"
 	"github.com/ferry-io/ferry/metrics"
 	ferryotel "github.com/ferry-io/ferry/otel"
 	"github.com/ferry-io/ferry/sink"
@@ -113,6 +114,7 @@ type daemon struct {
 // (MongoDB state store) or a single supervised consumer (bolt).
 type stream struct {
 	name   string
+	path   string // streams[i], for messages in the configuration's terms
 	cfg    *config.Stream
 	run    func(context.Context) error
 	status func() group.Status
@@ -180,7 +182,7 @@ func (d *daemon) openStream(ctx context.Context, path string, sc *config.Stream,
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	st := &stream{name: sc.Name, cfg: sc, dlq: stateDB, cps: cps, notes: &failureNotes{}}
+	st := &stream{name: sc.Name, path: path, cfg: sc, dlq: stateDB, cps: cps, notes: &failureNotes{}}
 	probe, err := toolConsumer(sc, client, cps)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
@@ -243,7 +245,7 @@ func (d *daemon) onState(st *stream, s group.Status) {
 	d.m.StreamFailure(st.name, string(s.Failure.Class))
 	if st.notes.first(s.Failure) {
 		d.log.Warn("stream failed: what to do", "stream", st.name, "class", s.Failure.Class,
-			"advice", advice(st.cfg, *s.Failure), "recheck", recheckText(s))
+			"advice", advice(d.cfgPath, st.cfg, *s.Failure), "recheck", recheckText(s))
 	}
 }
 
@@ -260,10 +262,22 @@ func (d *daemon) runAll(ctx context.Context, ops *opsServer) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := st.run(runCtx); err != nil {
-				errs[i] = fmt.Errorf("stream %s: %w", st.name, err)
-				d.log.Error("stream stopped", "stream", st.name, "err", err)
+			err := st.run(runCtx)
+			if err == nil {
+				return
 			}
+			var dup *lease.DuplicateMemberError
+			if errors.As(err, &dup) {
+				// This process cannot be a member: it stops, every stream,
+				// and the process already running under the id goes on.
+				errs[i] = duplicateMemberError(st, dup)
+				d.log.Error("stopping: another live ferry run process uses this member id", "stream", st.name,
+					"member_id", dup.Member, "err", errs[i])
+				cancel()
+				return
+			}
+			errs[i] = fmt.Errorf("stream %s: %w", st.name, err)
+			d.log.Error("stream stopped", "stream", st.name, "err", err)
 		}()
 	}
 	var pw sync.WaitGroup
@@ -295,6 +309,9 @@ func (d *daemon) runAll(ctx context.Context, ops *opsServer) error {
 	case <-ctx.Done():
 		d.log.Info("shutting down: draining, checkpointing, releasing leases", "drain_timeout", d.cfg.Shutdown.DrainTimeout.String(),
 			"grace_period", d.cfg.Shutdown.GracePeriod.String())
+	case <-runCtx.Done(): // a stream cannot run in this process (duplicate member id)
+		d.log.Info("shutting down: draining, checkpointing, releasing leases", "drain_timeout", d.cfg.Shutdown.DrainTimeout.String(),
+			"grace_period", d.cfg.Shutdown.GracePeriod.String())
 	case <-streamsDone:
 		d.log.Error("every stream stopped")
 	}
@@ -321,6 +338,19 @@ func (d *daemon) runAll(ctx context.Context, ops *opsServer) error {
 	return errors.Join(errs...)
 }
 
+// duplicateMemberError says, in the configuration's terms, that another
+// live process is a member of the stream's group under this process's
+// group.member_id, and what to do.
+func duplicateMemberError(st *stream, dup *lease.DuplicateMemberError) error {
+	return fmt.Errorf("%s.group.member_id: %q is already used by another live ferry run process in stream %s "+
+		"(it joined at %s and heartbeat at %s by the state store's clock, while this process watched it for %v); "+
+		"this process stops and the other keeps running. Every process needs its own member_id: leave "+
+		"group.member_id unset (the default, <host name or Cloud Run revision>:<random suffix>, is unique per process), "+
+		"or give each process a distinct value (for example ${HOSTNAME})",
+		st.path, dup.Member, st.name, dup.JoinedAt.Format(time.RFC3339Nano), dup.HeartbeatAt.Format(time.RFC3339Nano),
+		dup.Waited.Round(time.Millisecond))
+}
+
 // close releases sinks and stores in reverse order, then the clients,
 // unless streams were abandoned still running.
 func (d *daemon) close() {
@@ -335,10 +365,18 @@ func (d *daemon) close() {
 	}
 }
 
+// newLogger is the daemon's logger. Durations are written as Go writes
+// them ("2.5s", "150ms"), not as slog's JSON default, a count of
+// nanoseconds.
 func newLogger(c config.Log, w io.Writer) *slog.Logger {
 	var level slog.Level
 	_ = level.UnmarshalText([]byte(c.Level))
-	opts := &slog.HandlerOptions{Level: level}
+	opts := &slog.HandlerOptions{Level: level, ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+		if a.Value.Kind() == slog.KindDuration {
+			a.Value = slog.StringValue(a.Value.Duration().String())
+		}
+		return a
+	}}
 	if c.Format == "text" {
 		return slog.New(slog.NewTextHandler(w, opts))
 	}

@@ -74,7 +74,7 @@ func runDLQList(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	stream := fs.String("stream", "", "stream name (default: every stream)")
 	n := fs.Int("n", 50, "at most this many entries per stream (0: all)")
 	asJSON := fs.Bool("json", false, "one JSON object per entry and line, for scripts")
-	cfg, code := loadFlags(fs, args, stderr)
+	cfg, code := loadFlags(fs, args, stderr, readOnly)
 	if cfg == nil {
 		return code
 	}

@@ -166,7 +166,7 @@ func (d *daemon) readiness(started bool) (bool, string) {
 		switch s.State {
 		case group.Failed:
 			problems = append(problems, fmt.Sprintf("stream %s: failed since %s (%s): %s\n  what to do: %s\n  re-check: %s",
-				st.name, s.FailedSince.UTC().Format(time.RFC3339), s.Failure.Class, s.Failure.Detail, advice(st.cfg, *s.Failure), recheckText(s)))
+				st.name, s.FailedSince.UTC().Format(time.RFC3339), s.Failure.Class, s.Failure.Detail, advice(d.cfgPath, st.cfg, *s.Failure), recheckText(s)))
 		case group.Starting:
 			line := "stream " + st.name + ": starting"
 			if s.Failure != nil {

@@ -54,7 +54,8 @@ delivery) or changes skipped, which it writes only with -yes.
 
 A position before the start of the oplog window is refused, with the size
 of the gap: those changes are gone. With -allow-gap it sets the start of
-the window instead, and says how much history that leaves out.
+the window instead, and says how much history that leaves out. A time
+after the source's current time (by its clock) is refused, -yes or not.
 
 A checkpoint record that cannot be read (a field of the wrong type or
 missing, edited by hand or damaged) is overwritten with the new position,
@@ -66,7 +67,7 @@ one skips for that partition cannot be said.`
 func runPositionShow(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("position show")
 	stream := fs.String("stream", "", "stream name (default: every stream)")
-	cfg, code := loadFlags(fs, args, stderr)
+	cfg, code := loadFlags(fs, args, stderr, readOnly)
 	if cfg == nil {
 		return code
 	}
@@ -255,7 +256,7 @@ func runPositionSet(ctx context.Context, args []string, stdout, stderr io.Writer
 	ofStream := fs.String("at-checkpoint-of", "", "resume from the oldest position of this stream's checkpoints")
 	allowGap := fs.Bool("allow-gap", false, "for a position before the oplog window: set the window's start, leaving out what the oplog lost")
 	yes := fs.Bool("yes", false, "write even if changes the oplog still holds are then skipped")
-	cfg, code := loadFlags(fs, args, stderr)
+	cfg, code := loadFlags(fs, args, stderr, readOnly)
 	if cfg == nil {
 		return code
 	}
@@ -317,6 +318,18 @@ func runPositionSet(ctx context.Context, args []string, stdout, stderr io.Writer
 			return err
 		}
 		fmt.Fprintf(stdout, "stream %s: %s\n", st.Name, w)
+		if now := (bson.Timestamp{T: uint32(w.now.Unix())}); target.ts.T > now.T {
+			// No change exists there yet: a position in the future would
+			// skip every change until then, whatever -yes says.
+			ahead := time.Duration(target.ts.T-now.T) * time.Second
+			aheadText := ahead.String()
+			if ahead >= 48*time.Hour {
+				aheadText = fmt.Sprintf("%d days", int(ahead.Hours()/24))
+			}
+			return fmt.Errorf("%s is %s after the source's current time (%s, by its clock): a stream cannot resume "+
+				"from the future. Choose a time at or before %s. Nothing was written",
+				target.what, aheadText, tsText(now), tsText(now))
+		}
 		if target.ts.Before(w.start) {
 			gap := gapSeconds(target.ts, w.start)
 			if !*allowGap {

@@ -83,7 +83,9 @@ func TestPositionSetRoundTrip(t *testing.T) {
 	}
 
 	// Forward to now: it skips the 10 undelivered changes: -yes is needed.
-	later := e.srv.Now().Add(5 * time.Second).UTC().Format(time.RFC3339)
+	// (Now by the source's clock, moved on 5 s: a time after it is refused.)
+	e.srv.AdvanceClock(5 * time.Second) // no member runs: no lease expires
+	later := e.srv.Now().UTC().Format(time.RFC3339)
 	before := checkpointVersions(t, e.client, "orders")
 	code, out, errOut = ferryCmd("position", "set", "-c", cfg, "-stream", "orders", "-time", later)
 	if code != 1 || !strings.Contains(errOut, "skips") || !strings.Contains(errOut, "-yes") || !strings.Contains(out, "skips") {
@@ -285,6 +287,39 @@ func TestPositionSetFromDLQAndCheckpoints(t *testing.T) {
 		if cp.Token != nil || cp.ClusterTime != oldest || cp.Version != 3 {
 			t.Errorf("partition %d: token %v, time %v, version %d; want a start time %v, version 3", cp.Partition, cp.Token != nil, cp.ClusterTime, cp.Version, oldest)
 		}
+	}
+}
+
+// TestPositionSetRefusesAFutureTime: a -time after the source's clock is
+// refused, -yes or not, saying how far ahead it is and the latest time it
+// can be; nothing is written. (It was accepted with -yes, reporting
+// "skips 97058940 s of changes" of a 2.5-minute oplog.)
+func TestPositionSetRefusesAFutureTime(t *testing.T) {
+	env := newResetEnv(t, 60*time.Second)
+	cfgPath := env.config(t, "now")
+	before := env.versions(t)
+	now := env.srv.Now().UTC().Truncate(time.Second)
+	future := now.Add(3 * 365 * 24 * time.Hour)
+	for _, yes := range []bool{false, true} {
+		args := []string{"position", "set", "-c", cfgPath, "-stream", "orders", "-time", future.Format(time.RFC3339)}
+		if yes {
+			args = append(args, "-yes")
+		}
+		code, out, errOut := ferryCmd(args...)
+		m := regexp.MustCompile(`ferry position set: -time \S+ is (\d+) days after the source's current time \((\S+), by its clock\): ` +
+			`a stream cannot resume from the future\. Choose a time at or before (\S+)\. Nothing was written`).FindStringSubmatch(errOut)
+		if code != 1 || m == nil || strings.Contains(out, "skips") {
+			t.Fatalf("ferry %s: exit %d:\n%s%s", strings.Join(args, " "), code, out, errOut)
+		}
+		if m[1] != "1094" && m[1] != "1095" {
+			t.Errorf("it says the time is %s days ahead, want 1095 (less the seconds the test took)", m[1])
+		}
+		if at, err := time.Parse(time.RFC3339, m[2]); err != nil || at.Before(now) || at.After(now.Add(time.Minute)) || m[3] != m[2] {
+			t.Errorf("it names the source's time as %s and %s, want %s", m[2], m[3], now.Format(time.RFC3339))
+		}
+	}
+	if after := env.versions(t); fmt.Sprint(after) != fmt.Sprint(before) {
+		t.Fatalf("checkpoint versions %v → %v: a refusal wrote", before, after)
 	}
 }
 

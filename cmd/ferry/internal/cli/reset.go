@@ -41,6 +41,15 @@ source.start_at:
                      skipped, and ferry reset deletes nothing without -yes.
                      If the oplog no longer reaches back to T,
                      on_history_lost decides.
+  {checkpoints_of: S}
+                     the next run starts at the oldest position of stream
+                     S's checkpoints, read when its first member starts:
+                     if that is at or before this stream's oldest
+                     checkpoint, the changes since are delivered again
+                     (receivers de-duplicate on the event id); if it is
+                     after, the changes in between are skipped, and ferry
+                     reset deletes nothing without -yes. If S has no
+                     checkpoints, the next run stops and says so.
 
 It refuses while members of the stream are live (ferry status lists them).
 
@@ -57,7 +66,7 @@ func runReset(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs := newFlagSet("reset")
 	stream := fs.String("stream", "", "stream name (required)")
 	yes := fs.Bool("yes", false, "delete even if the changes made since the checkpoints are then skipped")
-	cfg, code := loadFlags(fs, args, stderr)
+	cfg, code := loadFlags(fs, args, stderr, readOnly)
 	if cfg == nil {
 		return code
 	}
@@ -93,7 +102,15 @@ func runReset(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			return nil
 		}
 		oldest, known := oldestPosition(readable(recs))
-		plan := planReset(st, oldest, known, sourceClock(ctx, cfg, st, db))
+		var from startFrom
+		if st.Source.StartAt.Kind == "checkpoints" {
+			fromRecs, err := cps.Records(ctx, st.Source.StartAt.Stream)
+			if err != nil {
+				return err
+			}
+			from.oldest, from.known = oldestPosition(readable(fromRecs))
+		}
+		plan := planReset(st, oldest, known, sourceClock(ctx, cfg, st, db), from)
 		if plan.skips && !*yes {
 			return errors.New(plan.refusal + corruptNote(recs))
 		}
@@ -128,10 +145,19 @@ type resetPlan struct {
 	next    string // what the stream does on its next run
 }
 
+// startFrom is the oldest position of the checkpoints of the stream that
+// source.start_at: {checkpoints_of: S} names (known false: S has none
+// with a position).
+type startFrom struct {
+	oldest bson.Timestamp
+	known  bool
+}
+
 // planReset says what the stream st does once its checkpoints are gone,
-// given the oldest position they record (known false: none records one)
-// and the source cluster's clock now.
-func planReset(st *config.Stream, oldest bson.Timestamp, known bool, now time.Time) resetPlan {
+// given the oldest position they record (known false: none records one),
+// the source cluster's clock now, and, for start_at {checkpoints_of: S},
+// where S's checkpoints are.
+func planReset(st *config.Stream, oldest bson.Timestamp, known bool, now time.Time, from startFrom) resetPlan {
 	name := st.Name
 	since := time.Unix(int64(oldest.T), 0).UTC()
 	sinceText := since.Format(time.RFC3339)
@@ -166,6 +192,8 @@ func planReset(st *config.Stream, oldest bson.Timestamp, known bool, now time.Ti
 				"would be skipped and never delivered. "+skipHint, name, at, n, sinceText, at, sinceText),
 			next: fmt.Sprintf("Its next ferry run delivers the changes made from %s on (source.start_at); "+
 				"the %d s of changes between %s and %s are not delivered.", at, n, sinceText, at)}
+	case "checkpoints":
+		return planResetFrom(st, oldest, known, from)
 	}
 	// start_at: now (the default).
 	if !known {
@@ -256,4 +284,37 @@ func serverClock(ctx context.Context, client *mongo.Client) (time.Time, error) {
 		return time.Unix(int64(hello.OperationTime.T), 0), nil
 	}
 	return time.Time{}, errors.New("hello: neither localTime nor operationTime")
+}
+
+// planResetFrom is planReset for start_at {checkpoints_of: S}: the next
+// run starts at S's oldest checkpoint, read when its first member starts.
+func planResetFrom(st *config.Stream, oldest bson.Timestamp, known bool, from startFrom) resetPlan {
+	name, other := st.Name, st.Source.StartAt.Stream
+	startAt := fmt.Sprintf("source.start_at: {checkpoints_of: %s}", other)
+	if !from.known {
+		return resetPlan{next: fmt.Sprintf("Its next ferry run starts where the checkpoints of stream %s are (%s), but %s has "+
+			"none that records a position: the run stops and says so (start-position) until %s has run, or "+
+			"source.start_at is changed. Nothing is skipped.", other, startAt, other, other)}
+	}
+	fromText := tsText(from.oldest)
+	moving := fmt.Sprintf(" The position is read when its first member starts: if stream %s runs meanwhile, it "+
+		"may have moved on by then (ferry position show -stream %s shows where it is).", other, other)
+	if !known || !from.oldest.After(oldest) {
+		again := "the changes since are delivered again, with the same event ids (receivers de-duplicate on them; the " +
+			"ledger absorbs them in idempotent and transactional delivery)"
+		if known {
+			again = fmt.Sprintf("%d s before its own oldest checkpoint (%s): %s", int64(oldest.T)-int64(from.oldest.T),
+				tsText(oldest), again)
+		}
+		return resetPlan{next: fmt.Sprintf("Its next ferry run starts where the checkpoints of stream %s are (%s), now at %s, "+
+			"%s.%s %s", other, startAt, fromText, again, moving, historyLostNote(st))}
+	}
+	n := int64(from.oldest.T) - int64(oldest.T)
+	return resetPlan{skips: true,
+		refusal: fmt.Sprintf("stream %s: %s starts at %s, after its own oldest checkpoint (%s): the changes of the %d s "+
+			"in between would be skipped and never delivered. To deliver them, set source.start_at to backfill or to a "+
+			"time at or before %s; to skip them, run again with -yes. Nothing was deleted.",
+			name, startAt, fromText, tsText(oldest), n, tsText(oldest)),
+		next: fmt.Sprintf("Its next ferry run starts where the checkpoints of stream %s are (%s), now at %s: the %d s of "+
+			"changes since its own oldest checkpoint (%s) are not delivered.%s", other, startAt, fromText, n, tsText(oldest), moving)}
 }

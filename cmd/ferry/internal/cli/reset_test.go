@@ -168,6 +168,65 @@ func TestResetOtherStartsNeedNoYes(t *testing.T) {
 	}
 }
 
+// saveOld saves a checkpoint of stream "old" (partition 0) ago before the
+// server's clock.
+func (e *resetEnv) saveOld(t *testing.T, ago time.Duration) time.Time {
+	t.Helper()
+	at := e.srv.Now().Add(-ago)
+	ts := bson.Timestamp{T: uint32(at.Unix()), I: 1}
+	if _, err := e.cps.Save(context.Background(), checkpoint.Checkpoint{Stream: "old", Partition: 0, Epoch: 1,
+		Token: hwmToken(t, ts), ClusterTime: ts}); err != nil {
+		t.Fatal(err)
+	}
+	return time.Unix(at.Unix(), 0).UTC()
+}
+
+// TestResetCheckpointsOf: with start_at {checkpoints_of: old}, the next
+// run starts at old's oldest checkpoint. At or before the stream's own
+// oldest checkpoint, the changes since are delivered again: ferry reset
+// deletes without -yes and says so (it used to say they are skipped). After
+// it, the changes in between are skipped: it refuses without -yes, saying
+// how many seconds. Without checkpoints of old, it says the next run stops.
+func TestResetCheckpointsOf(t *testing.T) {
+	const startAt = "{checkpoints_of: old}"
+	env := newResetEnv(t, 600*time.Second)
+	oldAt := env.saveOld(t, 900*time.Second)
+	code, out, errOut := runCLI("reset", "-c", env.config(t, startAt), "-stream", "orders")
+	want := fmt.Sprintf("starts where the checkpoints of stream old are (source.start_at: {checkpoints_of: old}), now at %s (#1), "+
+		"300 s before its own oldest checkpoint (%s (#3)): the changes since are delivered again", oldAt.Format(time.RFC3339),
+		env.oldest.Format(time.RFC3339))
+	if code != 0 || !strings.Contains(out, "2 checkpoint(s) deleted") || !strings.Contains(out, want) || strings.Contains(out, "skipped") {
+		t.Fatalf("reset with old's checkpoints before ours: exit %d:\n%s%s\nwant %s", code, out, errOut, want)
+	}
+	if n := env.checkpoints(t); n != 0 {
+		t.Fatalf("%d checkpoints left", n)
+	}
+
+	env = newResetEnv(t, 600*time.Second)
+	oldAt = env.saveOld(t, 300*time.Second)
+	cfgPath := env.config(t, startAt)
+	code, _, errOut = runCLI("reset", "-c", cfgPath, "-stream", "orders")
+	want = fmt.Sprintf("ferry reset: stream orders: source.start_at: {checkpoints_of: old} starts at %s (#1), after its own "+
+		"oldest checkpoint (%s (#3)): the changes of the 300 s in between would be skipped and never delivered.",
+		oldAt.Format(time.RFC3339), env.oldest.Format(time.RFC3339))
+	if code != 1 || !strings.Contains(errOut, want) || goAPINames.MatchString(errOut) {
+		t.Fatalf("reset with old's checkpoints after ours: exit %d:\n%s\nwant %s", code, errOut, want)
+	}
+	if n := env.checkpoints(t); n != 2 {
+		t.Fatalf("reset without -yes deleted checkpoints: %d left, want 2", n)
+	}
+	if code, out, errOut := runCLI("reset", "-c", cfgPath, "-stream", "orders", "-yes"); code != 0 ||
+		!strings.Contains(out, "the 300 s of changes since its own oldest checkpoint") {
+		t.Fatalf("reset -yes: exit %d: %s%s", code, out, errOut)
+	}
+
+	env = newResetEnv(t, 600*time.Second)
+	code, out, errOut = runCLI("reset", "-c", env.config(t, startAt), "-stream", "orders")
+	if code != 0 || !strings.Contains(out, "old has none that records a position: the run stops and says so") {
+		t.Fatalf("reset with no checkpoints of old: exit %d:\n%s%s", code, out, errOut)
+	}
+}
+
 // TestResetStreamFlag: a missing or unknown -stream exits 2 naming the flag
 // and the configured streams.
 func TestResetStreamFlag(t *testing.T) {

@@ -32,13 +32,13 @@ func stateDB(ctx context.Context, cfg *config.Config) (*mongo.Database, func(), 
 // loadFlags parses a subcommand's flags, whose -c names the configuration
 // file, and loads it. The exit code is 0 on success, 2 for bad flags, 1 for
 // a bad configuration (reported on stderr).
-func loadFlags(fs *flag.FlagSet, args []string, stderr io.Writer) (*config.Config, int) {
+func loadFlags(fs *flag.FlagSet, args []string, stderr io.Writer, opts ...config.LoadOption) (*config.Config, int) {
 	fs.SetOutput(stderr)
 	path := fs.String("c", "ferry.yaml", "configuration file")
 	if err := fs.Parse(args); err != nil {
 		return nil, 2
 	}
-	cfg, err := config.Load(*path)
+	cfg, err := config.Load(*path, opts...)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return nil, 1
@@ -80,7 +80,7 @@ func withState(ctx context.Context, name string, cfg *config.Config, stderr io.W
 func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("status")
 	asJSON := fs.Bool("json", false, "print the /status JSON document (docs/status.md) instead of the table")
-	cfg, code := loadFlags(fs, args, stderr)
+	cfg, code := loadFlags(fs, args, stderr, readOnly)
 	if cfg == nil {
 		return code
 	}
@@ -88,14 +88,14 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		if *asJSON {
 			return printStatusJSON(ctx, fs.Lookup("c").Value.String(), cfg, db, ls, cps, stdout)
 		}
-		return printStatus(ctx, cfg, db, ls, cps, stdout)
+		return printStatus(ctx, fs.Lookup("c").Value.String(), cfg, db, ls, cps, stdout)
 	})
 }
 
 // printStatus prints the status document (the one /status serves) as
 // text: per stream its state, members, failures and partitions.
-func printStatus(ctx context.Context, cfg *config.Config, db *mongo.Database, ls *lease.Store, cps *mongostore.Store, stdout io.Writer) error {
-	doc, err := statusSource{cfg: cfg, db: db, ls: ls, cps: cps}.build(ctx)
+func printStatus(ctx context.Context, cfgPath string, cfg *config.Config, db *mongo.Database, ls *lease.Store, cps *mongostore.Store, stdout io.Writer) error {
+	doc, err := statusSource{cfg: cfg, cfgPath: cfgPath, db: db, ls: ls, cps: cps}.build(ctx)
 	if err != nil {
 		return err
 	}
@@ -121,12 +121,11 @@ func printStatus(ctx context.Context, cfg *config.Config, db *mongo.Database, ls
 			fmt.Fprintf(w, "  member\t%s\theartbeat %s ago\n", m.ID, secondsText(m.HeartbeatAgeSeconds, time.Millisecond))
 		}
 		for _, f := range sd.Failures {
-			where := fmt.Sprintf("partition %d", f.Partition)
-			if f.Partition < 0 {
-				where = "before any partition ran"
+			where := f.Class
+			if f.Partition >= 0 { // -1: the stream's start, no partition
+				where += fmt.Sprintf(", partition %d", f.Partition)
 			}
-			fmt.Fprintf(w, "  member\t%s\tfailed since %s (%s, %s): %s\n", f.Member, f.Since.Format(time.RFC3339),
-				f.Class, where, f.Message)
+			fmt.Fprintf(w, "  member\t%s\tfailed since %s (%s): %s\n", f.Member, f.Since.Format(time.RFC3339), where, f.Message)
 			fmt.Fprintf(w, "  \t\twhat to do: %s\n", f.Advice)
 			if f.RetryAt == nil {
 				fmt.Fprintf(w, "  \t\tre-check: never by itself: a change of configuration (and a restart), ferry position set or ferry reset ends it\n")

@@ -275,7 +275,7 @@ func (s statusSource) stream(ctx context.Context, sc *config.Stream, now time.Ti
 	for _, f := range failures {
 		ff := ferry.Failure{Class: ferry.FailureClass(f.Class), Clears: f.Clears, Detail: f.Message}
 		fd := failureDoc{Member: f.Member, Partition: f.Partition, Class: f.Class, Message: f.Message, Clears: f.Clears,
-			Since: f.Since.UTC(), Advice: advice(sc, ff)}
+			Since: f.Since.UTC(), Advice: advice(s.cfgPath, sc, ff)}
 		if !f.RetryAt.IsZero() {
 			t := f.RetryAt.UTC()
 			fd.RetryAt = &t
@@ -357,6 +357,10 @@ func (s statusSource) stream(ctx context.Context, sc *config.Stream, now time.Ti
 				sinkErr = msg
 			}
 		}
+		if pd.State == "running" && pd.Owner == "" {
+			// Resumable, but no live member holds its lease: nobody reads it.
+			pd.State = "stopped"
+		}
 		sd.Partitions = append(sd.Partitions, pd)
 	}
 
@@ -385,7 +389,7 @@ func (s statusSource) stream(ctx context.Context, sc *config.Stream, now time.Ti
 		ff := ferry.Failure{Class: ferry.FailureClass(f.Class), Clears: f.Clears, Detail: f.Message}
 		sd.Reason = f.Class + ": " + f.Message
 		rs := group.Status{RetryAt: f.RetryAt}
-		sd.Recovery = &recoveryDoc{Command: recoveryCommand(s.cfgPath, sc, ff), Advice: advice(sc, ff), Recheck: recheckText(rs)}
+		sd.Recovery = &recoveryDoc{Command: recoveryCommand(s.cfgPath, sc, ff), Advice: advice(s.cfgPath, sc, ff), Recheck: recheckText(rs)}
 	}
 	return sd, nil
 }

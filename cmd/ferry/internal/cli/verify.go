@@ -59,7 +59,7 @@ func runVerify(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	from := fs.String("from", "", "the window's start, RFC 3339 (instead of -since)")
 	to := fs.String("to", "", "the window's end, RFC 3339 (default now)")
 	n := fs.Int("n", 100, "list at most this many missing events")
-	cfg, code := loadFlags(fs, args, stderr)
+	cfg, code := loadFlags(fs, args, stderr, readOnlyButProjection)
 	if cfg == nil {
 		return code
 	}

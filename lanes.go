@@ -363,9 +363,26 @@ func (r *runner) attempt(ctx context.Context, sc *scratch, ts []*tries) (retry [
 			sinkErr, sinkErrAt = err, i
 		}
 	}
-	counts, wentDown, up, successes := r.health.called(view, applied, sinkErr != nil, lastFails)
-	if up && firstApplied >= 0 {
-		r.sinkUp(ts[firstApplied].it.ev, ts[firstApplied].cl.log)
+	// The events applied before the call's first transient failure were
+	// delivered before it, in batch order (a sink posting a batch one event
+	// after the other, whose receiver went down midway): they say nothing
+	// about whether the sink accepts events now, so only those after it
+	// count as evidence that it does (health).
+	evidence, firstEvidence := applied, firstApplied
+	if sinkErrAt >= 0 {
+		evidence, firstEvidence = 0, -1
+		for i := sinkErrAt + 1; i < len(ts); i++ {
+			if out[i] == outApplied {
+				if firstEvidence < 0 {
+					firstEvidence = i
+				}
+				evidence++
+			}
+		}
+	}
+	counts, wentDown, up, successes := r.health.called(view, evidence, sinkErr != nil, lastFails)
+	if up && firstEvidence >= 0 {
+		r.sinkUp(ts[firstEvidence].it.ev, ts[firstEvidence].cl.log)
 	}
 	switch {
 	case wentDown && sinkErrAt >= 0:

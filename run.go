@@ -77,9 +77,9 @@ func (r *runner) run(ctx context.Context) error {
 	readCtx, cancelRead := context.WithCancel(ctx)
 	r.cancelRead = cancelRead
 	defer cancelRead()
-	r.handlerCtx, r.cancelHandler = context.WithCancel(context.WithoutCancel(ctx))
-	defer r.cancelHandler()
 	r.drainStart = make(chan struct{})
+	r.handlerCtx, r.cancelHandler = context.WithCancel(context.WithValue(context.WithoutCancel(ctx), drainingKey{}, r.drainStart))
+	defer r.cancelHandler()
 	r.plainCalls()
 	r.startLanes()
 	commitDone := make(chan struct{})

@@ -16,6 +16,9 @@ type faultReport struct {
 	desc      string
 	inflight  int // effects started, not answered, on what the fault hit, when it hit
 	atEffects int // effects done when it hit
+	// handoff is, for scale-in, the time from the SIGTERM until every
+	// partition of the instance had another live owner.
+	handoff time.Duration
 }
 
 // fault runs the run's fault once its window opens.
@@ -25,6 +28,8 @@ func (e *runEnv) fault(ctx context.Context) (*faultReport, error) {
 		return e.killSidecar(ctx)
 	case faultRedeploy:
 		return e.redeploy(ctx)
+	case faultScaleIn:
+		return e.scaleIn(ctx)
 	default:
 		return e.receiverDown(ctx)
 	}
@@ -177,5 +182,54 @@ func (e *runEnv) receiverDown(ctx context.Context) (*faultReport, error) {
 			old.instance, victim.member, parts, inflight, at, e.opt.n, old.port, e.opt.down),
 		inflight:  inflight,
 		atEffects: at,
+	}, nil
+}
+
+// scaleIn SIGTERMs the sidecar and the receiver of the instance owning the
+// most partitions, once a quarter of the effects are done and its receiver
+// is applying some, as Cloud Run does to an instance it scales in, and
+// times the hand-off: from the signal until another live instance owns
+// each of its partitions. The instance is not replaced.
+func (e *runEnv) scaleIn(ctx context.Context) (*faultReport, error) {
+	var victim *instance
+	var parts []int
+	at, err := e.waitWindow(ctx, e.opt.n/4, func() (err error) {
+		victim, parts, err = e.pickOwner(ctx)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	inflight := victim.rcv.inFlight()
+	t0 := time.Now()
+	victim.car.signal(syscall.SIGTERM)
+	victim.rcv.signal(syscall.SIGTERM)
+	e.retired = append(e.retired, victim.car, victim.rcv.proc)
+	var rest []*instance
+	for _, in := range e.live {
+		if in != victim {
+			rest = append(rest, in)
+		}
+	}
+	e.live = rest
+	err = pollUntil(ctx, 5*time.Millisecond, func() error {
+		own := e.owners(ctx)
+		for _, p := range parts {
+			if own[p] == nil {
+				return fmt.Errorf("scale-in: partition %d has no live owner yet", p)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	handoff := time.Since(t0)
+	return &faultReport{
+		desc: fmt.Sprintf("SIGTERM %s and its receiver %s (partitions %v) with %d effects in flight, %d of %d effects done; handoff_ms=%d",
+			victim.member, victim.rcv.instance, parts, inflight, at, e.opt.n, handoff.Milliseconds()),
+		inflight:  inflight,
+		atEffects: at,
+		handoff:   handoff,
 	}, nil
 }

@@ -17,6 +17,7 @@ const (
 	faultKill         = "kill"
 	faultRedeploy     = "redeploy"
 	faultReceiverDown = "receiver-down"
+	faultScaleIn      = "scale-in"
 
 	dedupeLibrary = "library"
 	dedupeMemory  = "memory"
@@ -42,7 +43,7 @@ func parseFlags(args []string) (*settings, error) {
 	o := &settings{}
 	fs := flag.NewFlagSet("lasthop", flag.ContinueOnError)
 	fs.SetOutput(os.Stderr)
-	fs.StringVar(&o.fault, "fault", faultKill, "the fault of every run: kill (SIGKILL a sidecar), redeploy (SIGTERM every sidecar and receiver, start new ones) or receiver-down (SIGKILL a receiver, restart it after -down)")
+	fs.StringVar(&o.fault, "fault", faultKill, "the fault of every run: kill (SIGKILL a sidecar), redeploy (SIGTERM every sidecar and receiver, start new ones), receiver-down (SIGKILL a receiver, restart it after -down) or scale-in (SIGTERM one instance's sidecar and receiver, for good, and time its partitions' hand-off)")
 	fs.IntVar(&o.runs, "runs", 1, "number of runs, each on a fresh emulator")
 	fs.IntVar(&o.n, "n", 300, "TTL deletes per run")
 	fs.DurationVar(&o.effectDelay, "effect-delay", time.Second, "how long each side effect takes (the receivers' EFFECT_DELAY_MS)")
@@ -62,9 +63,9 @@ func parseFlags(args []string) (*settings, error) {
 	}
 	var problems []string
 	switch o.fault {
-	case faultKill, faultRedeploy, faultReceiverDown:
+	case faultKill, faultRedeploy, faultReceiverDown, faultScaleIn:
 	default:
-		problems = append(problems, fmt.Sprintf("-fault must be kill, redeploy or receiver-down, got %q", o.fault))
+		problems = append(problems, fmt.Sprintf("-fault must be kill, redeploy, receiver-down or scale-in, got %q", o.fault))
 	}
 	switch o.dedupe {
 	case dedupeLibrary, dedupeMemory:

@@ -162,6 +162,9 @@ func (r *result) line() string {
 	if r.dlq > 0 {
 		s += fmt.Sprintf(" dead_lettered=%d", r.dlq)
 	}
+	if r.rep != nil && r.rep.handoff > 0 {
+		s += fmt.Sprintf(" handoff_ms=%d", r.rep.handoff.Milliseconds())
+	}
 	if r.keys != r.effects-r.duplicates {
 		s += fmt.Sprintf(" distinct_documents=%d", r.keys)
 	}

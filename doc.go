@@ -70,7 +70,12 @@
 //     dead-lettered or, with PoisonStall, the partition stops.
 //   - A sink outage is not poison: while the handler fails for every event
 //     (refused connections, timeouts, 5xx, a broker down), no attempt
-//     counts and nothing is dead-lettered, however long it lasts. Events
+//     counts and nothing is dead-lettered, however long it lasts. In a
+//     batch, only events applied after a failed one (in batch order) show
+//     the sink accepting events: those before it were delivered before the
+//     sink went down. While Run drains after its context was cancelled, a
+//     failed event is not retried: it is left, with the later events of its
+//     lane, for the next owner. Events
 //     wait in order with backoff, reading pauses at the queue bound, the
 //     consumer's state is StateWaitingForSink (HookState), and when the
 //     sink accepts an event again every lane waiting out a backoff retries

@@ -38,10 +38,13 @@ var (
 	// not applied because of another event of the batch, not because of
 	// itself: an earlier event of the same document failed (the sink did
 	// not try it, to keep the document's order), or a transaction holding
-	// the whole batch was aborted by another event's failure. It says
-	// nothing about the event, so it is retried with the others and the
-	// attempt does not count towards MaxAttempts. Wrap it (fmt.Errorf
-	// with %w) to say why.
+	// the whole batch was aborted by another event's failure; or, from a
+	// Handler of one event, that the event was not tried for a reason
+	// outside it (a webhook receiver answering that another delivery of
+	// the same event is in progress). It says nothing about the event, so
+	// it is retried and the attempt does not count towards MaxAttempts
+	// (RetryMaxElapsed still bounds it). Wrap it (fmt.Errorf with %w) to
+	// say why.
 	ErrNotAttempted = errors.New("ferry: not attempted")
 	// ErrFatal: the server refused the stream with an error that reopening
 	// it cannot fix (a pipeline that modifies _id, a required pre- or

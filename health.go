@@ -123,8 +123,11 @@ func (h *health) before() attempt {
 // to pass as lastFail next time.
 //
 // A call of one event is one delivery attempt, judged as described above.
-// In a call of a batch, events applied beside a failed one show that the
-// sink accepts events: the failures count, the sink is up. A call in which
+// In a call of a batch, events applied after a failed one (in batch
+// order: the caller passes only those as applied) show that the sink
+// accepts events: the failures count, the sink is up. Events applied
+// before it were delivered before it failed (a sink posting the batch in
+// order, whose receiver went down midway): they are no evidence. A call in which
 // every attempted event failed is one failed delivery attempt of the
 // sink (its streak of failures grows by one, not by the batch's size),
 // and each event's failure counts as a single event's would.

@@ -141,11 +141,15 @@ type tries struct {
 // delivers one batch at a time), so that the path of an applied event
 // allocates nothing of its own.
 type scratch struct {
-	tries []tries
-	ptrs  []*tries
-	one   [1]*tries
-	evs   []*Event
-	out   []int
+	// gaveUp is set once the lane left an event unfinished while draining:
+	// it leaves every later event too, so none of a document's events is
+	// applied after one left for the next owner.
+	gaveUp bool
+	tries  []tries
+	ptrs   []*tries
+	one    [1]*tries
+	evs    []*Event
+	out    []int
 	// now is when the lane's last handler call ended, if the lane has
 	// done nothing since that takes time (waited for events, backed off,
 	// run hooks or written a dead letter): the next call starts then,
@@ -186,8 +190,8 @@ func (r *runner) deliver(sc *scratch, batch []*item) {
 	defer func() { clear(sc.tries); clear(sc.ptrs) }()
 	for _, it := range batch {
 		switch {
-		case ctx.Err() != nil:
-			r.abandon(it) // drain deadline passed: leave it for the next owner
+		case ctx.Err() != nil || sc.gaveUp:
+			r.abandon(it) // drain deadline passed, or an event before it left: leave it for the next owner
 		case it.ev.DocumentKey == nil && cfg.partitions > 1 && cfg.partition != 0:
 			r.done(it) // a control event seen by every partition: partition 0 handles it
 		default:
@@ -219,8 +223,16 @@ func (r *runner) deliver(sc *scratch, batch []*item) {
 // because of another event (a victim is tried alone at once).
 func (r *runner) retryAlone(ctx context.Context, sc *scratch, t *tries) bool {
 	for {
+		if r.draining() {
+			// Not retried while draining: the next owner delivers it (and
+			// every later event of the lane, to keep each document's order).
+			sc.gaveUp = true
+			r.abandonTry(t)
+			return false
+		}
 		if !t.victim {
 			if d := t.wait - time.Since(t.lastTry); d > 0 && !r.waitRetry(ctx, d) {
+				sc.gaveUp = true
 				r.abandonTry(t)
 				return false
 			}
@@ -351,9 +363,26 @@ func (r *runner) attempt(ctx context.Context, sc *scratch, ts []*tries) (retry [
 			sinkErr, sinkErrAt = err, i
 		}
 	}
-	counts, wentDown, up, successes := r.health.called(view, applied, sinkErr != nil, lastFails)
-	if up && firstApplied >= 0 {
-		r.sinkUp(ts[firstApplied].it.ev, ts[firstApplied].cl.log)
+	// The events applied before the call's first transient failure were
+	// delivered before it, in batch order (a sink posting a batch one event
+	// after the other, whose receiver went down midway): they say nothing
+	// about whether the sink accepts events now, so only those after it
+	// count as evidence that it does (health).
+	evidence, firstEvidence := applied, firstApplied
+	if sinkErrAt >= 0 {
+		evidence, firstEvidence = 0, -1
+		for i := sinkErrAt + 1; i < len(ts); i++ {
+			if out[i] == outApplied {
+				if firstEvidence < 0 {
+					firstEvidence = i
+				}
+				evidence++
+			}
+		}
+	}
+	counts, wentDown, up, successes := r.health.called(view, evidence, sinkErr != nil, lastFails)
+	if up && firstEvidence >= 0 {
+		r.sinkUp(ts[firstEvidence].it.ev, ts[firstEvidence].cl.log)
 	}
 	switch {
 	case wentDown && sinkErrAt >= 0:
@@ -542,7 +571,8 @@ func (r *runner) kickCommit() {
 }
 
 // waitRetry waits out a retry's backoff: d with jitter, cut short when the
-// sink comes back up after an outage. It reports false when ctx ended.
+// sink comes back up after an outage. It reports false when ctx ended or
+// the drain began.
 func (r *runner) waitRetry(ctx context.Context, d time.Duration) bool {
 	t := time.NewTimer(backoff.Jitter(d))
 	defer t.Stop()
@@ -552,6 +582,8 @@ func (r *runner) waitRetry(ctx context.Context, d time.Duration) bool {
 	case <-r.health.waitRecovered():
 		return true
 	case <-ctx.Done():
+		return false
+	case <-r.drainStart:
 		return false
 	}
 }

@@ -77,7 +77,8 @@ func (r *runner) run(ctx context.Context) error {
 	readCtx, cancelRead := context.WithCancel(ctx)
 	r.cancelRead = cancelRead
 	defer cancelRead()
-	r.handlerCtx, r.cancelHandler = context.WithCancel(context.WithoutCancel(ctx))
+	r.drainStart = make(chan struct{})
+	r.handlerCtx, r.cancelHandler = context.WithCancel(context.WithValue(context.WithoutCancel(ctx), drainingKey{}, r.drainStart))
 	defer r.cancelHandler()
 	r.plainCalls()
 	r.startLanes()
@@ -91,7 +92,9 @@ func (r *runner) run(ctx context.Context) error {
 	readErr := r.read(readCtx)
 
 	// Drain: no more events enter the lanes; in-flight ones finish within
-	// the drain timeout, then their handlers are cancelled.
+	// the drain timeout, then their handlers are cancelled. An event that
+	// fails from now on is not retried: the next owner delivers it.
+	close(r.drainStart)
 	for _, ch := range r.lanes {
 		close(ch)
 	}

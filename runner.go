@@ -30,6 +30,9 @@ type runner struct {
 
 	handlerCtx    context.Context
 	cancelHandler context.CancelFunc
+	// drainStart is closed when the drain begins (reading stopped): from
+	// then on a failed event is not retried but left for the next owner.
+	drainStart chan struct{}
 	// The traceparent and logger of most handler calls (plainCalls).
 	plainTP    string
 	plainLog   *slog.Logger
@@ -140,3 +143,13 @@ const (
 	dropImages
 	dropAll
 )
+
+// draining reports whether the drain has begun.
+func (r *runner) draining() bool {
+	select {
+	case <-r.drainStart:
+		return true
+	default:
+		return false
+	}
+}

@@ -48,14 +48,27 @@ type config struct {
 	intervalSet bool
 	logger      *slog.Logger
 	leaseOpts   []lease.Option
-	drain       time.Duration
+	drain       time.Duration // explicit DrainTimeout; 0: the default (drainTimeout)
+	drainSet    bool
 	ledgerStore *ledger.Store // opened by Run (prepare)
 	sweeper     func(partition, partitions int) ferry.Sweeper
 	onState     func(Status)
 }
 
 func defaultConfig() config {
-	return config{partitions: 1, ttl: DefaultLeaseTTL, mode: AtLeastOnce, drain: 8 * time.Second}
+	return config{partitions: 1, ttl: DefaultLeaseTTL, mode: AtLeastOnce}
+}
+
+// DefaultDrainTimeout is the drain of a partition handed off or stopped,
+// unless DrainTimeout says otherwise: 8 s, but at most half the lease TTL.
+const DefaultDrainTimeout = 8 * time.Second
+
+// drainTimeout is the drain every partition's consumer gets.
+func (c *config) drainTimeout() time.Duration {
+	if c.drainSet {
+		return c.drain
+	}
+	return min(DefaultDrainTimeout, c.ttl/2)
 }
 
 // validate records every problem of the group's own options in p.
@@ -65,6 +78,9 @@ func (c *config) validate(p *optcheck.Problems) {
 	}
 	if c.partitions < 1 {
 		p.Add("Partitions", "must be at least 1, got %d", c.partitions)
+	}
+	if c.drainSet && c.drain <= 0 {
+		p.Add("DrainTimeout", "must be positive, got %v", c.drain)
 	}
 	if c.ttl < minLeaseTTL {
 		p.Add("LeaseTTL", "must be at least %v, got %v", minLeaseTTL, c.ttl)
@@ -96,6 +112,20 @@ func Partitions(n int) Option { return option(func(c *config) { c.partitions = n
 // its membership lapses, and the next rebalance (a quarter of the TTL)
 // claims them. After a graceful stop (cancel) they move at once.
 func LeaseTTL(d time.Duration) Option { return option(func(c *config) { c.ttl = d }) }
+
+// DrainTimeout sets how long a partition lets the events in flight finish
+// when it is handed off or the group stops (Run's context cancelled, as on
+// SIGTERM): then handlers still running are cancelled (a webhook request is
+// cut off), their events are not checkpointed, and the partition's next
+// owner delivers them again. What the sink acknowledged meanwhile is still
+// recorded (idempotent mode, within 2 s), then the final checkpoint is
+// written and the lease released. Default DefaultDrainTimeout, but at most
+// half the lease TTL; set, it is used as given. Keep it, plus about 2 s,
+// inside the time your platform allows between SIGTERM and SIGKILL (Cloud
+// Run: 10 s).
+func DrainTimeout(d time.Duration) Option {
+	return option(func(c *config) { c.drain, c.drainSet = d, true })
+}
 
 // MemberID sets this member's id (default, and when id is empty,
 // lease.DefaultMemberID()).

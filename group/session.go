@@ -165,7 +165,7 @@ func (g *Group) consumerOptions(p int, epoch int64) []ferry.Option {
 	cfg := &g.cfg
 	opts := append([]ferry.Option{}, cfg.consumer...)
 	return append(opts, ferry.Stream(cfg.name), ferry.Partition(p, cfg.partitions), ferry.Epoch(epoch),
-		ferry.Checkpoints(g.cps), ferry.DeadLetters(g.dlq), ferry.DrainTimeout(min(cfg.drain, cfg.ttl/2)),
+		ferry.Checkpoints(g.cps), ferry.DeadLetters(g.dlq), ferry.DrainTimeout(cfg.drainTimeout()),
 		ferry.WithHooks(partitionStates{g.st}), ferry.LogStops(false))
 }
 

@@ -40,7 +40,9 @@ func (g *Group) wrap(held *lease.Held, p int) ferry.Handler {
 			if err := h(ctx, ev); err != nil {
 				return err
 			}
-			return cfg.ledgerStore.Record(ctx, cfg.name, ev.ID(), p, ev.Epoch)
+			rctx, cancel := recordContext(ctx)
+			defer cancel()
+			return cfg.ledgerStore.Record(rctx, cfg.name, ev.ID(), p, ev.Epoch)
 		}
 	case Transactional:
 		return func(ctx context.Context, ev *ferry.Event) error {

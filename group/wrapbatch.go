@@ -45,7 +45,10 @@ func (g *Group) wrapBatch(held *lease.Held, p int) ferry.BatchHandler {
 				}
 			}
 			if len(applied) > 0 {
-				if err := cfg.ledgerStore.RecordMany(ctx, cfg.name, applied, p, fresh[0].Epoch); err != nil {
+				rctx, cancel := recordContext(ctx)
+				err := cfg.ledgerStore.RecordMany(rctx, cfg.name, applied, p, fresh[0].Epoch)
+				cancel()
+				if err != nil {
 					// The effects happened but are not recorded: they are
 					// retried, and the receiver drops the duplicates by
 					// the idempotency key.

@@ -81,7 +81,9 @@ func BatchHandler(s Sink) ferry.BatchHandler {
 	}
 }
 
-// waitRetry waits d (at most MaxRetryWait) or until ctx ends.
+// waitRetry waits d (at most MaxRetryWait), or until ctx ends or its
+// consumer starts draining (ferry.Draining: the event will not be retried
+// by this consumer, so there is nothing to wait for).
 func waitRetry(ctx context.Context, d time.Duration) {
 	d = min(d, MaxRetryWait)
 	t := time.NewTimer(d)
@@ -89,5 +91,6 @@ func waitRetry(ctx context.Context, d time.Duration) {
 	select {
 	case <-t.C:
 	case <-ctx.Done():
+	case <-ferry.Draining(ctx):
 	}
 }

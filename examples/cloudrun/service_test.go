@@ -130,6 +130,7 @@ type volume struct {
 const (
 	ferryContainer   = "ferry"          // the sidecar, named in container-dependencies
 	receiverEnv      = "WEBHOOK_SECRET" // what examples/node-receiver/server.js reads
+	receiverDBEnv    = "MONGODB_URI"    // where its idempotency records live
 	dependencyKey    = "run.googleapis.com/container-dependencies"
 	cpuThrottlingKey = "run.googleapis.com/cpu-throttling"
 	minScaleKey      = "autoscaling.knative.dev/minScale"
@@ -301,6 +302,12 @@ func check(serviceYAML, ferryYAML, dockerfile []byte) problems {
 	}
 	if webhooks == 0 {
 		p.add("ferry.yaml: no stream has a webhook sink posting to the app")
+	}
+	// The receiver keeps its idempotency records in MongoDB, shared by
+	// every instance: a record in one container absorbs no replay, since a
+	// replay after a takeover reaches another instance.
+	if envRef(app, receiverDBEnv) == nil {
+		p.add("service.yaml: container %q has no env %s from a secret: the receiver's idempotency records, shared by every instance, live there", app.Name, receiverDBEnv)
 	}
 
 	// The configuration file: where the ferry container reads it, and the
@@ -606,7 +613,8 @@ func TestCheckCatches(t *testing.T) {
 		{"scale to zero", "service", `minScale: "2"`, `minScale: "0"`, "minScale"},
 		{"max below min", "service", `maxScale: "10"`, `maxScale: "1"`, "maxScale"},
 		{"probe timeout over period", "service", "periodSeconds: 30\n            timeoutSeconds: 5", "periodSeconds: 3\n            timeoutSeconds: 5", "exceeds periodSeconds"},
-		{"secret env renamed", "service", "- name: MONGODB_URI", "- name: MONGO_URI", "references ${MONGODB_URI}"},
+		{"secret env renamed", "service", ferryHeader + "          env:\n            - name: MONGODB_URI", ferryHeader + "          env:\n            - name: MONGO_URI", "references ${MONGODB_URI}"},
+		{"app without the records' database", "service", "                  key: \"1\"\n            # The receiver library's idempotency records (shared by every\n            # instance, committed with each effect) and the effects.\n            - name: MONGODB_URI", "                  key: \"1\"\n            - name: MONGO_URL", "has no env MONGODB_URI"},
 		{"reference without a secret", "ferry", "database: ferry\n", "database: ${STATE_DB:-ferry}\n", "references ${STATE_DB}"},
 		{"config invalid", "ferry", "mode: idempotent     # ledger", "mode: exactly-once  # ledger", "does not pass config.Parse"},
 		{"app verifies with another secret", "service", appSecret, strings.Replace(appSecret, "webhook-secret", "other-secret", 1), "env WEBHOOK_SECRET is secret other-secret"},

@@ -1,186 +1,184 @@
 'use strict';
-// A receiver for ferry's webhook sink, with no dependencies beyond Node 20.
+// An example service for ferry's webhook sink, on @ferry-io/receiver
+// (receivers/node). It is what our first users run on Cloud Run: several
+// instances, each reacting to documents that expire (TTL) or change, each
+// change's effect applied once whichever instance ferry delivers it to.
 //
-// Every request is checked the Standard Webhooks way
-// (https://www.standardwebhooks.com): the HMAC-SHA256 of
-// `${webhook-id}.${webhook-timestamp}.${raw body}` under the secret's key
-// must match one of the `v1,<base64>` signatures in `webhook-signature`
-// (constant-time comparison), and the timestamp must be within the
-// tolerance of this machine's clock. Anything else gets 401.
+// The effect here records one document per applied event in the
+// EFFECTS_COLLECTION collection, in the same transaction as the event's
+// idempotency record, so a replay (after a crash, a takeover, a redeploy)
+// is answered 200 and applied nowhere. Replace `effect` with your own
+// writes, made with ctx.session.
 //
-// Ferry delivers at least once: after a crash, a takeover or a lost
-// response, the same event comes again with the same webhook-id /
-// Idempotency-Key. The receiver remembers the ids it applied and answers a
-// repeat with 200 without applying it again.
-//
-// Status codes are chosen for ferry's retry classes: 2xx = done; 401/400/413
-// = rejected for good (ferry dead-letters the event); 500/503 = try again.
+// Environment:
+//   WEBHOOK_SECRET      the whsec_… secret ferry signs with (required)
+//   MONGODB_URI         where the records and the effects live (required)
+//   DB                  their database (default "app")
+//   EFFECTS_COLLECTION  the example effect's collection (default "effects")
+//   TTL_FIELD           the source's TTL field, to tell TTL expiries from
+//                       application deletes (default "expireAt")
+//   PORT, HOST          where to listen (default 3000, all interfaces);
+//                       Cloud Run sets PORT in the ingress container
+//   EFFECT_DELAY_MS     make the effect take this long (demos, tests)
+//   DRAIN_MS            how long SIGTERM waits for deliveries in flight
+//                       (default 8000: Cloud Run kills at 10 s)
+//   INSTANCE            a name recorded with each effect (default: hostname)
+//   LOG_DELIVERIES=1    one JSON line on stdout when an effect starts
+//                       ({"msg":"effect",stream,id}) and one per delivery
+//                       ({"msg":"delivery",stream,id,outcome,status,ms});
+//                       id is the event id's first 16 characters
+//   DEDUPE=memory       the pattern the library replaces, for comparison
+//                       only: ids remembered in this process's memory, the
+//                       effect outside any transaction. Replays after a
+//                       takeover reach another instance and apply twice.
 
 const http = require('node:http');
-const crypto = require('node:crypto');
-const fs = require('node:fs');
+const os = require('node:os');
+const { MongoClient } = require('mongodb');
+const { ferryReceiver, classifyDelete, parseEvent, verifier } = require('@ferry-io/receiver');
 
-const MAX_BODY = 1 << 20; // 1 MiB
+/** DEFAULT_PORT: not ferry's default ops port (8080) on one host. */
+const DEFAULT_PORT = 3000;
 
-// decodeSecret returns the HMAC key of a "whsec_<base64>" secret.
-function decodeSecret(secret) {
-  if (typeof secret !== 'string' || !secret.startsWith('whsec_')) {
-    throw new Error('secret must start with "whsec_" followed by base64');
+// config reads the environment, naming every problem.
+function config(env) {
+  const problems = [];
+  if (!env.WEBHOOK_SECRET) problems.push('WEBHOOK_SECRET is not set (the whsec_… secret ferry signs with)');
+  if (!env.MONGODB_URI) problems.push('MONGODB_URI is not set (where the idempotency records and the effects live)');
+  let port = DEFAULT_PORT;
+  if (env.PORT !== undefined && env.PORT !== '') {
+    if (!/^\d+$/.test(env.PORT) || Number(env.PORT) > 65535) problems.push(`PORT must be an integer from 0 to 65535, got ${JSON.stringify(env.PORT)}`);
+    else port = Number(env.PORT);
   }
-  const key = Buffer.from(secret.slice('whsec_'.length), 'base64');
-  if (key.length < 24) throw new Error('secret must encode at least 24 bytes');
-  return key;
-}
-
-// sign returns the v1 signature header value (used by tests and tools).
-function sign(key, id, timestamp, body) {
-  const mac = crypto.createHmac('sha256', key);
-  mac.update(`${id}.${timestamp}.`);
-  mac.update(body);
-  return 'v1,' + mac.digest('base64');
-}
-
-// verify throws unless the headers carry a valid, fresh signature of body.
-function verify(key, headers, body, nowMs, toleranceSeconds) {
-  const id = headers['webhook-id'];
-  const ts = headers['webhook-timestamp'];
-  const sigs = headers['webhook-signature'];
-  if (!id || !ts || !sigs) throw new Error('missing webhook headers');
-  if (!/^\d+$/.test(ts)) throw new Error('bad webhook-timestamp');
-  const age = Math.abs(nowMs / 1000 - Number(ts));
-  if (age > toleranceSeconds) throw new Error('webhook-timestamp outside tolerance');
-  const expected = crypto.createHmac('sha256', key).update(`${id}.${ts}.`).update(body).digest();
-  for (const part of sigs.split(' ')) {
-    const [version, b64] = part.split(',', 2);
-    if (version !== 'v1' || !b64) continue;
-    const given = Buffer.from(b64, 'base64');
-    if (given.length === expected.length && crypto.timingSafeEqual(given, expected)) return id;
-  }
-  throw new Error('no valid signature');
-}
-
-// SeenIds remembers applied event ids, optionally in a file (one id per
-// line) so a restarted receiver still recognises duplicates. A production
-// receiver would record the id in the same database transaction as the
-// effect.
-class SeenIds {
-  constructor(file) {
-    this.file = file;
-    this.ids = new Set();
-    if (file && fs.existsSync(file)) {
-      for (const line of fs.readFileSync(file, 'utf8').split('\n')) if (line) this.ids.add(line);
-    }
-  }
-  has(id) { return this.ids.has(id); }
-  add(id) {
-    this.ids.add(id);
-    if (this.file) fs.appendFileSync(this.file, id + '\n');
-  }
-}
-
-// DEFAULT_PORT is where the receiver listens when PORT is unset. On Cloud
-// Run, PORT is set in the ingress container from its containerPort (8080 in
-// examples/cloudrun/service.yaml), and ferry's webhook URL points there.
-const DEFAULT_PORT = 8080;
-
-// portFromEnv returns the port to listen on: $PORT, or DEFAULT_PORT when it
-// is unset or empty. Anything but an integer 0..65535 is an error naming
-// PORT, rather than a silent listen on a port nobody posts to.
-function portFromEnv(env) {
-  const raw = env.PORT;
-  if (raw === undefined || raw === '') return DEFAULT_PORT;
-  if (!/^\d+$/.test(raw) || Number(raw) > 65535) {
-    throw new Error(`PORT must be an integer from 0 to 65535, got ${JSON.stringify(raw)}`);
-  }
-  return Number(raw);
-}
-
-// createReceiver returns an http.Server (not yet listening).
-//   secret            "whsec_..." (required)
-//   apply(event, meta) async: the effect; meta = {id, epoch, path} (path: the
-//                     request path, e.g. /ferry/orders: one per ferry stream)
-//   toleranceSeconds  allowed clock difference (default 300)
-//   now()             milliseconds clock (default Date.now)
-//   seenFile          optional file persisting applied ids
-function createReceiver({ secret, apply, toleranceSeconds = 300, now = Date.now, seenFile } = {}) {
-  const key = decodeSecret(secret);
-  if (typeof apply !== 'function') throw new Error('apply must be a function');
-  const seen = new SeenIds(seenFile);
-  const inFlight = new Set();
-
-  const reply = (res, code, obj, headers = {}) => {
-    res.writeHead(code, { 'content-type': 'application/json', ...headers });
-    res.end(JSON.stringify(obj));
+  const delay = Number(env.EFFECT_DELAY_MS || 0);
+  if (!(delay >= 0)) problems.push(`EFFECT_DELAY_MS must be a number of milliseconds, got ${JSON.stringify(env.EFFECT_DELAY_MS)}`);
+  const drain = Number(env.DRAIN_MS || 8000);
+  if (!(drain >= 0)) problems.push(`DRAIN_MS must be a number of milliseconds, got ${JSON.stringify(env.DRAIN_MS)}`);
+  if (env.DEDUPE && env.DEDUPE !== 'memory') problems.push(`DEDUPE may only be "memory" (the comparison mode), got ${JSON.stringify(env.DEDUPE)}`);
+  if (env.LOG_DELIVERIES && !['0', '1'].includes(env.LOG_DELIVERIES)) problems.push(`LOG_DELIVERIES must be 1 (log) or 0, got ${JSON.stringify(env.LOG_DELIVERIES)}`);
+  if (problems.length) throw new Error(problems.join('; '));
+  return {
+    secret: env.WEBHOOK_SECRET,
+    uri: env.MONGODB_URI,
+    db: env.DB || 'app',
+    effects: env.EFFECTS_COLLECTION || 'effects',
+    ttlField: env.TTL_FIELD || 'expireAt',
+    port,
+    host: env.HOST || undefined,
+    delay,
+    drain,
+    instance: env.INSTANCE || os.hostname(),
+    memory: env.DEDUPE === 'memory',
+    logDeliveries: env.LOG_DELIVERIES === '1',
   };
-
-  return http.createServer((req, res) => {
-    if (req.method !== 'POST') return reply(res, 405, { error: 'POST only' });
-    const chunks = [];
-    let size = 0;
-    let tooBig = false;
-    req.on('data', (c) => {
-      size += c.length;
-      if (size > MAX_BODY) tooBig = true;
-      else chunks.push(c);
-    });
-    req.on('end', async () => {
-      if (tooBig) return reply(res, 413, { error: 'body too large' });
-      const body = Buffer.concat(chunks);
-      let id;
-      try {
-        id = verify(key, req.headers, body, now(), toleranceSeconds);
-      } catch (err) {
-        return reply(res, 401, { error: err.message });
-      }
-      if (seen.has(id)) return reply(res, 200, { id, duplicate: true });
-      if (inFlight.has(id)) {
-        // The same event is being applied by a concurrent request: ask
-        // ferry to come back rather than apply it twice.
-        return reply(res, 503, { error: 'delivery in progress' }, { 'retry-after': '1' });
-      }
-      let event;
-      try {
-        event = JSON.parse(body.toString('utf8'));
-      } catch {
-        return reply(res, 400, { error: 'body is not JSON' });
-      }
-      inFlight.add(id);
-      try {
-        await apply(event, { id, epoch: Number(req.headers['ferry-epoch'] || 0), path: req.url });
-        seen.add(id);
-        reply(res, 200, { id, applied: true });
-      } catch (err) {
-        // Not recorded as seen: ferry retries and the effect runs again.
-        reply(res, 500, { error: 'apply failed' });
-      } finally {
-        inFlight.delete(id);
-      }
-    });
-  });
 }
 
-module.exports = { createReceiver, verify, sign, decodeSecret, portFromEnv, DEFAULT_PORT };
+// effectDoc is what the example effect records: which event, which
+// stream, and (for a delete) whether it was a TTL expiry.
+function effectDoc(cfg, event, ctx) {
+  const doc = { stream: ctx.stream, id: ctx.id, op: event.operationType, key: event.documentKey, instance: cfg.instance, at: new Date() };
+  if (event.operationType === 'delete') doc.cause = classifyDelete(event, { field: cfg.ttlField, expireAfterSeconds: 0 }).cause;
+  return doc;
+}
+
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+// deliveryLog returns the LOG_DELIVERIES lines' writers (no-ops when
+// off): effect(stream, id) when an effect starts, delivery({stream, id,
+// outcome, status, ms}) when a delivery is answered. Ids are shortened, as
+// the library's own logs shorten them.
+function deliveryLog(cfg) {
+  if (!cfg.logDeliveries) return { effect: () => {}, delivery: () => {} };
+  const short = (id) => (typeof id === 'string' ? id.slice(0, 16) : id);
+  return {
+    effect: (stream, id) => console.log(JSON.stringify({ msg: 'effect', stream, id: short(id) })),
+    delivery: (d) => console.log(JSON.stringify({ msg: 'delivery', stream: d.stream, id: short(d.id), outcome: d.outcome, status: d.status, ms: d.ms })),
+  };
+}
+
+function createService(cfg, client) {
+  const effects = client.db(cfg.db).collection(cfg.effects);
+  const log = deliveryLog(cfg);
+  if (cfg.memory) return { server: http.createServer(memoryHandler(cfg, effects, log)), close: async () => {} };
+  const receiver = ferryReceiver({ secret: cfg.secret, mongo: client, db: cfg.db, onDelivery: cfg.logDeliveries ? log.delivery : undefined });
+  const handle = receiver.handler(async (event, ctx) => {
+    log.effect(ctx.stream, ctx.id);
+    if (cfg.delay) await sleep(cfg.delay);
+    // Never log whole documents: ids and the operation only.
+    await effects.insertOne(effectDoc(cfg, event, ctx), { session: ctx.session });
+  });
+  return { server: http.createServer(handle), close: (timeoutMs) => receiver.close({ timeoutMs }), ready: () => receiver.ready() };
+}
+
+// memoryHandler is the pattern the library replaces: verify, remember ids
+// in this process only, apply outside any transaction.
+function memoryHandler(cfg, effects, log) {
+  const verify = verifier(cfg.secret);
+  const seen = new Set();
+  return async (req, res) => {
+    const started = Date.now();
+    const answer = (status, outcome, stream, id) => {
+      res.writeHead(status).end(outcome ? JSON.stringify({ outcome }) : undefined);
+      if (id) log.delivery({ stream, id, outcome: outcome || 'failed', status, ms: Date.now() - started });
+    };
+    const chunks = [];
+    for await (const c of req) chunks.push(c);
+    const body = Buffer.concat(chunks);
+    let id;
+    try {
+      id = verify(body, req.headers);
+    } catch {
+      res.writeHead(401).end();
+      return;
+    }
+    const stream = req.headers['ferry-stream'] || req.url;
+    if (seen.has(stream + id)) {
+      answer(200, 'duplicate', stream, id);
+      return;
+    }
+    try {
+      const event = parseEvent(body, { operation: req.headers['ferry-operation'] });
+      log.effect(stream, id);
+      if (cfg.delay) await sleep(cfg.delay);
+      await effects.insertOne(effectDoc(cfg, event, { stream, id }));
+      seen.add(stream + id);
+      answer(200, 'applied', stream, id);
+    } catch {
+      answer(500, null, stream, id);
+    }
+  };
+}
+
+module.exports = { config, createService, DEFAULT_PORT };
 
 if (require.main === module) {
-  let server;
-  let port;
-  try {
-    port = portFromEnv(process.env);
-    if (!process.env.WEBHOOK_SECRET) throw new Error('WEBHOOK_SECRET is not set (the whsec_… secret ferry signs with)');
-    server = createReceiver({
-      secret: process.env.WEBHOOK_SECRET,
-      seenFile: process.env.SEEN_FILE,
-      apply: async (event, { id, epoch, path }) => {
-        // Replace with the real effect. Never log whole documents.
-        console.log(JSON.stringify({ msg: 'applied', id, epoch, path, op: event.operationType, ns: event.ns }));
-      },
+  (async () => {
+    let cfg;
+    try {
+      cfg = config(process.env);
+    } catch (err) {
+      console.error(JSON.stringify({ msg: 'cannot start', error: err.message }));
+      process.exit(1);
+    }
+    const client = new MongoClient(cfg.uri);
+    await client.connect();
+    const svc = createService(cfg, client);
+    if (svc.ready) await svc.ready();
+    svc.server.listen(cfg.port, cfg.host, () => {
+      const a = svc.server.address();
+      console.log(JSON.stringify({ msg: 'listening', host: a.address, port: a.port, mode: cfg.memory ? 'memory' : 'library' }));
     });
-  } catch (err) {
+    process.once('SIGTERM', async () => {
+      // Stop taking deliveries (503: ferry retries them elsewhere), let
+      // those in flight finish within DRAIN_MS, then exit.
+      const drained = await svc.close(cfg.drain);
+      svc.server.close();
+      await client.close();
+      console.log(JSON.stringify({ msg: 'stopped', drained }));
+      process.exit(0);
+    });
+  })().catch((err) => {
     console.error(JSON.stringify({ msg: 'cannot start', error: err.message }));
     process.exit(1);
-  }
-  // All interfaces: Cloud Run sends requests to the ingress port from
-  // outside the container, and ferry posts to localhost.
-  server.listen(port, () => console.log(JSON.stringify({ msg: 'listening', port: server.address().port })));
-  process.on('SIGTERM', () => server.close(() => process.exit(0)));
+  });
 }

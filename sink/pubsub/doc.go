@@ -23,6 +23,7 @@
 //	              ferry-epoch:     <lease epoch>
 //	              ferry-operation: <operationType> (insert, update, delete, ...)
 //	              ferry-namespace: <db.coll>
+//	              ferry-stream:    <stream name>   (with Stream; the daemon sets it)
 //	              traceparent:     <W3C traceparent> (only when tracing is on: the delivery's span)
 //
 // The attributes let subscriptions filter without reading the data, e.g.

@@ -25,6 +25,8 @@ const (
 	OperationAttribute = "ferry-operation"
 	// NamespaceAttribute carries the event's namespace, "db.coll".
 	NamespaceAttribute = "ferry-namespace"
+	// StreamAttribute carries the stream's name (with Stream).
+	StreamAttribute = "ferry-stream"
 	// TraceParentAttribute carries the W3C traceparent of the delivery's
 	// span (ferry.DeliveryTraceParent of the event), when tracing is
 	// on.
@@ -57,6 +59,9 @@ func (s *Sink) message(ctx context.Context, ev *ferry.Event) (*gps.Message, erro
 	}
 	if ns := ev.Namespace.String(); ns != "" && len(ns) <= maxAttributeValueBytes {
 		attrs[NamespaceAttribute] = ns
+	}
+	if st := s.cfg.stream; st != "" && len(st) <= maxAttributeValueBytes {
+		attrs[StreamAttribute] = st
 	}
 	if tp := ferry.DeliveryTraceParent(ctx, ev); tp != "" {
 		attrs[TraceParentAttribute] = tp

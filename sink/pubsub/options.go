@@ -29,6 +29,7 @@ type opt func(*config)
 func (f opt) apply(c *config) { f(c) }
 
 type config struct {
+	stream      string
 	canonical   bool
 	timeout     time.Duration
 	emulator    string
@@ -52,6 +53,12 @@ func (c *config) validate(p *optcheck.Problems) {
 		}
 	}
 }
+
+// Stream names the ferry stream the sink publishes for: every message
+// carries it in the ferry-stream attribute, so a subscriber serving several
+// streams keys its idempotency records by (stream, event id). The daemon
+// sets it to the stream's name. Empty (the default): no such attribute.
+func Stream(name string) Option { return opt(func(c *config) { c.stream = name }) }
 
 // Canonical renders message data as canonical rather than relaxed Extended
 // JSON. Ordering keys are canonical always.

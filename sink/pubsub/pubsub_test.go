@@ -100,7 +100,7 @@ func TestMessageShape(t *testing.T) {
 	for _, canonical := range []bool{false, true} {
 		var opts []pubsub.Option
 		if canonical {
-			opts = append(opts, pubsub.Canonical())
+			opts = append(opts, pubsub.Canonical(), pubsub.Stream("orders"))
 		}
 		s := r.newSink(t, opts...)
 		if err := s.Connect(ctx); err != nil {
@@ -135,6 +135,11 @@ func TestMessageShape(t *testing.T) {
 			}
 			if m.d.Epoch != ev.Epoch || m.attrs[pubsub.OperationAttribute] != "update" || m.attrs[pubsub.NamespaceAttribute] != "shop.orders" {
 				t.Errorf("attributes %v for an update of shop.orders under epoch %d", m.attrs, ev.Epoch)
+			}
+			// With Stream (set with canonical here) the stream's name is an
+			// attribute; without, there is none.
+			if st, ok := m.attrs[pubsub.StreamAttribute]; canonical && st != "orders" || !canonical && ok {
+				t.Errorf("canonical=%v: ferry-stream attribute %q (present %v)", canonical, st, ok)
 			}
 		}
 	}

@@ -39,6 +39,7 @@ type config struct {
 	maxRetryAft time.Duration
 	maxIdle     int
 	headerList  []header
+	stream      string
 	now         func() time.Time
 
 	// Resolved by validate.
@@ -71,6 +72,9 @@ func (c *config) validate(p *optcheck.Problems, rawURL string) {
 	}
 	if c.maxRetryAft <= 0 {
 		p.Add("MaxRetryAfter", "must be positive, got %v", c.maxRetryAft)
+	}
+	if !validHeaderValue(c.stream) {
+		p.Add("Stream", "the name must not contain line breaks or other control characters")
 	}
 	if c.maxIdle < 1 {
 		p.Add("MaxIdleConns", "must be at least 1, got %d", c.maxIdle)
@@ -114,6 +118,13 @@ func DecodeSecret(secret string) ([]byte, error) {
 	return key, nil
 }
 
+// Stream names the ferry stream the sink delivers for: every request
+// carries it in a Ferry-Stream header, so a receiver serving several streams
+// keys its idempotency records by (stream, event id) — one change has the
+// same event id in every stream that sees it. The daemon sets it to the
+// stream's name. Empty (the default): no Ferry-Stream header.
+func Stream(name string) Option { return option(func(c *config) { c.stream = name }) }
+
 // Canonical sends canonical Extended JSON ({"$numberInt":"1"}) instead of
 // the default relaxed Extended JSON (1), preserving every BSON type exactly.
 func Canonical() Option { return option(func(c *config) { c.canonical = true }) }
@@ -137,7 +148,8 @@ func MaxIdleConns(n int) Option { return option(func(c *config) { c.maxIdle = n 
 var reserved = map[string]bool{
 	"Content-Type": true, "Content-Length": true, "Host": true,
 	"Webhook-Id": true, "Webhook-Timestamp": true, "Webhook-Signature": true,
-	"Idempotency-Key": true, "Ferry-Epoch": true,
+	"Idempotency-Key": true, "Ferry-Epoch": true, "Ferry-Stream": true, "Ferry-Operation": true,
+	"Ferry-Namespace": true,
 }
 
 // Header adds a header to every request (for example an authorization token
@@ -151,7 +163,8 @@ func Header(name, value string) Option {
 // CheckHeader reports why Header(name, value) would be refused, or nil:
 // the name must be an HTTP token (RFC 9110) and not one the sink sets
 // (Content-Type, Content-Length, Host, webhook-id, webhook-timestamp,
-// webhook-signature, Idempotency-Key, Ferry-Epoch; in any case); the value
+// webhook-signature, Idempotency-Key, Ferry-Epoch, Ferry-Stream,
+// Ferry-Operation, Ferry-Namespace; in any case); the value
 // must not contain control characters other than tab. Its errors contain
 // neither the name nor the value.
 func CheckHeader(name, value string) error {
@@ -161,10 +174,16 @@ func CheckHeader(name, value string) error {
 	if reserved[http.CanonicalHeaderKey(name)] {
 		return errors.New("is set by the webhook sink and cannot be overridden")
 	}
-	if strings.ContainsFunc(value, func(r rune) bool { return r < ' ' && r != '\t' || r == 0x7f }) {
+	if !validHeaderValue(value) {
 		return errors.New("the value must not contain line breaks or other control characters (tabs are allowed)")
 	}
 	return nil
+}
+
+// validHeaderValue reports whether v can be sent as a header value as it
+// is (no control characters).
+func validHeaderValue(v string) bool {
+	return !strings.ContainsFunc(v, func(r rune) bool { return r < ' ' && r != '\t' || r == 0x7f })
 }
 
 // validHeaderName reports whether s is an HTTP token (RFC 9110), as

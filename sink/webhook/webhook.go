@@ -10,6 +10,9 @@
 //	webhook-signature: v1,<base64 HMAC-SHA256(key, id + "." + timestamp + "." + body)>
 //	Idempotency-Key: <event id>
 //	Ferry-Epoch: <lease epoch>
+//	Ferry-Stream: <stream name>         (only with Stream; the daemon sets it)
+//	Ferry-Operation: <operationType>    (insert, update, delete, ...; "backfill" for a snapshot row)
+//	Ferry-Namespace: <db.coll>
 //	traceparent: <W3C traceparent>      (only when tracing is on: the delivery's span, ferry.DeliveryTraceParent)
 //	User-Agent: ferry-webhook/1         (unless set with Header)
 //
@@ -21,9 +24,15 @@
 // timestamps too far from their clock, and deduplicate on the event id
 // (examples/node-receiver).
 //
+// Only the id, the timestamp and the body are signed (Standard Webhooks);
+// the Ferry-* headers tell a receiver how to handle a verified body (which
+// stream's records key it, whether the body is a change event or a
+// snapshot row's document).
+//
 // Header adds headers to every request. It refuses, in any case, the ones
 // the sink sets itself: Content-Type, Content-Length, Host, webhook-id,
-// webhook-timestamp, webhook-signature, Idempotency-Key and Ferry-Epoch.
+// webhook-timestamp, webhook-signature, Idempotency-Key and the Ferry-*
+// headers above.
 // A User-Agent set with Header replaces the default: a gateway may route or
 // allow-list on it.
 //
@@ -39,6 +48,13 @@
 //     capped by MaxRetryAfter) is attached to the error (sink.RetryDelay),
 //     and sink.Handler (sink.BatchHandler) waits that long before ferry's
 //     next attempt. Write itself never sleeps.
+//   - in progress: a 503 with the header "Ferry-Retry: in-progress" says
+//     that another delivery of the same event is being applied right now
+//     (a takeover while the old owner's request still runs; the receiver
+//     library of receivers/node answers so). The event is retried after
+//     Retry-After without counting the attempt (ErrInProgress matches
+//     sink.ErrNotAttempted), and the rest of the batch goes on: the
+//     receiver is up.
 //   - permanent (dead-lettered without retry): every other status,
 //     including other 4xx and 3xx (redirects are not followed: a POST must
 //     not silently turn into a GET; configure the final URL), and events
@@ -219,11 +235,29 @@ type connError struct{ err error }
 func (e *connError) Error() string { return e.err.Error() }
 func (e *connError) Unwrap() error { return e.err }
 
+// ErrInProgress is matched (errors.Is) by the failure of an event the
+// receiver answered 503 with "Ferry-Retry: in-progress": another delivery
+// of the same event is being applied. It matches sink.ErrNotAttempted, so
+// ferry retries the event without counting the attempt and does not judge
+// the receiver down by it.
+var ErrInProgress = errors.New("webhook: another delivery of the event is in progress at the receiver")
+
+type inProgress struct{ err error }
+
+func (e *inProgress) Error() string { return e.err.Error() + " (in progress)" }
+func (e *inProgress) Unwrap() error { return e.err }
+func (e *inProgress) Is(target error) bool {
+	return target == ErrInProgress || target == sink.ErrNotAttempted
+}
+
 // stopsBatch reports whether a failure concerns the receiver rather than
 // the event.
 func stopsBatch(err error) bool {
 	if err == ErrNoTimeLeft {
 		return true
+	}
+	if errors.Is(err, ErrInProgress) {
+		return false // the receiver is up; only this event waits
 	}
 	var ce *connError
 	if errors.As(err, &ce) {
@@ -263,6 +297,15 @@ func (s *Sink) post(ctx context.Context, ev *ferry.Event) error {
 	h.Set("Webhook-Signature", Sign(s.cfg.key, id, ts, body))
 	h.Set("Idempotency-Key", id)
 	h.Set("Ferry-Epoch", strconv.FormatInt(ev.Epoch, 10))
+	if s.cfg.stream != "" {
+		h.Set("Ferry-Stream", s.cfg.stream)
+	}
+	if op := ev.OperationType; op != "" && validHeaderValue(op) {
+		h.Set("Ferry-Operation", op)
+	}
+	if ns := ev.Namespace.String(); ns != "" && validHeaderValue(ns) {
+		h.Set("Ferry-Namespace", ns)
+	}
 
 	resp, err := s.client.Do(req)
 	if err != nil {
@@ -286,6 +329,12 @@ func (s *Sink) post(ctx context.Context, ev *ferry.Event) error {
 	se := &StatusError{StatusCode: resp.StatusCode, Snippet: printable(snippet[:n])}
 	err = fmt.Errorf("webhook: event %s: POST %s: %w", id, s.where, se)
 	switch code := resp.StatusCode; {
+	case code == http.StatusServiceUnavailable && strings.EqualFold(resp.Header.Get("Ferry-Retry"), "in-progress"):
+		err = &inProgress{err}
+		if d, ok := s.retryAfter(resp.Header.Get("Retry-After")); ok {
+			return sink.RetryAfter(err, d)
+		}
+		return sink.RetryAfter(err, time.Second)
 	case code == http.StatusTooManyRequests || code == http.StatusServiceUnavailable:
 		if d, ok := s.retryAfter(resp.Header.Get("Retry-After")); ok {
 			return sink.RetryAfter(err, d)

@@ -50,8 +50,8 @@ func TestSignReferenceVector(t *testing.T) {
 	}
 }
 
-// The values hard-coded in examples/node-receiver/test/receiver.test.js:
-// the Node receiver must accept exactly what this sink sends.
+// The values hard-coded in receivers/node/test/gofixture.test.js: the Node
+// receiver library must accept exactly what this sink sends.
 const (
 	nodeSecret    = "whsec_ZmVycnktbm9kZS1yZWNlaXZlci1maXh0dXJlLWtleSE="
 	nodeTimestamp = 1700000000

@@ -18,11 +18,12 @@ import (
 // Config is a parsed and validated configuration file. Every field holds
 // its value or its default; see the package documentation for the schema.
 type Config struct {
-	Listen  string   `yaml:"listen"`
-	Log     Log      `yaml:"log"`
-	State   State    `yaml:"state"`
-	Tracing Tracing  `yaml:"tracing"`
-	Streams []Stream `yaml:"streams"`
+	Listen   string   `yaml:"listen"`
+	Log      Log      `yaml:"log"`
+	Shutdown Shutdown `yaml:"shutdown"`
+	State    State    `yaml:"state"`
+	Tracing  Tracing  `yaml:"tracing"`
+	Streams  []Stream `yaml:"streams"`
 }
 
 // Tracing configures OpenTelemetry traces (package ferryotel). Tracing is
@@ -35,6 +36,20 @@ type Tracing struct {
 	// ServiceName is the service.name of the spans unless OTEL_SERVICE_NAME
 	// sets one (default "ferry").
 	ServiceName string `yaml:"service_name,omitempty"`
+}
+
+// Shutdown says how `ferry run` stops after SIGTERM (a redeploy, a
+// scale-in). GracePeriod is the time the platform allows between SIGTERM
+// and SIGKILL: Cloud Run's 10 s, Kubernetes' terminationGracePeriodSeconds.
+// Each partition lets the deliveries in flight finish within DrainTimeout;
+// a request still running then is cut off (its event is not checkpointed,
+// and the partition's next owner delivers it again). Then ferry records
+// what the sink acknowledged (ledger, at most 2 s), writes the final
+// checkpoints and releases its leases, so DrainTimeout plus ShutdownReserve
+// must fit in GracePeriod.
+type Shutdown struct {
+	DrainTimeout time.Duration `yaml:"drain_timeout"`
+	GracePeriod  time.Duration `yaml:"grace_period"`
 }
 
 // Log configures the daemon's log/slog output.
@@ -278,7 +293,16 @@ type Stdout struct {
 
 // Defaults.
 const (
-	DefaultListen          = ":8080"
+	DefaultListen = ":8080"
+	// DefaultDrainTimeout is shutdown.drain_timeout's default.
+	DefaultDrainTimeout = 8 * time.Second
+	// DefaultGracePeriod is shutdown.grace_period's default: Cloud Run's
+	// 10 s between SIGTERM and SIGKILL.
+	DefaultGracePeriod = 10 * time.Second
+	// ShutdownReserve is what a stop needs after the drain: the ledger
+	// write of what the sink acknowledged (bounded by 2 s), the final
+	// checkpoints and the lease releases.
+	ShutdownReserve        = 2 * time.Second
 	DefaultLogLevel        = "info"
 	DefaultLogFormat       = "json"
 	DefaultStateDatabase   = "ferry"

@@ -58,6 +58,19 @@
 //	log:
 //	  level: info            debug | info | warn | error (default info)
 //	  format: json           json | text (default json)
+//	shutdown:                how `ferry run` stops after SIGTERM
+//	  drain_timeout: 8s      how long each partition lets the deliveries in
+//	                         flight finish (> 0; default 8s). A request still
+//	                         running then is cut off: its event is not
+//	                         checkpointed and the partition's next owner
+//	                         delivers it again (a failed delivery is not
+//	                         retried while draining either). What the sink
+//	                         acknowledged is still recorded.
+//	  grace_period: 10s      the time the platform gives between SIGTERM and
+//	                         SIGKILL (>= 1s; default 10s, Cloud Run's;
+//	                         Kubernetes: terminationGracePeriodSeconds).
+//	                         drain_timeout + 2s (record, checkpoint, release
+//	                         the leases) must fit in it.
 //	tracing:                 OpenTelemetry traces (off unless an endpoint is
 //	                         set here or in OTEL_EXPORTER_OTLP_ENDPOINT /
 //	                         OTEL_EXPORTER_OTLP_TRACES_ENDPOINT; the other

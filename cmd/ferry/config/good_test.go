@@ -23,6 +23,7 @@ import (
 const full = `
 listen: "127.0.0.1:9090"
 log: {level: debug, format: text}
+shutdown: {drain_timeout: 20s, grace_period: 30s}   # Kubernetes: terminationGracePeriodSeconds 30
 state:
   uri: mongodb://state:${DB_PASSWORD}@statedb:27017/?authSource=admin
   database: ferry_state
@@ -73,9 +74,10 @@ func TestFullConfig(t *testing.T) {
 	}
 	srcURI := config.MongoURI("mongodb+srv://ferry:" + dbPassword + "@cluster0.example.net/?retryWrites=true")
 	want := &config.Config{
-		Listen: "127.0.0.1:9090",
-		Log:    config.Log{Level: "debug", Format: "text"},
-		State:  config.State{URI: config.MongoURI("mongodb://state:" + dbPassword + "@statedb:27017/?authSource=admin"), Database: "ferry_state"},
+		Listen:   "127.0.0.1:9090",
+		Log:      config.Log{Level: "debug", Format: "text"},
+		Shutdown: config.Shutdown{DrainTimeout: 20 * time.Second, GracePeriod: 30 * time.Second},
+		State:    config.State{URI: config.MongoURI("mongodb://state:" + dbPassword + "@statedb:27017/?authSource=admin"), Database: "ferry_state"},
 		Streams: []config.Stream{{
 			Name: "orders",
 			Source: config.Source{
@@ -172,6 +174,7 @@ func TestDefaults(t *testing.T) {
 	}{
 		{"listen", cfg.Listen, ":8080"},
 		{"log", cfg.Log, config.Log{Level: "info", Format: "json"}},
+		{"shutdown", cfg.Shutdown, config.Shutdown{DrainTimeout: 8 * time.Second, GracePeriod: 10 * time.Second}},
 		{"state", cfg.State, config.State{Database: "ferry"}},
 		{"state uri", cfg.StateURI(), s.Source.URI},
 		{"start_at", s.Source.StartAt, config.StartAt{Kind: "now"}},

@@ -25,8 +25,9 @@ import (
 // that span several fields.
 func (d *decoder) config(root *yaml.Node) *Config {
 	c := &Config{
-		Listen: DefaultListen,
-		Log:    Log{Level: DefaultLogLevel, Format: DefaultLogFormat},
+		Listen:   DefaultListen,
+		Log:      Log{Level: DefaultLogLevel, Format: DefaultLogFormat},
+		Shutdown: Shutdown{DrainTimeout: DefaultDrainTimeout, GracePeriod: DefaultGracePeriod},
 	}
 	var sawStreams bool
 	ok := d.mapping("", root, map[string]field{
@@ -35,6 +36,12 @@ func (d *decoder) config(root *yaml.Node) *Config {
 			d.mapping(p, v, map[string]field{
 				"level":  func(p string, v *yaml.Node) { d.enum(p, v, &c.Log.Level, "debug", "info", "warn", "error") },
 				"format": func(p string, v *yaml.Node) { d.enum(p, v, &c.Log.Format, "json", "text") },
+			})
+		},
+		"shutdown": func(p string, v *yaml.Node) {
+			d.mapping(p, v, map[string]field{
+				"drain_timeout": func(p string, v *yaml.Node) { d.duration(p, v, &c.Shutdown.DrainTimeout, time.Nanosecond) },
+				"grace_period":  func(p string, v *yaml.Node) { d.duration(p, v, &c.Shutdown.GracePeriod, time.Second) },
 			})
 		},
 		"state":   func(p string, v *yaml.Node) { d.state(p, v, &c.State) },
@@ -52,7 +59,18 @@ func (d *decoder) config(root *yaml.Node) *Config {
 	}
 	d.crossChecks(c)
 	d.checkPools(c)
+	d.checkShutdown(c.Shutdown)
 	return c
+}
+
+// checkShutdown checks that a stop fits the platform's grace period: the
+// drain, then ShutdownReserve for the ledger, the checkpoints and the
+// leases.
+func (d *decoder) checkShutdown(s Shutdown) {
+	if s.DrainTimeout+ShutdownReserve > s.GracePeriod {
+		d.add("shutdown.drain_timeout", "%v plus %v to record, checkpoint and release the leases must fit in shutdown.grace_period (%v, the time between SIGTERM and SIGKILL: Cloud Run gives 10s): set drain_timeout to at most %v, or raise grace_period if your platform gives more (Kubernetes: terminationGracePeriodSeconds)",
+			s.DrainTimeout, ShutdownReserve, s.GracePeriod, s.GracePeriod-ShutdownReserve)
+	}
 }
 
 // tracing decodes the tracing mapping. The endpoint is an OTLP/HTTP URL

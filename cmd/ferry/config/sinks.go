@@ -44,7 +44,7 @@ func (s *Stream) NewSink(stdoutW io.Writer, state *mongo.Database) (sink.Sink, e
 		// An idle connection for every lane that may post at once: every
 		// partition on this member, each with ferry's default lanes.
 		idle := max(webhook.DefaultMaxIdleConns, s.Group.Partitions*ferry.DefaultConcurrency)
-		opts := []webhook.Option{webhook.Secret(w.Secret.Reveal()), webhook.Timeout(w.Timeout), webhook.MaxIdleConns(idle)}
+		opts := []webhook.Option{webhook.Secret(w.Secret.Reveal()), webhook.Timeout(w.Timeout), webhook.MaxIdleConns(idle), webhook.Stream(s.Name)}
 		if w.Encoding == encodingCanonical {
 			opts = append(opts, webhook.Canonical())
 		}
@@ -79,7 +79,7 @@ func (s *Stream) NewSink(stdoutW io.Writer, state *mongo.Database) (sink.Sink, e
 		return kafka.New(k.Brokers, opts...)
 	case sk.PubSub != nil:
 		ps := sk.PubSub
-		opts := []pubsub.Option{pubsub.Timeout(ps.Timeout)}
+		opts := []pubsub.Option{pubsub.Timeout(ps.Timeout), pubsub.Stream(s.Name)}
 		if ps.Emulator != "" {
 			opts = append(opts, pubsub.Emulator(ps.Emulator))
 		}

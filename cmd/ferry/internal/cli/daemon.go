@@ -27,14 +27,17 @@ import (
 	"github.com/ferry-io/ferry/sink/mongoproj"
 )
 
-// shutdownBudget is how long the daemon takes to stop after SIGTERM: Cloud
-// Run allows 10 s.
-const shutdownBudget = 9 * time.Second
-
 // shutdownGrace is how much longer than the budget the daemon waits for
 // its streams to stop before it gives up on them: it then exits without
 // closing the sinks and stores they may still use.
 const shutdownGrace = 20 * time.Second
+
+// shutdownBudget is how long the daemon expects to take to stop after
+// SIGTERM: a second less than the platform's grace period
+// (shutdown.grace_period), which config.Parse checks the drain fits in.
+func (d *daemon) shutdownBudget() time.Duration {
+	return max(d.cfg.Shutdown.GracePeriod-time.Second, d.cfg.Shutdown.DrainTimeout)
+}
 
 // runValidate checks a configuration file without connecting to anything.
 func runValidate(args []string, stdout, stderr io.Writer) int {
@@ -200,7 +203,8 @@ func (d *daemon) openStream(ctx context.Context, path string, sc *config.Stream,
 			copts = append(copts, ferry.WithSweeper(st.proj.Sweep)) // a backfill removes what it did not touch
 		}
 		one := newSingle(sc.Name, d.log, func(s group.Status) { d.onState(st, s) })
-		c, err := ferry.NewBatchConsumer(client, h, append(copts, ferry.Checkpoints(cps), ferry.WithHooks(one), ferry.LogStops(false))...)
+		c, err := ferry.NewBatchConsumer(client, h, append(copts, ferry.Checkpoints(cps), ferry.WithHooks(one), ferry.LogStops(false),
+			ferry.DrainTimeout(d.cfg.Shutdown.DrainTimeout))...)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", path, err)
 		}
@@ -209,6 +213,7 @@ func (d *daemon) openStream(ctx context.Context, path string, sc *config.Stream,
 		return st, nil
 	}
 	gopts := append(sc.GroupOptions(), group.StateDatabase(stateDB), group.ConsumerOptions(copts...), group.Logger(d.log),
+		group.DrainTimeout(d.cfg.Shutdown.DrainTimeout),
 		group.OnStateChange(func(s group.Status) { d.onState(st, s) }))
 	if st.proj != nil {
 		// Each partition's backfill sweeps only its own documents.
@@ -302,25 +307,29 @@ func (d *daemon) runAll(ctx context.Context, ops *opsServer) error {
 	ops.setReady(true)
 	select {
 	case <-ctx.Done():
-		d.log.Info("shutting down: draining, checkpointing, releasing leases")
+		d.log.Info("shutting down: draining, checkpointing, releasing leases", "drain_timeout", d.cfg.Shutdown.DrainTimeout.String(),
+			"grace_period", d.cfg.Shutdown.GracePeriod.String())
 	case <-runCtx.Done(): // a stream cannot run in this process (duplicate member id)
-		d.log.Info("shutting down: draining, checkpointing, releasing leases")
+		d.log.Info("shutting down: draining, checkpointing, releasing leases", "drain_timeout", d.cfg.Shutdown.DrainTimeout.String(),
+			"grace_period", d.cfg.Shutdown.GracePeriod.String())
 	case <-streamsDone:
 		d.log.Error("every stream stopped")
 	}
 	ops.setReady(false)
 	cancel()
-	budget := time.NewTimer(shutdownBudget)
-	defer budget.Stop()
+	budget := d.shutdownBudget()
+	budgetT := time.NewTimer(budget)
+	defer budgetT.Stop()
 	select {
 	case <-streamsDone:
-	case <-budget.C:
-		d.log.Warn("shutdown budget exceeded; still waiting for the streams to stop", "budget", shutdownBudget)
+	case <-budgetT.C:
+		d.log.Warn("shutdown budget exceeded; still waiting for the streams to stop", "budget", budget.String(),
+			"grace_period", d.cfg.Shutdown.GracePeriod.String())
 		select {
 		case <-streamsDone:
 		case <-time.After(shutdownGrace):
 			d.abandoned = true
-			d.log.Error("streams did not stop; exiting without closing their sinks and stores", "waited", shutdownBudget+shutdownGrace)
+			d.log.Error("streams did not stop; exiting without closing their sinks and stores", "waited", (budget + shutdownGrace).String())
 		}
 	}
 	pw.Wait()

@@ -1,0 +1,67 @@
+package ferry_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/ferry-io/ferry"
+	"github.com/ferry-io/ferry/internal/poll"
+)
+
+// TestDrainDoesNotRetryFailures: once Run's context is cancelled, an event
+// whose delivery fails is not retried again but left for the next owner
+// (the checkpoint stays before it), so a drain during a sink outage ends
+// when the calls in flight end, not at DrainTimeout (an hour here: before,
+// Run retried the failing events until then). A document's later events
+// are left too, so none is applied before its earlier one.
+func TestDrainDoesNotRetryFailures(t *testing.T) {
+	e := newEnv(t)
+	at := clusterTime(t, e.client)
+	var calls atomic.Int64
+	var mu sync.Mutex
+	applied := map[int32][]int32{}
+	h := func(ctx context.Context, ev *ferry.Event) error {
+		calls.Add(1)
+		id := ev.DocumentKey.Lookup("_id").Int32()
+		if id == 1 {
+			return errors.New("the sink is down for this document")
+		}
+		mu.Lock()
+		applied[id] = append(applied[id], ev.FullDocument.Lookup("v").Int32())
+		mu.Unlock()
+		return nil
+	}
+	r := start(t, e.client, h, e.opts(ferry.StartAt(ferry.StartAtTime(at)), ferry.DrainTimeout(time.Hour),
+		ferry.Retry(1000, time.Millisecond, 5*time.Millisecond))...)
+	coll := e.db.Collection("c")
+	insert(t, coll, bson.D{{Key: "_id", Value: 1}, {Key: "v", Value: 0}}, bson.D{{Key: "_id", Value: 2}, {Key: "v", Value: 0}})
+	poll.Until(t, 20*time.Second, func() error {
+		if n := calls.Load(); n < 5 {
+			return fmt.Errorf("%d handler calls, want the failing event retried a few times", n)
+		}
+		return nil
+	})
+	// A later change of the failing document, queued behind it.
+	if _, err := coll.UpdateOne(context.Background(), bson.D{{Key: "_id", Value: 1}}, bson.D{{Key: "$set", Value: bson.D{{Key: "v", Value: 1}}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.stop(t); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	before := calls.Load()
+	mu.Lock()
+	defer mu.Unlock()
+	if len(applied[1]) != 0 {
+		t.Errorf("document 1's later change was applied (%v) while its first was left for the next owner", applied[1])
+	}
+	if calls.Load() != before {
+		t.Errorf("handler called after Run returned")
+	}
+}

@@ -87,7 +87,7 @@ func TestFlagsRefused(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"-fault", "crash"}, `-fault must be kill, redeploy or receiver-down, got "crash"`},
+		{[]string{"-fault", "crash"}, `-fault must be kill, redeploy, receiver-down or scale-in, got "crash"`},
 		{[]string{"-dedupe", "redis"}, `-dedupe must be library or memory, got "redis"`},
 		{[]string{"-runs", "0"}, "-runs must be at least 1, got 0"},
 		{[]string{"-n", "5"}, "-n must be at least 20"},

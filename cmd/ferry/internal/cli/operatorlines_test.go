@@ -148,7 +148,7 @@ func TestDrainTimeoutLogsADuration(t *testing.T) {
 		<-r.Context().Done() // never answers: the drain times out
 	}))
 	defer hang.Close()
-	cfg := writeFile(t, streamYAML(e.srv.URI(), "orders", hang.URL+"/hook", "", ""))
+	cfg := writeFile(t, "shutdown: {drain_timeout: 1s}\n"+streamYAML(e.srv.URI(), "orders", hang.URL+"/hook", "", ""))
 	m := startMember(t, cfg, "m1")
 	waitStartedIn(t, e, "orders", 2)
 	e.insert("orders", bson.D{{Key: "_id", Value: "o-1"}})
@@ -164,7 +164,7 @@ func TestDrainTimeoutLogsADuration(t *testing.T) {
 			line = l
 		}
 	}
-	// lease_ttl 2s: a partition drains for at most half of it.
+	// shutdown.drain_timeout: 1s.
 	if !strings.Contains(line, `"timeout":"1s"`) {
 		t.Errorf("drain timeout line = %q, want \"timeout\":\"1s\"", line)
 	}

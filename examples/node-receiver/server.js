@@ -107,7 +107,17 @@ function createService(cfg, client) {
     // Never log whole documents: ids and the operation only.
     await effects.insertOne(effectDoc(cfg, event, ctx), { session: ctx.session });
   });
-  return { server: http.createServer(handle), close: (timeoutMs) => receiver.close({ timeoutMs }), ready: () => receiver.ready() };
+  // The records' index and the effects' collection exist before the first
+  // delivery: a transaction that creates a collection conflicts with every
+  // other transaction creating it, which would only be retried.
+  const ready = async () => {
+    await receiver.ready();
+    const have = await client.db(cfg.db).listCollections({ name: cfg.effects }, { nameOnly: true }).toArray();
+    if (have.length === 0) await client.db(cfg.db).createCollection(cfg.effects).catch((err) => {
+      if (err.code !== 48) throw err; // NamespaceExists: another instance made it
+    });
+  };
+  return { server: http.createServer(handle), close: (timeoutMs) => receiver.close({ timeoutMs }), ready };
 }
 
 // memoryHandler is the pattern the library replaces: verify, remember ids

@@ -79,18 +79,24 @@ func (e *runEnv) pickOwner(ctx context.Context) (*instance, []int, error) {
 	return best, per[best], nil
 }
 
+// waitVictim waits until a quarter of the effects are done and an
+// instance owning partitions has effects in flight (pickOwner), and returns
+// it, its partitions and the effects done then.
+func (e *runEnv) waitVictim(ctx context.Context) (victim *instance, parts []int, at int, err error) {
+	at, err = e.waitWindow(ctx, e.opt.n/4, func() (err error) {
+		victim, parts, err = e.pickOwner(ctx)
+		return err
+	})
+	return victim, parts, at, err
+}
+
 // killSidecar SIGKILLs the sidecar of the instance owning the most
 // partitions, once a quarter of the effects are done and its receiver is
 // applying some. Its partitions move to the others after lease_ttl, which
 // replay what it delivered but had not recorded, to other instances'
 // receivers.
 func (e *runEnv) killSidecar(ctx context.Context) (*faultReport, error) {
-	var victim *instance
-	var parts []int
-	at, err := e.waitWindow(ctx, e.opt.n/4, func() (err error) {
-		victim, parts, err = e.pickOwner(ctx)
-		return err
-	})
+	victim, parts, at, err := e.waitVictim(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -151,12 +157,7 @@ func (e *runEnv) redeploy(ctx context.Context) (*faultReport, error) {
 // s), during which the restarted receiver answers their replays "in
 // progress".
 func (e *runEnv) receiverDown(ctx context.Context) (*faultReport, error) {
-	var victim *instance
-	var parts []int
-	at, err := e.waitWindow(ctx, e.opt.n/4, func() (err error) {
-		victim, parts, err = e.pickOwner(ctx)
-		return err
-	})
+	victim, parts, at, err := e.waitVictim(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -191,12 +192,7 @@ func (e *runEnv) receiverDown(ctx context.Context) (*faultReport, error) {
 // times the hand-off: from the signal until another live instance owns
 // each of its partitions. The instance is not replaced.
 func (e *runEnv) scaleIn(ctx context.Context) (*faultReport, error) {
-	var victim *instance
-	var parts []int
-	at, err := e.waitWindow(ctx, e.opt.n/4, func() (err error) {
-		victim, parts, err = e.pickOwner(ctx)
-		return err
-	})
+	victim, parts, at, err := e.waitVictim(ctx)
 	if err != nil {
 		return nil, err
 	}

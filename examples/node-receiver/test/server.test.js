@@ -2,29 +2,16 @@
 // server.js as a process, as Cloud Run runs it, against the emulator (or
 // FERRY_TEST_MONGODB_URI).
 
-const { test, before, after } = require('node:test');
+const { test } = require('node:test');
 const assert = require('node:assert/strict');
 const { spawn } = require('node:child_process');
 const path = require('node:path');
 const readline = require('node:readline');
-const { MongoClient } = require('mongodb');
-const { startMongo, uniqueDb } = require('../../../receivers/node/test/support/mongotest');
+const { useMongo, uniqueDb } = require('../../../receivers/node/test/support/mongotest');
 const { SECRET, eventId, changeEvent, signed, post } = require('../../../receivers/node/test/support/deliver');
 
 const SERVER = path.join(__dirname, '..', 'server.js');
-let mongo;
-let client;
-
-before(async () => {
-  mongo = await startMongo();
-  client = new MongoClient(mongo.uri);
-  await client.connect();
-});
-
-after(async () => {
-  await client.close();
-  await mongo.stop();
-});
+const mongo = useMongo();
 
 // start runs server.js with env; it resolves with {child, port, lines}
 // once it printed "listening" (or with its exit when it does not start).
@@ -58,7 +45,7 @@ test('applies each event once, records its effect in EFFECTS_COLLECTION, keyed b
   assert.equal((await post(url, signed(id, ev, { stream: 'sessions-expired' }))).json.outcome, 'applied');
   assert.equal((await post(url, signed(id, ev, { stream: 'sessions-expired' }))).json.outcome, 'duplicate');
   assert.equal((await post(url, signed(id, ev, { stream: 'audit' }))).json.outcome, 'applied', 'another stream, same change: applied for it too');
-  const effects = await client.db(db).collection('applied').find({ id }).toArray();
+  const effects = await mongo.client.db(db).collection('applied').find({ id }).toArray();
   assert.deepEqual(effects.map((e) => e.stream).sort(), ['audit', 'sessions-expired']);
   assert.ok(effects.every((e) => e.cause === 'ttl' && e.instance === 'a' && e.op === 'delete'));
   s.child.kill('SIGTERM');

@@ -2,27 +2,14 @@
 // close(): stop taking deliveries, drain those in flight, roll back what
 // overruns the drain.
 
-const { test, before, after } = require('node:test');
+const { test } = require('node:test');
 const assert = require('node:assert/strict');
-const { MongoClient } = require('mongodb');
 const { EJSON } = require('mongodb').BSON;
 const { ferryReceiver } = require('..');
-const { startMongo, uniqueDb } = require('./support/mongotest');
+const { useMongo, uniqueDb } = require('./support/mongotest');
 const { SECRET, eventId, changeEvent } = require('./support/deliver');
 
-let mongo;
-let client;
-
-before(async () => {
-  mongo = await startMongo();
-  client = new MongoClient(mongo.uri);
-  await client.connect();
-});
-
-after(async () => {
-  await client.close();
-  await mongo.stop();
-});
+const mongo = useMongo();
 
 function input(id) {
   return { id, stream: 's', epoch: 1, body: EJSON.stringify(EJSON.deserialize(changeEvent('delete', { _id: id }), { relaxed: false }), { relaxed: false }) };
@@ -30,7 +17,7 @@ function input(id) {
 
 test('close drains the deliveries in flight and answers new ones 503', async () => {
   const db = uniqueDb();
-  const r = ferryReceiver({ secret: SECRET, mongo: client, db });
+  const r = ferryReceiver({ secret: SECRET, mongo: mongo.client, db });
   await r.ready();
   let entered;
   const inEffect = new Promise((resolve) => (entered = resolve));
@@ -50,12 +37,12 @@ test('close drains the deliveries in flight and answers new ones 503', async () 
   release();
   assert.equal(await closed, 'drained');
   assert.equal((await running).outcome, 'applied');
-  assert.equal(await client.db(db).collection('effects').countDocuments({ id }), 1);
+  assert.equal(await mongo.client.db(db).collection('effects').countDocuments({ id }), 1);
 });
 
 test('a delivery still running when the drain time is up is rolled back and answered 503', async () => {
   const db = uniqueDb();
-  const r = ferryReceiver({ secret: SECRET, mongo: client, db });
+  const r = ferryReceiver({ secret: SECRET, mongo: mongo.client, db });
   await r.ready();
   let entered;
   const inEffect = new Promise((resolve) => (entered = resolve));
@@ -70,6 +57,6 @@ test('a delivery still running when the drain time is up is rolled back and answ
   assert.equal(await r.close({ timeoutMs: 10 }), 'timeout');
   const res = await running;
   assert.equal(res.status, 503);
-  assert.equal(await client.db(db).collection('effects').countDocuments({}), 0, 'rolled back: the replay applies it elsewhere');
+  assert.equal(await mongo.client.db(db).collection('effects').countDocuments({}), 0, 'rolled back: the replay applies it elsewhere');
   assert.equal(await r.records.countDocuments({}), 0);
 });

@@ -1,34 +1,21 @@
 'use strict';
 // Effects outside MongoDB: claim, effect, done.
 
-const { test, before, after } = require('node:test');
+const { test } = require('node:test');
 const assert = require('node:assert/strict');
-const { MongoClient } = require('mongodb');
 const { EJSON } = require('mongodb').BSON;
 const { ferryReceiver } = require('..');
-const { startMongo, uniqueDb } = require('./support/mongotest');
+const { useMongo, uniqueDb } = require('./support/mongotest');
 const { SECRET, eventId, changeEvent } = require('./support/deliver');
 
-let mongo;
-let client;
-
-before(async () => {
-  mongo = await startMongo();
-  client = new MongoClient(mongo.uri);
-  await client.connect();
-});
-
-after(async () => {
-  await client.close();
-  await mongo.stop();
-});
+const mongo = useMongo();
 
 function input(id, stream = 'emails') {
   return { id, stream, epoch: 3, body: EJSON.stringify(EJSON.deserialize(changeEvent('delete', { _id: id }), { relaxed: false }), { relaxed: false }) };
 }
 
 test('an external effect runs once and gets a stable idempotency key for the downstream call', async () => {
-  const r = ferryReceiver({ secret: SECRET, mongo: client, db: uniqueDb() });
+  const r = ferryReceiver({ secret: SECRET, mongo: mongo.client, db: uniqueDb() });
   const sent = [];
   const send = async (ev, ctx) => {
     sent.push(ctx.idempotencyKey);
@@ -43,7 +30,7 @@ test('an external effect runs once and gets a stable idempotency key for the dow
 });
 
 test('while a claim runs, another delivery answers in-progress and runs nothing', async () => {
-  const r = ferryReceiver({ secret: SECRET, mongo: client, db: uniqueDb() });
+  const r = ferryReceiver({ secret: SECRET, mongo: mongo.client, db: uniqueDb() });
   const id = eventId('claimed');
   let entered;
   const inEffect = new Promise((resolve) => (entered = resolve));
@@ -69,7 +56,7 @@ test('while a claim runs, another delivery answers in-progress and runs nothing'
 });
 
 test('a failed external effect releases its claim, so the retry runs it', async () => {
-  const r = ferryReceiver({ secret: SECRET, mongo: client, db: uniqueDb() });
+  const r = ferryReceiver({ secret: SECRET, mongo: mongo.client, db: uniqueDb() });
   const id = eventId('fails');
   let fail = true;
   let runs = 0;
@@ -85,7 +72,7 @@ test('a failed external effect releases its claim, so the retry runs it', async 
 });
 
 test('a claim left by a dead instance is taken over once it expires (by the server clock), and counted', async () => {
-  const r = ferryReceiver({ secret: SECRET, mongo: client, db: uniqueDb() });
+  const r = ferryReceiver({ secret: SECRET, mongo: mongo.client, db: uniqueDb() });
   await r.ready();
   const id = eventId('orphan');
   const _id = { stream: 'emails', id };

@@ -1,33 +1,20 @@
 'use strict';
 // The same handler served by Express and Fastify.
 
-const { test, before, after } = require('node:test');
+const { test } = require('node:test');
 const assert = require('node:assert/strict');
 const express = require('express');
 const Fastify = require('fastify');
-const { MongoClient } = require('mongodb');
 const { ferryReceiver, rawJSON } = require('..');
-const { startMongo, uniqueDb } = require('./support/mongotest');
+const { useMongo, uniqueDb } = require('./support/mongotest');
 const { SECRET, eventId, changeEvent, signed, post } = require('./support/deliver');
 
-let mongo;
-let client;
-
-before(async () => {
-  mongo = await startMongo();
-  client = new MongoClient(mongo.uri);
-  await client.connect();
-});
-
-after(async () => {
-  await client.close();
-  await mongo.stop();
-});
+const mongo = useMongo();
 
 function setup() {
   const db = uniqueDb();
-  const receiver = ferryReceiver({ secret: SECRET, mongo: client, db, log: () => {} });
-  const effects = client.db(db).collection('effects');
+  const receiver = ferryReceiver({ secret: SECRET, mongo: mongo.client, db, log: () => {} });
+  const effects = mongo.client.db(db).collection('effects');
   const effect = async (event, ctx) => {
     await effects.insertOne({ id: ctx.id }, { session: ctx.session });
   };
@@ -65,7 +52,7 @@ test('Express with express.raw', async (t) => {
 test('Express with express.json: refused with a retryable 500 that says how to mount it, nothing applied', async (t) => {
   const { effects, effect } = setup();
   const logged = [];
-  const receiver = ferryReceiver({ secret: SECRET, mongo: client, db: uniqueDb(), log: (level, msg) => logged.push(msg) });
+  const receiver = ferryReceiver({ secret: SECRET, mongo: mongo.client, db: uniqueDb(), log: (level, msg) => logged.push(msg) });
   const app = express();
   app.use(express.json());
   app.post('/ferry/sessions', receiver.handler(effect));
@@ -90,7 +77,7 @@ test('Fastify with the rawJSON content-type parser', async (t) => {
   const gate = new Promise((resolve) => (release = resolve));
   let entered;
   const inEffect = new Promise((resolve) => (entered = resolve));
-  const slow = ferryReceiver({ secret: SECRET, mongo: client, db: receiver.records.dbName, conflictWaitMs: 0 });
+  const slow = ferryReceiver({ secret: SECRET, mongo: mongo.client, db: receiver.records.dbName, conflictWaitMs: 0 });
   const first = slow.deliver(
     { id, stream: 'sessions', epoch: 1, body: signed(id, changeEvent('delete', { _id: 'y' })).body },
     async (ev, ctx) => {
@@ -100,7 +87,7 @@ test('Fastify with the rawJSON content-type parser', async (t) => {
     },
   );
   await inEffect;
-  const fast = ferryReceiver({ secret: SECRET, mongo: client, db: receiver.records.dbName, conflictWaitMs: 0 });
+  const fast = ferryReceiver({ secret: SECRET, mongo: mongo.client, db: receiver.records.dbName, conflictWaitMs: 0 });
   const app2 = Fastify();
   app2.addContentTypeParser('application/json', { parseAs: 'buffer' }, rawJSON);
   app2.post('/ferry/sessions', fast.handler(effect));

@@ -3,27 +3,15 @@
 // FERRY_TEST_MONGODB_URI): each event applied once, keyed by (stream, id),
 // its effect and record committed together.
 
-const { test, before, after } = require('node:test');
+const { test } = require('node:test');
 const assert = require('node:assert/strict');
 const http = require('node:http');
-const { MongoClient, Long, ObjectId } = require('mongodb');
+const { Long, ObjectId } = require('mongodb');
 const { ferryReceiver, PermanentError } = require('..');
-const { startMongo, uniqueDb } = require('./support/mongotest');
+const { useMongo, uniqueDb } = require('./support/mongotest');
 const { SECRET, eventId, changeEvent, signed, post } = require('./support/deliver');
 
-let mongo;
-let client;
-
-before(async () => {
-  mongo = await startMongo();
-  client = new MongoClient(mongo.uri);
-  await client.connect();
-});
-
-after(async () => {
-  await client.close();
-  await mongo.stop();
-});
+const mongo = useMongo();
 
 // serve starts a node:http server on handler and returns its URL.
 async function serve(t, handler) {
@@ -37,8 +25,8 @@ async function serve(t, handler) {
 // one document per application in its "effects" collection.
 function setup(opts = {}) {
   const db = uniqueDb();
-  const receiver = ferryReceiver({ secret: SECRET, mongo: client, db, ...opts });
-  const effects = client.db(db).collection('effects');
+  const receiver = ferryReceiver({ secret: SECRET, mongo: mongo.client, db, ...opts });
+  const effects = mongo.client.db(db).collection('effects');
   const effect = async (event, ctx) => {
     await effects.insertOne({ stream: ctx.stream, id: ctx.id, op: event.operationType }, { session: ctx.session });
   };
@@ -217,7 +205,7 @@ test('the records collection has a TTL index, so records expire after the retent
 
 test('bad options are refused, each named with its fix', () => {
   assert.throws(() => ferryReceiver({}), (err) => /mongo: a MongoClient is required/.test(err.message) && /db: /.test(err.message));
-  assert.throws(() => ferryReceiver({ mongo: client, db: 'x', secret: 'plain' }), /whsec_/);
-  assert.throws(() => ferryReceiver({ mongo: client, db: 'x', retentionSeconds: 60 }), /retentionSeconds: .*7 days/);
-  assert.throws(() => ferryReceiver({ mongo: client, db: 'x' }).handler(async () => {}), /needs the webhook secret/);
+  assert.throws(() => ferryReceiver({ mongo: mongo.client, db: 'x', secret: 'plain' }), /whsec_/);
+  assert.throws(() => ferryReceiver({ mongo: mongo.client, db: 'x', retentionSeconds: 60 }), /retentionSeconds: .*7 days/);
+  assert.throws(() => ferryReceiver({ mongo: mongo.client, db: 'x' }).handler(async () => {}), /needs the webhook secret/);
 });

@@ -61,6 +61,29 @@ async function startMongo(args = []) {
   };
 }
 
+/**
+ * useMongo starts the test server before the file's tests (startMongo with
+ * args) and a connected MongoClient, and stops both after them. It returns
+ * an object whose uri, client and emulator fields are set once they run.
+ */
+function useMongo(args = [], clientOptions = {}) {
+  const { before, after } = require('node:test');
+  const { MongoClient } = require('mongodb');
+  const m = { uri: '', client: null, emulator: false, server: null };
+  before(async () => {
+    m.server = await startMongo(args);
+    m.uri = m.server.uri;
+    m.emulator = m.server.emulator;
+    m.client = new MongoClient(m.uri, clientOptions);
+    await m.client.connect();
+  });
+  after(async () => {
+    if (m.client) await m.client.close();
+    if (m.server) await m.server.stop();
+  });
+  return m;
+}
+
 /** uniqueDb returns a database name no other test uses. */
 let dbs = 0;
 function uniqueDb(prefix = 'rt') {
@@ -68,4 +91,4 @@ function uniqueDb(prefix = 'rt') {
   return `${prefix}_${process.pid}_${dbs}`;
 }
 
-module.exports = { startMongo, mongotestBinary, ferryBinary, uniqueDb, REPO };
+module.exports = { startMongo, useMongo, mongotestBinary, ferryBinary, uniqueDb, REPO };

@@ -60,7 +60,9 @@
 //   - Nothing is skipped silently: a resume token no longer in the oplog
 //     stops with ErrHistoryLost (or backfills, by policy); an invalidated
 //     stream stops with ErrInvalidated (or restarts after the invalidate, by
-//     policy); a changed stream definition stops with ErrIdentityChanged; a
+//     policy), also when the pipeline filters the invalidate event out (the
+//     server then closes the stream without it, and Ferry finds it); a
+//     changed stream definition stops with ErrIdentityChanged; a
 //     checkpoint written by a newer lease epoch stops with ErrFenced.
 //   - Handler errors are retried with exponential backoff and jitter; a
 //     panic counts as an error; each call has a timeout. An attempt counts

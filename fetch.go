@@ -38,6 +38,10 @@ type fetched struct {
 	// last: reading stopped with err (nil: ctx ended); nothing follows.
 	last bool
 	err  error
+	// closed, with last: the server closed the stream without an error or
+	// an invalidate event (one the pipeline filtered out); the stream's last
+	// resume token, before the invalidate.
+	closed bson.Raw
 }
 
 // fetch reads cs ahead of the reader, on a goroutine of its own, until ctx
@@ -99,6 +103,15 @@ func fetch(ctx context.Context, cs *mongo.ChangeStream, win *window, out chan<- 
 			err := cs.Err()
 			if err != nil || ctx.Err() != nil {
 				send(&fetched{last: true, err: err}, true)
+				return
+			}
+			if cs.ID() == 0 {
+				// The server closed the stream without an error and
+				// without an invalidate event: the user's pipeline filtered
+				// the invalidate out (MongoDB's
+				// change_stream_check_resumability.js). The reader finds it
+				// after the stream's last resume token.
+				send(&fetched{last: true, closed: clone(cs.ResumeToken())}, true)
 				return
 			}
 			if !send(&fetched{idle: cs.ResumeToken()}, true) {

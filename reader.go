@@ -8,6 +8,7 @@ import (
 
 	"github.com/ferry-io/ferry/checkpoint"
 	"github.com/ferry-io/ferry/internal/backoff"
+	"github.com/ferry-io/ferry/internal/resumetoken"
 	"github.com/ferry-io/ferry/mongoerr"
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
@@ -272,6 +273,15 @@ func (r *runner) consume(ctx context.Context, cs *mongo.ChangeStream) (*position
 			if f.err != nil {
 				return nil, f.err
 			}
+			if f.closed != nil {
+				// An invalidate the pipeline filtered out ended the stream.
+				stop()
+				tok, err := r.c.findInvalidate(ctx, f.closed)
+				if err != nil {
+					return nil, err
+				}
+				return r.invalidated(ctx, closedByServer(tok))
+			}
 			return nil, nil // ctx ended
 		}
 		if f.idle != nil || len(f.raws) == 0 {
@@ -477,6 +487,16 @@ func (r *runner) resumePosition(cs *mongo.ChangeStream) (position, bool) {
 		return position{resumeAfter: tok}, true
 	}
 	return position{}, false
+}
+
+// closedByServer is the invalidate event, of token, that a stream closed
+// by the server without one stands for (its cluster time the token's).
+func closedByServer(token bson.Raw) *Event {
+	ev := &Event{OperationType: "invalidate", Token: token}
+	if tok, err := resumetoken.Parse(token); err == nil {
+		ev.ClusterTime = tok.ClusterTime
+	}
+	return ev
 }
 
 // invalidated handles an invalidate event: side effects stop, everything

@@ -2,12 +2,16 @@ package ferry
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
+	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/ferry-io/ferry/internal/resumetoken"
 )
 
 // position is where the stream (re)opens.
@@ -84,6 +88,40 @@ func (c *Consumer) open(ctx context.Context, pos position, mode ...openMode) (*m
 		return c.client.Database(cfg.scope.DB).Watch(ctx, pipeline, opts)
 	}
 	return c.client.Database(cfg.scope.DB).Collection(cfg.scope.Coll).Watch(ctx, pipeline, opts)
+}
+
+// findInvalidate returns the token of the invalidate event that ended the
+// stream after the resume token after, when the user's pipeline filtered it
+// out: MongoDB then closes the cursor without it, and the Go driver does not
+// hand on the last batch's postBatchResumeToken, which is the invalidate's.
+// It reads the scope again from after, keeping only invalidate events (the
+// entry is in the oplog already), for at most a few seconds.
+func (c *Consumer) findInvalidate(ctx context.Context, after bson.Raw) (bson.Raw, error) {
+	if tok, err := resumetoken.Parse(after); err == nil && tok.FromInvalidate {
+		return after, nil // the close came with events, after which the driver kept the batch's token: the invalidate's
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	opts := options.ChangeStream().SetStartAfter(after).SetMaxAwaitTime(c.cfg.maxAwait)
+	pipeline := []bson.D{{{Key: "$match", Value: bson.D{{Key: "operationType", Value: "invalidate"}}}}}
+	var cs *mongo.ChangeStream
+	var err error
+	switch scope := c.cfg.scope; {
+	case scope.DB == "":
+		cs, err = c.client.Watch(ctx, pipeline, opts)
+	case scope.Coll == "":
+		cs, err = c.client.Database(scope.DB).Watch(ctx, pipeline, opts)
+	default:
+		cs, err = c.client.Database(scope.DB).Collection(scope.Coll).Watch(ctx, pipeline, opts)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("ferry: the server closed the change stream without an invalidate event; finding it: %w", err)
+	}
+	defer cs.Close(context.WithoutCancel(ctx))
+	if !cs.Next(ctx) {
+		return nil, fmt.Errorf("ferry: the server closed the change stream without an invalidate event, and none follows its last position: %w", errors.Join(cs.Err(), ctx.Err()))
+	}
+	return append(bson.Raw(nil), cs.Current.Lookup("_id").Document()...), nil
 }
 
 // watchPipeline is the user pipeline plus, for partition p of n > 1, the

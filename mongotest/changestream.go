@@ -39,6 +39,10 @@ type changeStream struct {
 	bufferedBytes  int64
 	matchOnly      bool // the user pipeline only filters: events keep their shape
 	invalidated    bool // an invalidate event has been produced
+	// invalidateTok and invalidateData are the token of an invalidate the
+	// user's pipeline filtered out.
+	invalidateTok  bson.D
+	invalidateData string
 	done           bool // invalidate returned: close the cursor
 	killOnce       sync.Once
 	killed         chan struct{}
@@ -413,7 +417,13 @@ func (e *engine) streamBatch(cs *changeStream, n int, rd *oplogReader) ([]bson.R
 		}
 	}
 	if len(cs.buffered) == 0 && cs.invalidated {
-		cs.done = true // the invalidate was filtered out: close the cursor
+		// The invalidate was filtered out: close the cursor, the batch's
+		// postBatchResumeToken the invalidate's (MongoDB's
+		// change_stream_check_resumability.js), so a stream can startAfter it.
+		cs.done = true
+		if cs.invalidateTok != nil {
+			cs.pbrt, cs.pbrtData = cs.invalidateTok, cs.invalidateData
+		}
 	}
 	if len(cs.buffered) == 0 && !cs.done {
 		// Everything scanned has been returned: the token may move up to the
@@ -423,6 +433,20 @@ func (e *engine) streamBatch(cs *changeStream, n int, rd *oplogReader) ([]bson.R
 		}
 	}
 	return batch, nil
+}
+
+// filteredInvalidate reports whether ev, which the user's pipeline
+// filtered out, is the invalidate event; if so the stream ends at it: no
+// later event is scanned, and its token is kept for the last batch's
+// postBatchResumeToken.
+func (cs *changeStream) filteredInvalidate(ev streamEvent) bool {
+	if !isInvalidate(ev.doc) {
+		return false
+	}
+	cs.invalidated = true
+	cs.invalidateTok, _ = lookupD(ev.doc, "_id").(bson.D)
+	cs.invalidateData = ev.data
+	return true
 }
 
 func isInvalidate(doc bson.D) bool {
@@ -483,6 +507,9 @@ func (e *engine) scan(cs *changeStream, want int, rd *oplogReader) error {
 					return err
 				}
 				if !keep {
+					if cs.filteredInvalidate(ev) {
+						return nil
+					}
 					continue
 				}
 				id, ok := lookupTop(out, "_id")
@@ -497,6 +524,9 @@ func (e *engine) scan(cs *changeStream, want int, rd *oplogReader) error {
 					return err
 				}
 				if !keep {
+					if cs.filteredInvalidate(ev) {
+						return nil
+					}
 					continue
 				}
 			}

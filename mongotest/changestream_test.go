@@ -489,3 +489,63 @@ func TestResumeFromSplitEventFragment(t *testing.T) {
 		t.Fatalf("after resuming from fragment 1: fragment %d of %d, want 2 of 2", f, of)
 	}
 }
+
+// TestInvalidateFilteredByThePipeline follows MongoDB's
+// change_stream_check_resumability.js: a stream whose $match keeps only
+// inserts does not return the invalidate of a dropDatabase, but is closed
+// at it, no later event (of a re-created collection) following; the last
+// batch's postBatchResumeToken is the invalidate's, from which startAfter
+// continues on the re-created collection. (Raw commands: the Go driver does
+// not keep the postBatchResumeToken of a batch that closes the cursor.)
+func TestInvalidateFilteredByThePipeline(t *testing.T) {
+	_, db, _ := connect(t)
+	ctx := ctx(t)
+	c := db.Collection("resumability")
+	if _, err := c.InsertOne(ctx, bson.D{{Key: "_id", Value: -1}}); err != nil {
+		t.Fatal(err)
+	}
+	inserts := bson.D{{Key: "$match", Value: bson.D{{Key: "operationType", Value: "insert"}}}}
+	agg, err := db.RunCommand(ctx, bson.D{{Key: "aggregate", Value: c.Name()},
+		{Key: "pipeline", Value: bson.A{bson.D{{Key: "$changeStream", Value: bson.D{}}}, inserts}},
+		{Key: "cursor", Value: bson.D{}}}).Raw()
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := agg.Lookup("cursor", "id").Int64()
+	getMore := func() bson.Raw {
+		t.Helper()
+		r, err := db.RunCommand(ctx, bson.D{{Key: "getMore", Value: id}, {Key: "collection", Value: c.Name()},
+			{Key: "maxTimeMS", Value: int64(200)}}).Raw()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	if _, err := c.InsertOne(ctx, bson.D{{Key: "_id", Value: 0}, {Key: "a", Value: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	if evs, _ := getMore().Lookup("cursor", "nextBatch").Array().Values(); len(evs) != 1 {
+		t.Fatalf("first getMore: %d events, want the insert", len(evs))
+	}
+	if err := db.Drop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Written after the invalidation: never part of this stream.
+	if _, err := c.InsertOne(ctx, bson.D{{Key: "_id", Value: 1}, {Key: "a", Value: 101}}); err != nil {
+		t.Fatal(err)
+	}
+	last := getMore()
+	evs, _ := last.Lookup("cursor", "nextBatch").Array().Values()
+	if len(evs) != 0 || last.Lookup("cursor", "id").Int64() != 0 {
+		t.Fatalf("after the drop: %d events, cursor id %d; want none, closed", len(evs), last.Lookup("cursor", "id").Int64())
+	}
+	pbrt := last.Lookup("cursor", "postBatchResumeToken").Document()
+	tok, err := resumetoken.Parse(pbrt)
+	if err != nil || !tok.FromInvalidate {
+		t.Fatalf("the closing batch's postBatchResumeToken %v (%v): want the invalidate's", pbrt, err)
+	}
+	after := watch(t, ctx, c, mongo.Pipeline{inserts}, options.ChangeStream().SetStartAfter(pbrt))
+	if ev := next(t, after); ev["operationType"] != "insert" || fmt.Sprint(ev["fullDocument"]) != fmt.Sprint(bson.D{{Key: "_id", Value: int32(1)}, {Key: "a", Value: int32(101)}}) {
+		t.Fatalf("after the invalidate: %v, want the insert into the re-created collection", ev)
+	}
+}

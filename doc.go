@@ -93,8 +93,11 @@
 //     transaction), and ErrNotAttempted, never count against the events
 //     of a batch.
 //   - Run returns only after every goroutine it started has ended. Cancelling
-//     its context stops reading, lets in-flight events finish within
-//     DrainTimeout, writes the final checkpoint and closes the cursor.
+//     its context stops reading, lets the handler calls in flight finish
+//     within DrainTimeout (events read but not yet handed to the handler
+//     are not started, and a failed one is not retried: they are left, in
+//     order, for the next run or owner), writes the final checkpoint and
+//     closes the cursor.
 //
 // # Stream identity
 //

@@ -65,3 +65,38 @@ func TestDrainDoesNotRetryFailures(t *testing.T) {
 		t.Errorf("handler called after Run returned")
 	}
 }
+
+// TestDrainStartsNothingNew: once Run's context is cancelled, only the
+// handler calls already in flight finish; the events queued behind them
+// are not started but left for the next owner, so a hand-off takes as
+// long as the slowest call in flight, not as long as the queue (or the
+// drain timeout, an hour here). Before, the lanes went on through their
+// queues until the drain timeout.
+func TestDrainStartsNothingNew(t *testing.T) {
+	e := newEnv(t)
+	at := clusterTime(t, e.client)
+	const lanes, docs = 4, 60
+	var started atomic.Int64
+	h := func(ctx context.Context, ev *ferry.Event) error {
+		started.Add(1)
+		<-ferry.Draining(ctx) // a slow receiver, done once the drain began
+		return nil
+	}
+	r := start(t, e.client, h, e.opts(ferry.StartAt(ferry.StartAtTime(at)), ferry.DrainTimeout(time.Hour), ferry.Concurrency(lanes))...)
+	for i := range docs {
+		insert(t, e.db.Collection("c"), bson.D{{Key: "_id", Value: i}})
+	}
+	// Every lane busy with one call; the rest queued behind them.
+	poll.Until(t, 20*time.Second, func() error {
+		if n := started.Load(); n != lanes {
+			return fmt.Errorf("%d calls in flight, want one per lane (%d)", n, lanes)
+		}
+		return nil
+	})
+	if err := r.stop(t); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if n := started.Load(); n != lanes {
+		t.Errorf("%d handler calls in all; want only the %d in flight at the cancel: the drain started queued events", n, lanes)
+	}
+}

@@ -188,10 +188,14 @@ func (r *runner) deliver(sc *scratch, batch []*item) {
 	}
 	sc.tries, sc.ptrs = sc.tries[:0], sc.ptrs[:0]
 	defer func() { clear(sc.tries); clear(sc.ptrs) }()
+	draining := r.draining()
 	for _, it := range batch {
 		switch {
-		case ctx.Err() != nil || sc.gaveUp:
-			r.abandon(it) // drain deadline passed, or an event before it left: leave it for the next owner
+		case ctx.Err() != nil || sc.gaveUp || draining:
+			// Draining (or past its deadline, or an event before it left):
+			// only the calls already in flight finish; what was not started
+			// is left for the next owner, in order.
+			r.abandon(it)
 		case it.ev.DocumentKey == nil && cfg.partitions > 1 && cfg.partition != 0:
 			r.done(it) // a control event seen by every partition: partition 0 handles it
 		default:

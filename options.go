@@ -388,8 +388,11 @@ func OnInvalidate(p InvalidatePolicy) Option {
 	return optionFunc(func(c *config) { c.onInvalidate = p })
 }
 
-// DrainTimeout bounds how long Run lets in-flight events finish after its
-// context is cancelled (default 8s, within Cloud Run's 10s).
+// DrainTimeout bounds how long Run lets the handler calls in flight finish
+// after its context is cancelled (default 8s, within Cloud Run's 10s).
+// Events read but not yet handed to the handler are not started, nor is a
+// failed one retried, while draining: they are left, in order, for the
+// next run or owner.
 func DrainTimeout(d time.Duration) Option { return optionFunc(func(c *config) { c.drainTimeout = d }) }
 
 // MaxAwaitTime sets how long one getMore waits for events (default 1s); it

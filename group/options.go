@@ -113,9 +113,11 @@ func Partitions(n int) Option { return option(func(c *config) { c.partitions = n
 // claims them. After a graceful stop (cancel) they move at once.
 func LeaseTTL(d time.Duration) Option { return option(func(c *config) { c.ttl = d }) }
 
-// DrainTimeout sets how long a partition lets the events in flight finish
-// when it is handed off or the group stops (Run's context cancelled, as on
-// SIGTERM): then handlers still running are cancelled (a webhook request is
+// DrainTimeout sets how long a partition lets the handler calls in flight
+// finish when it is handed off or the group stops (Run's context
+// cancelled, as on SIGTERM); queued events are not started and failed ones
+// not retried meanwhile: they are left for the next owner. Then handlers
+// still running are cancelled (a webhook request is
 // cut off), their events are not checkpointed, and the partition's next
 // owner delivers them again. What the sink acknowledged meanwhile is still
 // recorded (idempotent mode, within 2 s), then the final checkpoint is

@@ -80,3 +80,76 @@ func TestRetryAfterWaitEndsWhenDraining(t *testing.T) {
 		t.Errorf("the sink was written %d times; want once (no retry while draining)", n)
 	}
 }
+
+// orderedSink posts a batch one event after the other (EachInOrder), each
+// post lasting until its consumer drains.
+type orderedSink struct{ posts atomic.Int64 }
+
+func (s *orderedSink) Connect(context.Context) error { return nil }
+func (s *orderedSink) Close(context.Context) error   { return nil }
+func (s *orderedSink) Write(ctx context.Context, batch []*ferry.Event) error {
+	return sink.EachInOrder(ctx, batch, func(ctx context.Context, ev *ferry.Event) error {
+		s.posts.Add(1)
+		<-ferry.Draining(ctx) // a slow receiver, done once the drain began
+		return nil
+	}, nil)
+}
+
+// TestDrainStopsABatchAfterItsPostInFlight: a batch posted in order stops
+// when its consumer starts draining: the post in flight finishes, the rest
+// of the batch is left (ErrDraining, not attempted) for the next owner, so
+// the drain waits for one request, not for the batch's. Before, the lane
+// posted the whole batch (50 events here) until the drain timeout.
+func TestDrainStopsABatchAfterItsPostInFlight(t *testing.T) {
+	client, _ := emutest.Client(t)
+	ctx := context.Background()
+	db := client.Database("ferry_sink_draining_batch")
+	store, err := boltstore.Open(filepath.Join(t.TempDir(), "cp.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = store.Close() })
+	raw, err := client.Database("admin").RunCommand(ctx, bson.D{{Key: "ping", Value: 1}}).Raw()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0, i0, _ := raw.Lookup("operationTime").TimestampOK()
+	// One document's 50 changes: one lane, one batch once the first call ends.
+	if _, err := db.Collection("c").InsertOne(ctx, bson.D{{Key: "_id", Value: 1}, {Key: "v", Value: -1}}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 50 {
+		if _, err := db.Collection("c").UpdateOne(ctx, bson.D{{Key: "_id", Value: 1}}, bson.D{{Key: "$set", Value: bson.D{{Key: "v", Value: i}}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := &orderedSink{}
+	c, err := ferry.NewBatchConsumer(client, sink.BatchHandler(s),
+		ferry.Stream("s"), ferry.WatchCollection(db.Name(), "c"), ferry.Checkpoints(store),
+		ferry.StartAt(ferry.StartAtTime(bson.Timestamp{T: t0, I: i0})), ferry.MaxAwaitTime(50*time.Millisecond),
+		ferry.BatchSize(100), ferry.DrainTimeout(time.Hour), ferry.HandlerTimeout(time.Hour), ferry.OnPoison(ferry.PoisonStall))
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- c.Run(runCtx) }()
+	poll.Until(t, 20*time.Second, func() error {
+		if s.posts.Load() == 0 {
+			return errors.New("nothing posted yet")
+		}
+		return nil
+	})
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run did not return within 30 s of the cancel")
+	}
+	if n := s.posts.Load(); n != 1 {
+		t.Errorf("%d posts; want only the one in flight at the cancel: the rest of its batch was posted during the drain", n)
+	}
+}

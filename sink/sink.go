@@ -106,6 +106,10 @@ var (
 	// an earlier event of the same documentKey failed in the same batch.
 	// It matches ErrNotAttempted too.
 	ErrSkipped error = &notAttempted{"sink: not attempted: an earlier event of the same document failed"}
+	// ErrDraining is the failure of the events of a batch that EachInOrder
+	// did not start because the consumer began draining (ferry.Draining):
+	// retryable, not attempted, left for the next owner.
+	ErrDraining = errors.New("sink: not attempted: the consumer is draining")
 )
 
 type notAttempted struct{ msg string }
@@ -212,7 +216,9 @@ func KeyOf(ev *ferry.Event) string {
 // stop: never), the remaining events are not attempted and fail with an
 // error that wraps it (its class and RetryDelay) and matches
 // ErrNotAttempted; a cancelled ctx (or one past its deadline) fails the
-// remaining events the same way, with its error, retryable.
+// remaining events the same way, with its error, retryable, and so does the
+// start of its consumer's drain (ferry.Draining), with ErrDraining: only the
+// event in flight then finishes.
 func EachInOrder(ctx context.Context, batch []*ferry.Event, deliver func(context.Context, *ferry.Event) error, stop func(error) bool) error {
 	be := NewBatchError(len(batch))
 	eachInOrder(ctx, batch, be, func(_ int, ev *ferry.Event) error { return deliver(ctx, ev) }, stop)
@@ -232,8 +238,20 @@ func Submit(ctx context.Context, batch []*ferry.Event, be *BatchError, submit fu
 
 func eachInOrder(ctx context.Context, batch []*ferry.Event, be *BatchError, deliver func(int, *ferry.Event) error, stop func(error) bool) {
 	var failedKeys map[string]bool
+	draining := ferry.Draining(ctx)
 	for i, ev := range batch {
-		if err := ctx.Err(); err != nil {
+		err := ctx.Err()
+		if err == nil && i > 0 {
+			select {
+			case <-draining:
+				// The consumer is draining: what is not started stays for
+				// the next owner, so the drain waits for one event, not
+				// for the batch.
+				err = ErrDraining
+			default:
+			}
+		}
+		if err != nil {
 			for j := i; j < len(batch); j++ {
 				be.Set(j, &stoppedBy{Retryable(err)})
 			}
@@ -245,7 +263,7 @@ func eachInOrder(ctx context.Context, batch []*ferry.Event, be *BatchError, deli
 			be.Set(i, Retryable(ErrSkipped))
 			continue
 		}
-		err := deliver(i, ev)
+		err = deliver(i, ev)
 		if err == nil {
 			continue
 		}

@@ -20,6 +20,7 @@ var layers = []string{
 	"doc.go",
 	"errors.go",            // sentinel errors and the stop reasons
 	"callctx.go",           // a handler call's context: cheap until waited on
+	"draining.go",          // the drain's start, carried in a handler call's context
 	"traceparent.go",       // W3C traceparent carried in a context
 	"event.go",             // change and backfill events
 	"fragments.go",         // reassembling split events

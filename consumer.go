@@ -27,6 +27,9 @@ type Consumer struct {
 	identity string
 	def      bson.Raw
 	debug    bool // the logger has debug enabled
+	// running is set while a Run is in progress: a second concurrent Run
+	// is refused (ErrAlreadyRunning).
+	running atomic.Bool
 
 	mu    sync.Mutex
 	state Status

@@ -93,6 +93,9 @@
 //   - Run returns only after every goroutine it started has ended. Cancelling
 //     its context stops reading, lets in-flight events finish within
 //     DrainTimeout, writes the final checkpoint and closes the cursor.
+//   - A Consumer runs once at a time: a second Run while one has not
+//     returned fails at once with ErrAlreadyRunning; a Run after the
+//     previous one returned resumes from the checkpoint.
 //
 // # Stream identity
 //

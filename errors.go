@@ -55,6 +55,11 @@ var (
 	// ErrStartPosition: the start position cannot be resolved (see
 	// StartAtCheckpointsOf).
 	ErrStartPosition = errors.New("ferry: start position cannot be resolved")
+	// ErrAlreadyRunning: Run was called while another Run of the same
+	// Consumer had not returned. Run refuses at once and changes nothing;
+	// call Run again once the first returned, or make one Consumer per
+	// concurrent Run (each its own partition).
+	ErrAlreadyRunning = errors.New("ferry: Run called while the consumer is already running")
 	// ErrCorruptCheckpoint: the stored checkpoint record cannot be read
 	// (it is checkpoint.ErrCorrupt). Nothing is resumed from it.
 	ErrCorruptCheckpoint = checkpoint.ErrCorrupt

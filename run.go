@@ -15,7 +15,16 @@ import (
 // reading, lets in-flight events finish within the drain timeout, writes
 // the final checkpoint, closes the cursor and returns nil. No goroutine
 // outlives Run.
+//
+// One Consumer runs once at a time: a Run called while another has not
+// returned fails at once with ErrAlreadyRunning and changes nothing (two
+// Runs would deliver every event twice and write the same checkpoint). A
+// Run after the previous one returned resumes from the checkpoint.
 func (c *Consumer) Run(ctx context.Context) error {
+	if !c.running.CompareAndSwap(false, true) {
+		return ErrAlreadyRunning
+	}
+	defer c.running.Store(false)
 	c.setStatus(func(s *Status) { s.Running, s.LastError, s.State = true, "", StateRunning })
 	c.hooks.state(StateInfo{Stream: c.cfg.name, Partition: c.cfg.partition, State: StateRunning})
 	err := c.run(ctx)

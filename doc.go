@@ -63,7 +63,10 @@
 //     policy); a changed stream definition stops with ErrIdentityChanged; a
 //     checkpoint written by a newer lease epoch stops with ErrFenced.
 //   - Handler errors are retried with exponential backoff and jitter; a
-//     panic counts as an error; each call has a timeout. An attempt counts
+//     panic counts as an error; each call has a timeout (HandlerTimeout),
+//     which cancels the call's context and judges nothing: a nil returned
+//     after it is success, so an effect that completes late is applied
+//     once (see Handler). An attempt counts
 //     towards MaxAttempts only as evidence that the event itself is poison:
 //     it failed while the handler accepted other events around it, or it
 //     is Permanent. After MaxAttempts counted attempts the event is

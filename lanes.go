@@ -540,6 +540,11 @@ func (r *runner) poison(ctx context.Context, t *tries) bool {
 // turning a panic into an error (of every event of the batch). It returns
 // the time the call ended (one clock read serves the timeout check and the
 // caller's duration).
+//
+// The timeout is the cancellation of the call's context, not a verdict on
+// the call: a handler that returns nil after it has applied its events (see
+// Handler), and is not called again for them; only the late return is
+// logged.
 func (r *runner) invoke(parent context.Context, batch []*Event, start time.Time) (end time.Time, err error) {
 	ctx := openCallCtx(parent, start.Add(r.c.cfg.handlerTimeout))
 	returned := false
@@ -556,7 +561,8 @@ func (r *runner) invoke(parent context.Context, batch []*Event, start time.Time)
 	returned = true
 	end = time.Now()
 	if ctx.finish(end) == context.DeadlineExceeded && err == nil {
-		return end, fmt.Errorf("ferry: handler exceeded its timeout of %v", r.c.cfg.handlerTimeout)
+		r.c.log.Warn("handler returned nil after its timeout: applied, not retried", "event", shortID(batch[0].ID()),
+			"events", len(batch), "took", end.Sub(start), "timeout", r.c.cfg.handlerTimeout)
 	}
 	return end, err
 }

@@ -373,7 +373,9 @@ func RetryMaxElapsed(d time.Duration) Option {
 func OnPoison(p PoisonPolicy) Option { return optionFunc(func(c *config) { c.onPoison = p }) }
 
 // HandlerTimeout bounds one handler call (default 30s): one event of a
-// Handler, one whole batch of a BatchHandler.
+// Handler, one whole batch of a BatchHandler. When it passes, the call's
+// context ends with context.DeadlineExceeded; what the call then returns
+// decides: nil applied its events (late, logged), an error failed them.
 func HandlerTimeout(d time.Duration) Option {
 	return optionFunc(func(c *config) { c.handlerTimeout = d })
 }

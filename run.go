@@ -13,8 +13,9 @@ import (
 // (ErrHistoryLost, ErrInvalidated, ErrFenced, ErrStalled,
 // ErrIdentityChanged, a fatal server error). On cancellation it stops
 // reading, lets in-flight events finish within the drain timeout, writes
-// the final checkpoint, closes the cursor and returns nil. No goroutine
-// outlives Run.
+// the final checkpoint, closes the cursor and returns nil: whenever the
+// cancellation comes, before Run, while it starts (reading the server's
+// version, the checkpoint) or while it runs. No goroutine outlives Run.
 //
 // One Consumer runs once at a time: a Run called while another has not
 // returned fails at once with ErrAlreadyRunning and changes nothing (two
@@ -28,6 +29,12 @@ func (c *Consumer) Run(ctx context.Context) error {
 	c.setStatus(func(s *Status) { s.Running, s.LastError, s.State = true, "", StateRunning })
 	c.hooks.state(StateInfo{Stream: c.cfg.name, Partition: c.cfg.partition, State: StateRunning})
 	err := c.run(ctx)
+	if err != nil && ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
+		// Cancelled before or while starting (reading the server's
+		// version, the checkpoint, the start position): a cancellation
+		// like any other, whenever it comes.
+		err = nil
+	}
 	c.setStatus(func(s *Status) {
 		s.Running, s.State, s.OldestPending = false, StateStopped, time.Time{}
 		if err != nil {

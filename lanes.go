@@ -623,7 +623,7 @@ func (r *runner) laneOf(ev *Event) int {
 // for its sink, and dead-letters nothing meanwhile.
 func (r *runner) sinkDown(ev *Event, log *slog.Logger, err error) {
 	cfg := &r.c.cfg
-	r.c.setStatus(func(s *Status) { s.State = StateWaitingForSink })
+	r.c.setStatus(func(s *Status) { s.State, s.LastError = StateWaitingForSink, err.Error() })
 	r.c.hooks.state(StateInfo{Stream: cfg.name, Partition: cfg.partition, State: StateWaitingForSink, Err: err})
 	log.Warn("sink down: every delivery is failing; waiting with backoff, in order, dead-lettering nothing",
 		"event", shortID(ev.ID()), "err", err)
@@ -634,6 +634,7 @@ func (r *runner) sinkDown(ev *Event, log *slog.Logger, err error) {
 // group's status) gets the new error.
 func (r *runner) sinkStillDown(ev *Event, log *slog.Logger, err error) {
 	cfg := &r.c.cfg
+	r.c.setStatus(func(s *Status) { s.LastError = err.Error() })
 	r.c.hooks.state(StateInfo{Stream: cfg.name, Partition: cfg.partition, State: StateWaitingForSink, Err: err})
 	log.Warn("sink still down, with another error; waiting with backoff, in order, dead-lettering nothing",
 		"event", shortID(ev.ID()), "err", err)
@@ -642,7 +643,7 @@ func (r *runner) sinkStillDown(ev *Event, log *slog.Logger, err error) {
 // sinkUp records that the sink accepts events again.
 func (r *runner) sinkUp(ev *Event, log *slog.Logger) {
 	cfg := &r.c.cfg
-	r.c.setStatus(func(s *Status) { s.State = StateRunning })
+	r.c.setStatus(func(s *Status) { s.State, s.LastError = StateRunning, "" })
 	r.c.hooks.state(StateInfo{Stream: cfg.name, Partition: cfg.partition, State: StateRunning})
 	log.Info("sink up again: delivering", "event", shortID(ev.ID()))
 }

@@ -36,7 +36,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 		err = nil
 	}
 	c.setStatus(func(s *Status) {
-		s.Running, s.State, s.OldestPending = false, StateStopped, time.Time{}
+		s.Running, s.State, s.OldestPending, s.LastError = false, StateStopped, time.Time{}, ""
 		if err != nil {
 			s.LastError = err.Error()
 		}

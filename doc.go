@@ -93,9 +93,13 @@
 //     error of the whole batch (a panic, a timeout, an aborted
 //     transaction), and ErrNotAttempted, never count against the events
 //     of a batch.
-//   - Run returns only after every goroutine it started has ended. Cancelling
-//     its context stops reading, lets in-flight events finish within
-//     DrainTimeout, writes the final checkpoint and closes the cursor.
+//   - Cancelling Run's context stops reading, lets in-flight events finish
+//     within DrainTimeout (failed ones are not retried), cancels the calls
+//     still running, writes the final checkpoint and closes the cursor: Run
+//     returns within DrainTimeout + DrainMargin (10 s with the defaults),
+//     and only after every goroutine it started has ended, but one: the
+//     lane of a handler call that ignores its cancelled context, which is
+//     left running, logged, and not checkpointed (see DrainMargin).
 //   - A Consumer runs once at a time: a second Run while one has not
 //     returned fails at once with ErrAlreadyRunning; a Run after the
 //     previous one returned resumes from the checkpoint.

@@ -18,10 +18,10 @@ import (
 // more) and delivers each batch before it takes the next. With a Handler
 // the batches are of one event. What comes from the channel is a run:
 // one event, or several linked through item.next (the reader's).
-func (r *runner) lane(ch <-chan *item) {
+func (r *runner) lane(ch <-chan *item, call *inFlight) {
 	cfg := &r.c.cfg
 	batch := make([]*item, 0, min(cfg.batchSize, 1024))
-	var sc scratch
+	sc := scratch{call: call}
 	var linger *time.Timer
 	if cfg.batchLinger > 0 && cfg.batchSize > 1 {
 		linger = time.NewTimer(time.Hour)
@@ -150,6 +150,8 @@ type scratch struct {
 	one    [1]*tries
 	evs    []*Event
 	out    []int
+	// call is the lane's call in flight, for a drain that runs out.
+	call *inFlight
 	// now is when the lane's last handler call ended, if the lane has
 	// done nothing since that takes time (waited for events, backed off,
 	// run hooks or written a dead letter): the next call starts then,
@@ -308,8 +310,24 @@ func (r *runner) attempt(ctx context.Context, sc *scratch, ts []*tries) (retry [
 	if len(ts) == 1 {
 		hctx = ts[0].cl.ctx
 	}
+	if !sc.call.begin(evs[0], len(evs), now) {
+		for _, t := range ts {
+			r.abandonTry(t) // the drain left the lane: Run has returned
+		}
+		return nil, false
+	}
 	view := r.health.before()
 	end, err := r.invoke(hctx, evs, now)
+	if !sc.call.returned() {
+		// The drain left the call (it ignored its cancelled context) and
+		// Run has returned: the outcome touches nothing of the run; the
+		// events stay unfinished, delivered again by the next Run or owner.
+		for _, t := range ts {
+			r.abandonTry(t)
+		}
+		return nil, false
+	}
+	defer sc.call.mu.Unlock()
 	took := end.Sub(now)
 	var errs []error // nil: every event applied
 	var whole bool

@@ -391,8 +391,29 @@ func OnInvalidate(p InvalidatePolicy) Option {
 }
 
 // DrainTimeout bounds how long Run lets in-flight events finish after its
-// context is cancelled (default 8s, within Cloud Run's 10s).
+// context is cancelled (default 8s, within Cloud Run's 10s). Then the
+// calls still running are cancelled, and Run returns within DrainMargin
+// more, whatever the handler does (see DrainMargin).
 func DrainTimeout(d time.Duration) Option { return optionFunc(func(c *config) { c.drainTimeout = d }) }
+
+// DrainMargin is how much longer than DrainTimeout Run takes at most to
+// return once its context is cancelled and reading has stopped (at once:
+// a getMore in flight is cancelled). The handler calls still running at
+// the drain timeout have their context cancelled and half of it to
+// return; the final checkpoint write gets the rest. With the defaults Run
+// returns within 10 s of the cancellation, Cloud Run's grace period.
+//
+// A call that ignores its cancelled context is left running when its
+// half has passed, so that Run can return: the one exception to "no
+// goroutine outlives Run". What it costs: its lane's goroutine goes on
+// until the handler returns, then ends without touching the consumer (no
+// checkpoint, no status, no hook but the call's own delivery end,
+// reported abandoned); its events are not finished, whatever the call
+// returns, so the next Run or the partition's next owner delivers them
+// again, possibly while the left call still runs; and Run logs it as an
+// error naming the stream, the partition and the call's first event
+// (short id). A handler that honours its context costs none of this.
+const DrainMargin = 2 * time.Second
 
 // MaxAwaitTime sets how long one getMore waits for events (default 1s); it
 // is also how often a quiet stream's checkpoint may advance.

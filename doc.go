@@ -67,20 +67,30 @@
 //     which cancels the call's context and judges nothing: a nil returned
 //     after it is success, so an effect that completes late is applied
 //     once (see Handler). An attempt counts
-//     towards MaxAttempts only as evidence that the event itself is poison:
-//     it failed while the handler accepted other events around it, or it
-//     is Permanent. After MaxAttempts counted attempts the event is
+//     towards MaxAttempts only as evidence that the event itself is poison.
+//     Whose failure it is decides. A failure of the destination (marked
+//     Transient, as package sink marks every retryable failure of its
+//     sinks; a network error, a timeout, a MongoDB error of the cluster's
+//     state or a transient transaction error) counts only when it failed
+//     while the handler accepted other events around it. Any other error,
+//     and a panic, is the handler's own (a Go handler is not a sink): every
+//     such attempt counts, so a deterministic failure is dead-lettered in
+//     bounded time (MaxAttempts attempts, about 1.5 s with the default
+//     Retry), even as the only event of a quiet partition. Permanent is
+//     poison at once. After MaxAttempts counted attempts the event is
 //     dead-lettered or, with PoisonStall, the partition stops.
 //   - A sink outage is not poison: while the handler fails for every event
-//     (refused connections, timeouts, 5xx, a broker down), no attempt
-//     counts and nothing is dead-lettered, however long it lasts. In a
+//     with the destination's failures (refused connections, timeouts, 5xx
+//     marked Transient, a broker down), no attempt counts and nothing is
+//     dead-lettered, however long it lasts. In a
 //     batch, only events applied after a failed one (in batch order) show
 //     the sink accepting events: those before it were delivered before the
 //     sink went down. While Run drains after its context was cancelled, a
 //     failed event is not retried: it is left, with the later events of its
 //     lane, for the next owner. Events
 //     wait in order with backoff, reading pauses at the queue bound, the
-//     consumer's state is StateWaitingForSink (HookState), and when the
+//     consumer's state is StateWaitingForSink (HookState, and Status with
+//     the delivery error in LastError), and when the
 //     sink accepts an event again every lane waiting out a backoff retries
 //     at once. RetryMaxElapsed is the explicit time bound, off by default.
 //   - Batches (NewBatchConsumer, BatchHandler) change the cost, not the

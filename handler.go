@@ -10,6 +10,14 @@ import (
 // retried with backoff up to the configured attempts (wrap it with
 // Permanent to skip retries); a panic counts as an error.
 //
+// A Go handler is not a sink: an error of its own, or a panic, counts
+// against the event every time, so a handler bug on one document is
+// dead-lettered after MaxAttempts attempts even in a quiet partition.
+// Failures of the destination it writes to are told apart (see Retry):
+// network errors, timeouts and MongoDB's transient errors by their type,
+// anything else by wrapping it with Transient (a service answering 503,
+// say). Those are waited out as a sink outage, dead-lettering nothing.
+//
 // What its return means is all that counts, whenever it comes. Each call's
 // context ends at HandlerTimeout (and when a drain runs out): that is the
 // cancellation of the call, asking the handler to stop and return, not a

@@ -258,7 +258,8 @@ const (
 	outStop      // ErrStopPartition
 	outVictim    // ErrNotAttempted, or an error of the whole batch, in a call of several events
 	outPermanent // ErrPermanent: poison at once
-	outFailed    // a transient failure, judged by health
+	outOwn       // the handler's own failure (a bug, a panic): counts, says nothing of the destination
+	outFailed    // the destination's failure (destinationFailure), judged by health
 )
 
 // attempt calls the handler once with the events of ts and settles each:
@@ -373,11 +374,14 @@ func (r *runner) attempt(ctx context.Context, sc *scratch, ts []*tries) (retry [
 		case errors.Is(err, ErrPermanent):
 			out[i] = outPermanent
 			continue
+		case !errors.Is(err, ErrNotAttempted) && !destinationFailure(err):
+			out[i] = outOwn // counts, and is no delivery failure of the sink
+			continue
 		default:
 			out[i] = outFailed
 			lastFails = append(lastFails, ts[i].lastFail())
 		}
-		if sinkErr == nil && !errors.Is(err, ErrPermanent) && !errors.Is(err, ErrNotAttempted) {
+		if sinkErr == nil && !errors.Is(err, ErrPermanent) && !errors.Is(err, ErrNotAttempted) && destinationFailure(err) {
 			sinkErr, sinkErrAt = err, i
 		}
 	}
@@ -440,6 +444,9 @@ func (r *runner) attempt(ctx context.Context, sc *scratch, ts []*tries) (retry [
 			counted = counts[judged]
 			judged++
 			t.failedAt, t.failed = successes, true
+		case outOwn:
+			counted = true // the handler's own failure: evidence against the event
+			t.failedAt, t.failed = successes, true
 		case outVictim:
 			t.victim = true
 		}
@@ -456,7 +463,7 @@ func (r *runner) attempt(ctx context.Context, sc *scratch, ts []*tries) (retry [
 		}
 		t.lastErr = err
 		poison := out[i] == outPermanent // the sink rejected this event: poison at once
-		if out[i] == outFailed {
+		if out[i] == outFailed || out[i] == outOwn {
 			// A transient database error (a write conflict, for instance
 			// with a transaction a dead owner left open until the server
 			// reaps it) says nothing about the event: it never makes the

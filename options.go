@@ -344,14 +344,24 @@ func CommitEvery(n int, d time.Duration) Option {
 // max, with jitter, and maxAttempts counted attempts before an event is
 // poison (default 5, 100ms, 30s).
 //
-// An attempt counts only as evidence that the event itself is bad: it
-// failed while the sink accepted other events, or the error is Permanent
-// (which makes the event poison at once). While the handler fails for
-// every event, as during a receiver's outage or restart (refused
-// connections, timeouts, 5xx, a broker down), attempts do not count and
-// nothing is dead-lettered however long the outage lasts: events wait in
-// order, with backoff, and reading pauses at the queue bound. The
-// consumer's state meanwhile is StateWaitingForSink (HookState). See
+// An attempt counts only as evidence that the event itself is bad, and
+// whose failure it is decides. The handler's own failure (any error not
+// of the kinds below, and a panic: a bug, or a value of the event it
+// cannot use) counts every time, so a deterministic failure is poison
+// after maxAttempts attempts even when nothing else succeeds around it. A
+// failure of the destination (an error marked Transient, as package
+// sink's Handler and BatchHandler mark every retryable failure of a sink;
+// a network error; a timeout, the call's own deadline included; a
+// MongoDB error of the cluster's state, such as no primary, or a
+// transient transaction error) counts only when it failed while the
+// destination accepted other events. So while the handler fails for every
+// event with such failures, as during a receiver's outage or restart,
+// attempts do not count and nothing is dead-lettered however long the
+// outage lasts: events wait in order, with backoff, and reading pauses at
+// the queue bound. The consumer's state meanwhile is StateWaitingForSink
+// (HookState, Status). Permanent makes the event poison at once. A Go
+// handler whose destination reports an outage in a way Ferry cannot
+// recognise (an HTTP 503 turned into an error) marks it Transient. See
 // RetryMaxElapsed for an explicit time bound.
 func Retry(maxAttempts int, min, max time.Duration) Option {
 	return optionFunc(func(c *config) { c.maxAttempts, c.backoffMin, c.backoffMax = maxAttempts, min, max })

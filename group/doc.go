@@ -174,7 +174,11 @@
 // are checked by New too: ConsumerOptions as ferry.NewConsumer checks
 // them (problems prefixed "ConsumerOptions: "), LeaseOptions as lease.New
 // does ("LeaseOptions: "), so a bad consumer option fails New rather than
-// the first partition's start.
+// the first partition's start. The consumer options the group sets itself
+// (Stream, Partition, Epoch, Checkpoints, DeadLetters, DrainTimeout,
+// LogStops) are problems in ConsumerOptions, each named with where the
+// group takes its value from (group.Name, group.Partitions and the leases,
+// StateDatabase, group.DrainTimeout), never replaced silently.
 //
 // # Moving to a new definition
 //

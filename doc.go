@@ -212,14 +212,17 @@
 //
 // # Options
 //
-// NewConsumer takes Options in the one style every Ferry package shares
-// (group, lease, ledger, the checkpoint stores, the sinks), franz-go kgo's:
-// an Option only records a value; the constructor applies the options in
+// NewConsumer takes Options in the one style every Ferry constructor with
+// options shares (group, lease, ledger, the checkpoint stores, the sinks),
+// franz-go kgo's: an Option only records a value; the constructor applies the options in
 // order, a later one overriding an earlier one, and validates the result
 // once, before it contacts anything. Its error lists every problem, each
 // prefixed by the option to fix ("Concurrency: must be at least 1, got
 // 0"); here it is a *ConfigError. A nil option is a problem, and only the
-// package itself makes its Options.
+// package itself makes its Options. The one constructor with nothing
+// optional, deadletter.NewMongo(db, collection), takes its two arguments
+// positionally and returns no error (it checks nothing and contacts
+// nothing; its methods report a nil db).
 //
 // # Definition changes
 //

@@ -86,7 +86,8 @@ func (c *config) validate(p *optcheck.Problems) {
 		p.Add("LeaseTTL", "must be at least %v, got %v", minLeaseTTL, c.ttl)
 	}
 	if c.state == nil {
-		p.Add("StateDatabase", "a state database is required")
+		p.Add("StateDatabase", "a state database is required (group.StateDatabase(stateClient.Database(\"ferry\")), "+
+			"on a client of its own: see the package doc, \"Operational notes\")")
 	}
 	switch c.mode {
 	case AtLeastOnce, Idempotent, Transactional:

@@ -49,7 +49,7 @@ func TestOptionsEveryProblemNamed(t *testing.T) {
 		"Name: a group name is required",
 		"Partitions: must be at least 1, got 0",
 		"LeaseTTL: must be at least 100ms, got 0s",
-		"StateDatabase: a state database is required",
+		`StateDatabase: a state database is required (group.StateDatabase(stateClient.Database("ferry"))`,
 		`DeliveryMode: "twice" is not a mode`,
 		"RebalanceInterval: must be positive, got -1ns",
 	)

@@ -418,11 +418,11 @@ func TestBatchOutageDeadLettersNothing(t *testing.T) {
 				if down.Load() {
 					be := ferry.NewBatchError(len(batch))
 					for i := range batch {
-						be.Set(i, errors.New("503 Service Unavailable"))
+						be.Set(i, ferry.Transient(errors.New("503 Service Unavailable"))) // the sink's, as package sink marks it
 					}
 					err = be
 					if how == "batch" {
-						err = errors.New("503 Service Unavailable")
+						err = ferry.Transient(errors.New("503 Service Unavailable"))
 					}
 				}
 				log.add(batch, ferry.EventErrors(err, len(batch)))

@@ -27,6 +27,9 @@ type Consumer struct {
 	identity string
 	def      bson.Raw
 	debug    bool // the logger has debug enabled
+	// running is set while a Run is in progress: a second concurrent Run
+	// is refused (ErrAlreadyRunning).
+	running atomic.Bool
 
 	mu    sync.Mutex
 	state Status
@@ -51,7 +54,13 @@ type Status struct {
 	// interval.
 	OldestPending time.Time
 	// State is the run state: running, waiting-for-sink or stopped.
-	State     RunState
+	State RunState
+	// LastError says what is wrong, empty when nothing is: while State is
+	// StateWaitingForSink, the delivery error that keeps the consumer
+	// waiting (the error that took the sink down, replaced when the error
+	// changes, as HookState reports it); once Run returned, the error it
+	// returned (empty after a cancellation). It is cleared when the sink
+	// accepts events again and when Run starts.
 	LastError string
 }
 

@@ -65,21 +65,34 @@
 //     changed stream definition stops with ErrIdentityChanged; a
 //     checkpoint written by a newer lease epoch stops with ErrFenced.
 //   - Handler errors are retried with exponential backoff and jitter; a
-//     panic counts as an error; each call has a timeout. An attempt counts
-//     towards MaxAttempts only as evidence that the event itself is poison:
-//     it failed while the handler accepted other events around it, or it
-//     is Permanent. After MaxAttempts counted attempts the event is
+//     panic counts as an error; each call has a timeout (HandlerTimeout),
+//     which cancels the call's context and judges nothing: a nil returned
+//     after it is success, so an effect that completes late is applied
+//     once (see Handler). An attempt counts
+//     towards MaxAttempts only as evidence that the event itself is poison.
+//     Whose failure it is decides. A failure of the destination (marked
+//     Transient, as package sink marks every retryable failure of its
+//     sinks; a network error, a timeout, a MongoDB error of the cluster's
+//     state or a transient transaction error) counts only when it failed
+//     while the handler accepted other events around it. Any other error,
+//     and a panic, is the handler's own (a Go handler is not a sink): every
+//     such attempt counts, so a deterministic failure is dead-lettered in
+//     bounded time (MaxAttempts attempts, about 1.5 s with the default
+//     Retry), even as the only event of a quiet partition. Permanent is
+//     poison at once. After MaxAttempts counted attempts the event is
 //     dead-lettered or, with PoisonStall, the partition stops.
 //   - A sink outage is not poison: while the handler fails for every event
-//     (refused connections, timeouts, 5xx, a broker down), no attempt
-//     counts and nothing is dead-lettered, however long it lasts. In a
+//     with the destination's failures (refused connections, timeouts, 5xx
+//     marked Transient, a broker down), no attempt counts and nothing is
+//     dead-lettered, however long it lasts. In a
 //     batch, only events applied after a failed one (in batch order) show
 //     the sink accepting events: those before it were delivered before the
 //     sink went down. While Run drains after its context was cancelled, a
 //     failed event is not retried: it is left, with the later events of its
 //     lane, for the next owner. Events
 //     wait in order with backoff, reading pauses at the queue bound, the
-//     consumer's state is StateWaitingForSink (HookState), and when the
+//     consumer's state is StateWaitingForSink (HookState, and Status with
+//     the delivery error in LastError), and when the
 //     sink accepts an event again every lane waiting out a backoff retries
 //     at once. RetryMaxElapsed is the explicit time bound, off by default.
 //   - Batches (NewBatchConsumer, BatchHandler) change the cost, not the
@@ -92,12 +105,18 @@
 //     error of the whole batch (a panic, a timeout, an aborted
 //     transaction), and ErrNotAttempted, never count against the events
 //     of a batch.
-//   - Run returns only after every goroutine it started has ended. Cancelling
-//     its context stops reading, lets the handler calls in flight finish
-//     within DrainTimeout (events read but not yet handed to the handler
-//     are not started, and a failed one is not retried: they are left, in
-//     order, for the next run or owner), writes the final checkpoint and
-//     closes the cursor.
+//   - Cancelling Run's context stops reading, lets the handler calls in
+//     flight finish within DrainTimeout (events read but not yet handed to
+//     the handler are not started, and a failed one is not retried: they
+//     are left, in order, for the next run or owner), cancels the calls
+//     still running, writes the final checkpoint and closes the cursor: Run
+//     returns within DrainTimeout + DrainMargin (10 s with the defaults),
+//     and only after every goroutine it started has ended, but one: the
+//     lane of a handler call that ignores its cancelled context, which is
+//     left running, logged, and not checkpointed (see DrainMargin).
+//   - A Consumer runs once at a time: a second Run while one has not
+//     returned fails at once with ErrAlreadyRunning; a Run after the
+//     previous one returned resumes from the checkpoint.
 //
 // # Stream identity
 //
@@ -197,14 +216,17 @@
 //
 // # Options
 //
-// NewConsumer takes Options in the one style every Ferry package shares
-// (group, lease, ledger, the checkpoint stores, the sinks), franz-go kgo's:
-// an Option only records a value; the constructor applies the options in
+// NewConsumer takes Options in the one style every Ferry constructor with
+// options shares (group, lease, ledger, the checkpoint stores, the sinks),
+// franz-go kgo's: an Option only records a value; the constructor applies the options in
 // order, a later one overriding an earlier one, and validates the result
 // once, before it contacts anything. Its error lists every problem, each
 // prefixed by the option to fix ("Concurrency: must be at least 1, got
 // 0"); here it is a *ConfigError. A nil option is a problem, and only the
-// package itself makes its Options.
+// package itself makes its Options. The one constructor with nothing
+// optional, deadletter.NewMongo(db, collection), takes its two arguments
+// positionally and returns no error (it checks nothing and contacts
+// nothing; its methods report a nil db).
 //
 // # Definition changes
 //

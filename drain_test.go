@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -98,5 +100,87 @@ func TestDrainStartsNothingNew(t *testing.T) {
 	}
 	if n := started.Load(); n != lanes {
 		t.Errorf("%d handler calls in all; want only the %d in flight at the cancel: the drain started queued events", n, lanes)
+	}
+}
+
+// TestRunReturnsWhileHandlerIgnoresContext: a handler that ignores its
+// context no longer holds Run: once DrainTimeout has passed and the calls
+// cut off have had their grace, Run returns while the call still runs,
+// logging the stream, the partition and the event it leaves. The event is
+// not checkpointed: the next Run delivers it again. Before, Run waited for
+// the call as long as it ran (it returned only once the handler did).
+func TestRunReturnsWhileHandlerIgnoresContext(t *testing.T) {
+	e := newEnv(t)
+	at := clusterTime(t, e.client)
+	var logs lockedBuffer
+	entered, release := make(chan string, 1), make(chan struct{})
+	var returned atomic.Bool
+	var calls atomic.Int64
+	h := func(ctx context.Context, ev *ferry.Event) error {
+		if calls.Add(1) == 1 {
+			entered <- ev.ID()
+			<-release // ignores ctx: the drain's cancellation does not stop it
+			returned.Store(true)
+		}
+		return nil
+	}
+	c, err := ferry.NewConsumer(e.client, h, e.opts(ferry.StartAt(ferry.StartAtTime(at)), ferry.DrainTimeout(200*time.Millisecond),
+		ferry.Logger(slog.New(slog.NewTextHandler(&logs, nil))))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	insert(t, e.db.Collection("c"), bson.D{{Key: "_id", Value: 1}})
+	id := <-entered
+	stopAt := time.Now()
+	cancel()
+	var took time.Duration
+	select {
+	case err := <-done:
+		took = time.Since(stopAt)
+		if err != nil {
+			t.Fatalf("Run = %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		close(release)
+		t.Fatalf("Run did not return while the handler ignored its context (returned %v once the handler did)", <-done)
+	}
+	t.Logf("Run returned %v after cancel with DrainTimeout 200ms (margin %v), the handler still blocked", took, ferry.DrainMargin)
+	if returned.Load() {
+		t.Fatal("the handler returned before Run did: the test proves nothing")
+	}
+	line := ""
+	for _, l := range strings.Split(logs.String(), "\n") {
+		if strings.Contains(l, "ignored") {
+			line = l
+		}
+	}
+	t.Logf("log: %s", line)
+	for _, want := range []string{"stream=s", "partition=0", "event=" + id[:16]} {
+		if !strings.Contains(line, want) {
+			t.Errorf("log line %q lacks %s", line, want)
+		}
+	}
+	cp, err := e.store.Load(context.Background(), "s", 0)
+	if err == nil && cp.Token != nil && cp.Token.Lookup("_data").StringValue() == lastToken(t, e, at, 1) {
+		t.Error("the event left in its handler was checkpointed")
+	}
+
+	// The call returns later (nil: it applied the event). It was left:
+	// the next Run delivers the event again.
+	close(release)
+	ctx2, cancel2 := context.WithCancel(context.Background())
+	go func() { done <- c.Run(ctx2) }()
+	poll.Until(t, 20*time.Second, func() error {
+		if n := calls.Load(); n < 2 {
+			return fmt.Errorf("%d calls, want the left event delivered again", n)
+		}
+		return nil
+	})
+	cancel2()
+	if err := <-done; err != nil {
+		t.Fatalf("second Run = %v", err)
 	}
 }

@@ -28,6 +28,17 @@ var (
 	// ErrPermanent marks a handler error that retrying cannot fix: the
 	// event goes straight to the poison policy. Wrap it with Permanent.
 	ErrPermanent = errors.New("ferry: permanent failure")
+	// ErrTransient marks a handler error as the destination's failure, not
+	// the event's: the database, broker or service the handler writes to
+	// is unavailable, overloaded or slow. Wrap it with Transient. Such a
+	// failure is retried as a possible outage: it counts towards
+	// MaxAttempts only while the destination accepts other events, so an
+	// outage dead-letters nothing however long it lasts (see Retry).
+	// Network errors, timeouts and MongoDB's transient errors are
+	// recognised without the mark; package sink marks every retryable
+	// failure of its sinks (sink.ErrRetryable is this error). Any other
+	// handler error is the handler's own and counts every time.
+	ErrTransient = errors.New("ferry: transient failure")
 	// ErrStopPartition, wrapped in a handler's error (see StopPartition),
 	// stops the partition at once: the event is neither retried, nor
 	// dead-lettered, nor finished, so the checkpoint stays before it and
@@ -55,10 +66,32 @@ var (
 	// ErrStartPosition: the start position cannot be resolved (see
 	// StartAtCheckpointsOf).
 	ErrStartPosition = errors.New("ferry: start position cannot be resolved")
+	// ErrAlreadyRunning: Run was called while another Run of the same
+	// Consumer had not returned. Run refuses at once and changes nothing;
+	// call Run again once the first returned, or make one Consumer per
+	// concurrent Run (each its own partition).
+	ErrAlreadyRunning = errors.New("ferry: Run called while the consumer is already running")
 	// ErrCorruptCheckpoint: the stored checkpoint record cannot be read
 	// (it is checkpoint.ErrCorrupt). Nothing is resumed from it.
 	ErrCorruptCheckpoint = checkpoint.ErrCorrupt
 )
+
+// Transient wraps err to say the failure is the destination's, not the
+// event's (see ErrTransient).
+func Transient(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &transientError{err}
+}
+
+type transientError struct{ err error }
+
+func (e *transientError) Error() string { return e.err.Error() }
+
+func (e *transientError) Unwrap() []error { return []error{e.err, ErrTransient} }
+
+func (e *transientError) Is(target error) bool { return target == ErrTransient }
 
 // StopPartition wraps err so that Ferry stops the partition (see
 // ErrStopPartition).

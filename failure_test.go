@@ -67,7 +67,7 @@ func TestSinkOutageDeadLettersNothing(t *testing.T) {
 	rec.fn = func(context.Context, *ferry.Event) error {
 		attempts.Add(1)
 		if down.Load() {
-			return errors.New("503 Service Unavailable")
+			return ferry.Transient(errors.New("503 Service Unavailable")) // the receiver's, as package sink marks it
 		}
 		return nil
 	}
@@ -123,7 +123,7 @@ func TestSinkOutageDeadLettersNothing(t *testing.T) {
 // the sink is down.
 func TestRetryMaxElapsedBoundsAnOutage(t *testing.T) {
 	e := newEnv(t)
-	start(t, e.client, func(context.Context, *ferry.Event) error { return errors.New("connection refused") },
+	start(t, e.client, func(context.Context, *ferry.Event) error { return ferry.Transient(errors.New("connection refused")) },
 		e.opts(ferry.RetryMaxElapsed(50*time.Millisecond))...)
 	waitStarted(t, e.store)
 	insert(t, e.db.Collection("c"), bson.D{{Key: "_id", Value: 1}})
@@ -134,6 +134,9 @@ func TestRetryMaxElapsedBoundsAnOutage(t *testing.T) {
 		}
 		if len(entries) != 1 {
 			return fmt.Errorf("%d dead letters, want 1", len(entries))
+		}
+		if !strings.Contains(entries[0].Error, "longer than the retry bound") {
+			return fmt.Errorf("dead-lettered with %q, want the retry bound as the reason", entries[0].Error)
 		}
 		return nil
 	})
@@ -374,7 +377,7 @@ func TestOutageReportsItsErrorChanging(t *testing.T) {
 	handler := func(_ context.Context, ev *ferry.Event) error {
 		attempts.Add(1)
 		if c := cause.Load().(string); c != "" {
-			return fmt.Errorf("event %s: %s", ev.ID(), c)
+			return ferry.Transient(fmt.Errorf("event %s: %s", ev.ID(), c)) // the receiver's
 		}
 		return nil
 	}

@@ -9,6 +9,23 @@ import (
 // must return nil only after its side effect is durable. An error is
 // retried with backoff up to the configured attempts (wrap it with
 // Permanent to skip retries); a panic counts as an error.
+//
+// A Go handler is not a sink: an error of its own, or a panic, counts
+// against the event every time, so a handler bug on one document is
+// dead-lettered after MaxAttempts attempts even in a quiet partition.
+// Failures of the destination it writes to are told apart (see Retry):
+// network errors, timeouts and MongoDB's transient errors by their type,
+// anything else by wrapping it with Transient (a service answering 503,
+// say). Those are waited out as a sink outage, dead-lettering nothing.
+//
+// What its return means is all that counts, whenever it comes. Each call's
+// context ends at HandlerTimeout (and when a drain runs out): that is the
+// cancellation of the call, asking the handler to stop and return, not a
+// verdict on it. A handler that returns nil after the deadline has applied
+// the event: it is finished and not handed over again (Ferry logs the late
+// return). One that returns an error, the context's included, failed, and
+// the event is retried. A handler that stops on its context's end must
+// therefore return an error unless its effect is durable.
 type Handler func(ctx context.Context, ev *Event) error
 
 // BatchHandler applies a batch of changes in one call (NewBatchConsumer):
@@ -30,7 +47,9 @@ type Handler func(ctx context.Context, ev *Event) error
 // in the same run, and one document's events are applied in order as long
 // as the handler applies none after one of them failed (package sink's
 // EachInOrder and Submit take care of that). The slice is reused once the
-// call returns: keep the events, not the slice.
+// call returns: keep the events, not the slice. As with a Handler, the
+// call's timeout cancels its context and judges nothing: a nil returned
+// after it applies every event of the batch.
 type BatchHandler func(ctx context.Context, batch []*Event) error
 
 // Sweeper removes, after a backfill scan, what the scan did not touch:

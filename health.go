@@ -1,11 +1,51 @@
 package ferry
 
 import (
+	"context"
+	"errors"
+	"net"
 	"regexp"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/ferry-io/ferry/mongoerr"
 )
+
+// destinationFailure reports whether a handler's failure is the
+// destination's (the database, broker or service it writes to is
+// unavailable, overloaded or slow), not the event's. Only such failures
+// are judged by health: an outage of the destination holds the events in
+// order and dead-letters nothing, however long it lasts. They are:
+//
+//   - errors marked Transient (package sink marks every retryable failure
+//     of its sinks so; a Go handler marks what it knows to be its
+//     destination's, such as an HTTP 503 it turned into an error);
+//   - network errors (net.Error: refused or reset connections, timeouts),
+//     the call's own deadline (context.DeadlineExceeded, a slow
+//     destination) and a cancellation;
+//   - MongoDB errors of the cluster's state rather than of the write
+//     (network, timeouts, step-downs, no primary: mongoerr's resumable
+//     class) and transaction errors the server labels transient
+//     (WriteConflict).
+//
+// Any other error, and a panic, is the handler's own (a bug, or a value of
+// the event it cannot use): a Go handler is not a sink, and such a failure
+// says nothing about the destination. Each attempt that fails so counts
+// towards MaxAttempts, so a deterministic failure is dead-lettered (or
+// stalls, PoisonStall) after MaxAttempts attempts even in a quiet
+// partition where nothing else succeeds around it: with the default Retry
+// (5 attempts, backoff from 100 ms), in about 1.5 s.
+func destinationFailure(err error) bool {
+	if errors.Is(err, ErrTransient) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return true
+	}
+	var ne net.Error
+	if errors.As(err, &ne) {
+		return true
+	}
+	return mongoerr.IsTransientTransactionError(err) || mongoerr.Classify(err) == mongoerr.Resumable
+}
 
 // downStreak is how many delivery attempts in a row, with no success in
 // between, make the sink count as down (waiting-for-sink).

@@ -18,10 +18,10 @@ import (
 // more) and delivers each batch before it takes the next. With a Handler
 // the batches are of one event. What comes from the channel is a run:
 // one event, or several linked through item.next (the reader's).
-func (r *runner) lane(ch <-chan *item) {
+func (r *runner) lane(ch <-chan *item, call *inFlight) {
 	cfg := &r.c.cfg
 	batch := make([]*item, 0, min(cfg.batchSize, 1024))
-	var sc scratch
+	sc := scratch{call: call}
 	var linger *time.Timer
 	if cfg.batchLinger > 0 && cfg.batchSize > 1 {
 		linger = time.NewTimer(time.Hour)
@@ -150,6 +150,8 @@ type scratch struct {
 	one    [1]*tries
 	evs    []*Event
 	out    []int
+	// call is the lane's call in flight, for a drain that runs out.
+	call *inFlight
 	// now is when the lane's last handler call ended, if the lane has
 	// done nothing since that takes time (waited for events, backed off,
 	// run hooks or written a dead letter): the next call starts then,
@@ -260,7 +262,8 @@ const (
 	outStop      // ErrStopPartition
 	outVictim    // ErrNotAttempted, or an error of the whole batch, in a call of several events
 	outPermanent // ErrPermanent: poison at once
-	outFailed    // a transient failure, judged by health
+	outOwn       // the handler's own failure (a bug, a panic): counts, says nothing of the destination
+	outFailed    // the destination's failure (destinationFailure), judged by health
 )
 
 // attempt calls the handler once with the events of ts and settles each:
@@ -312,8 +315,24 @@ func (r *runner) attempt(ctx context.Context, sc *scratch, ts []*tries) (retry [
 	if len(ts) == 1 {
 		hctx = ts[0].cl.ctx
 	}
+	if !sc.call.begin(evs[0], len(evs), now) {
+		for _, t := range ts {
+			r.abandonTry(t) // the drain left the lane: Run has returned
+		}
+		return nil, false
+	}
 	view := r.health.before()
 	end, err := r.invoke(hctx, evs, now)
+	if !sc.call.returned() {
+		// The drain left the call (it ignored its cancelled context) and
+		// Run has returned: the outcome touches nothing of the run; the
+		// events stay unfinished, delivered again by the next Run or owner.
+		for _, t := range ts {
+			r.abandonTry(t)
+		}
+		return nil, false
+	}
+	defer sc.call.mu.Unlock()
 	took := end.Sub(now)
 	var errs []error // nil: every event applied
 	var whole bool
@@ -359,11 +378,14 @@ func (r *runner) attempt(ctx context.Context, sc *scratch, ts []*tries) (retry [
 		case errors.Is(err, ErrPermanent):
 			out[i] = outPermanent
 			continue
+		case !errors.Is(err, ErrNotAttempted) && !destinationFailure(err):
+			out[i] = outOwn // counts, and is no delivery failure of the sink
+			continue
 		default:
 			out[i] = outFailed
 			lastFails = append(lastFails, ts[i].lastFail())
 		}
-		if sinkErr == nil && !errors.Is(err, ErrPermanent) && !errors.Is(err, ErrNotAttempted) {
+		if sinkErr == nil && !errors.Is(err, ErrPermanent) && !errors.Is(err, ErrNotAttempted) && destinationFailure(err) {
 			sinkErr, sinkErrAt = err, i
 		}
 	}
@@ -426,6 +448,9 @@ func (r *runner) attempt(ctx context.Context, sc *scratch, ts []*tries) (retry [
 			counted = counts[judged]
 			judged++
 			t.failedAt, t.failed = successes, true
+		case outOwn:
+			counted = true // the handler's own failure: evidence against the event
+			t.failedAt, t.failed = successes, true
 		case outVictim:
 			t.victim = true
 		}
@@ -442,7 +467,7 @@ func (r *runner) attempt(ctx context.Context, sc *scratch, ts []*tries) (retry [
 		}
 		t.lastErr = err
 		poison := out[i] == outPermanent // the sink rejected this event: poison at once
-		if out[i] == outFailed {
+		if out[i] == outFailed || out[i] == outOwn {
 			// A transient database error (a write conflict, for instance
 			// with a transaction a dead owner left open until the server
 			// reaps it) says nothing about the event: it never makes the
@@ -544,6 +569,11 @@ func (r *runner) poison(ctx context.Context, t *tries) bool {
 // turning a panic into an error (of every event of the batch). It returns
 // the time the call ended (one clock read serves the timeout check and the
 // caller's duration).
+//
+// The timeout is the cancellation of the call's context, not a verdict on
+// the call: a handler that returns nil after it has applied its events (see
+// Handler), and is not called again for them; only the late return is
+// logged.
 func (r *runner) invoke(parent context.Context, batch []*Event, start time.Time) (end time.Time, err error) {
 	ctx := openCallCtx(parent, start.Add(r.c.cfg.handlerTimeout))
 	returned := false
@@ -560,7 +590,8 @@ func (r *runner) invoke(parent context.Context, batch []*Event, start time.Time)
 	returned = true
 	end = time.Now()
 	if ctx.finish(end) == context.DeadlineExceeded && err == nil {
-		return end, fmt.Errorf("ferry: handler exceeded its timeout of %v", r.c.cfg.handlerTimeout)
+		r.c.log.Warn("handler returned nil after its timeout: applied, not retried", "event", shortID(batch[0].ID()),
+			"events", len(batch), "took", end.Sub(start), "timeout", r.c.cfg.handlerTimeout)
 	}
 	return end, err
 }
@@ -621,7 +652,7 @@ func (r *runner) laneOf(ev *Event) int {
 // for its sink, and dead-letters nothing meanwhile.
 func (r *runner) sinkDown(ev *Event, log *slog.Logger, err error) {
 	cfg := &r.c.cfg
-	r.c.setStatus(func(s *Status) { s.State = StateWaitingForSink })
+	r.c.setStatus(func(s *Status) { s.State, s.LastError = StateWaitingForSink, err.Error() })
 	r.c.hooks.state(StateInfo{Stream: cfg.name, Partition: cfg.partition, State: StateWaitingForSink, Err: err})
 	log.Warn("sink down: every delivery is failing; waiting with backoff, in order, dead-lettering nothing",
 		"event", shortID(ev.ID()), "err", err)
@@ -632,6 +663,7 @@ func (r *runner) sinkDown(ev *Event, log *slog.Logger, err error) {
 // group's status) gets the new error.
 func (r *runner) sinkStillDown(ev *Event, log *slog.Logger, err error) {
 	cfg := &r.c.cfg
+	r.c.setStatus(func(s *Status) { s.LastError = err.Error() })
 	r.c.hooks.state(StateInfo{Stream: cfg.name, Partition: cfg.partition, State: StateWaitingForSink, Err: err})
 	log.Warn("sink still down, with another error; waiting with backoff, in order, dead-lettering nothing",
 		"event", shortID(ev.ID()), "err", err)
@@ -640,7 +672,7 @@ func (r *runner) sinkStillDown(ev *Event, log *slog.Logger, err error) {
 // sinkUp records that the sink accepts events again.
 func (r *runner) sinkUp(ev *Event, log *slog.Logger) {
 	cfg := &r.c.cfg
-	r.c.setStatus(func(s *Status) { s.State = StateRunning })
+	r.c.setStatus(func(s *Status) { s.State, s.LastError = StateRunning, "" })
 	r.c.hooks.state(StateInfo{Stream: cfg.name, Partition: cfg.partition, State: StateRunning})
 	log.Info("sink up again: delivering", "event", shortID(ev.ID()))
 }

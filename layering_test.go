@@ -36,6 +36,7 @@ var layers = []string{
 	"window.go",            // stage: the bounded window between reader and lanes
 	"tracker.go",           // stage: read → finished, the checkpointable position
 	"health.go",            // the sink's health: outage or poison
+	"inflight.go",          // a lane's handler call in flight, which a drain may leave
 	"runner.go",            // one run's state
 	"stream.go",            // opening the change stream (with the partition filter)
 	"corruptcheckpoint.go", // a checkpoint that cannot be resumed from: its record, or its token

@@ -21,9 +21,30 @@ import (
 // fix. A nil option is a problem too. Only this package makes Options.
 type Option interface{ apply(*config) }
 
-type optionFunc func(*config)
+// namedOption is every Option: its function's name (OptionNames) and
+// what it records.
+type namedOption struct {
+	name string
+	set  func(*config)
+}
 
-func (f optionFunc) apply(c *config) { f(c) }
+func (o *namedOption) apply(c *config) { o.set(c) }
+
+func option(name string, set func(*config)) Option { return &namedOption{name: name, set: set} }
+
+// OptionNames returns the name of each option, as its problems name it
+// ("Stream", "DrainTimeout", ...), in order; "" for a nil one. Whoever
+// passes a user's options on to NewConsumer (package group) uses it to
+// refuse the options it sets itself, by name, instead of overriding them.
+func OptionNames(opts ...Option) []string {
+	names := make([]string, len(opts))
+	for i, o := range opts {
+		if no, ok := o.(*namedOption); ok {
+			names[i] = no.name
+		}
+	}
+	return names
+}
 
 // Scope is what a stream watches: a collection, a database (Coll empty) or
 // the whole cluster (both empty).
@@ -266,95 +287,113 @@ func defaultConfig() config {
 
 // Stream names the stream (required). The name keys the checkpoints: two
 // consumers with the same name share them.
-func Stream(name string) Option { return optionFunc(func(c *config) { c.name = name }) }
+func Stream(name string) Option { return option("Stream", func(c *config) { c.name = name }) }
 
 // WatchCollection watches one collection.
 func WatchCollection(db, coll string) Option {
-	return optionFunc(func(c *config) { c.scope, c.scopeSet = Scope{DB: db, Coll: coll}, true })
+	return option("WatchCollection", func(c *config) { c.scope, c.scopeSet = Scope{DB: db, Coll: coll}, true })
 }
 
 // WatchDatabase watches every collection of a database.
 func WatchDatabase(db string) Option {
-	return optionFunc(func(c *config) { c.scope, c.scopeSet = Scope{DB: db}, true })
+	return option("WatchDatabase", func(c *config) { c.scope, c.scopeSet = Scope{DB: db}, true })
 }
 
 // WatchCluster watches every database of the cluster.
 func WatchCluster() Option {
-	return optionFunc(func(c *config) { c.scope, c.scopeSet = Scope{}, true })
+	return option("WatchCluster", func(c *config) { c.scope, c.scopeSet = Scope{}, true })
 }
 
 // Pipeline sets the stages that follow $changeStream (e.g. a $match). They
 // are part of the stream's identity: changing them later is refused.
 func Pipeline(stages ...bson.D) Option {
-	return optionFunc(func(c *config) { c.pipeline = append([]bson.D(nil), stages...) })
+	return option("Pipeline", func(c *config) { c.pipeline = append([]bson.D(nil), stages...) })
 }
 
 // FullDocument sets the fullDocument option for update events:
 // "updateLookup", "whenAvailable" or "required" ("" = default, absent).
-func FullDocument(mode string) Option { return optionFunc(func(c *config) { c.fullDocument = mode }) }
+func FullDocument(mode string) Option {
+	return option("FullDocument", func(c *config) { c.fullDocument = mode })
+}
 
 // FullDocumentBeforeChange sets the pre-image option: "whenAvailable" or
 // "required" ("" or "off" = none).
 func FullDocumentBeforeChange(mode string) Option {
-	return optionFunc(func(c *config) { c.fullDocBefore = mode })
+	return option("FullDocumentBeforeChange", func(c *config) { c.fullDocBefore = mode })
 }
 
 // ShowExpandedEvents asks for DDL events (create, createIndexes, ...).
-func ShowExpandedEvents(on bool) Option { return optionFunc(func(c *config) { c.showExpanded = on }) }
+func ShowExpandedEvents(on bool) Option {
+	return option("ShowExpandedEvents", func(c *config) { c.showExpanded = on })
+}
 
 // Checkpoints sets the checkpoint store (required).
-func Checkpoints(s checkpoint.Store) Option { return optionFunc(func(c *config) { c.store = s }) }
+func Checkpoints(s checkpoint.Store) Option {
+	return option("Checkpoints", func(c *config) { c.store = s })
+}
 
 // DeadLetters sets where poison events go (required with PoisonDeadLetter).
-func DeadLetters(s deadletter.Store) Option { return optionFunc(func(c *config) { c.dlq = s }) }
+func DeadLetters(s deadletter.Store) Option {
+	return option("DeadLetters", func(c *config) { c.dlq = s })
+}
 
 // StartAt sets where a stream without a checkpoint starts (default
 // StartNow). It is ignored once a checkpoint exists.
-func StartAt(p StartPosition) Option { return optionFunc(func(c *config) { c.start = p }) }
+func StartAt(p StartPosition) Option { return option("StartAt", func(c *config) { c.start = p }) }
 
 // Partition makes the consumer read partition p of n (default 0 of 1): the
 // server filters events by the hash of documentKey._id, so one document's
 // events always land in one partition.
 func Partition(p, n int) Option {
-	return optionFunc(func(c *config) { c.partition, c.partitions = p, n })
+	return option("Partition", func(c *config) { c.partition, c.partitions = p, n })
 }
 
 // Epoch sets the lease epoch the consumer writes checkpoints with (fencing
 // token; default 0). A checkpoint written with a higher epoch fences this
 // consumer off.
-func Epoch(e int64) Option { return optionFunc(func(c *config) { c.epoch = e }) }
+func Epoch(e int64) Option { return option("Epoch", func(c *config) { c.epoch = e }) }
 
 // Concurrency sets the number of lanes (default DefaultConcurrency, 8). Events of one document
 // are applied in order in one lane; different documents in parallel.
-func Concurrency(n int) Option { return optionFunc(func(c *config) { c.concurrency = n }) }
+func Concurrency(n int) Option { return option("Concurrency", func(c *config) { c.concurrency = n }) }
 
 // QueueLimit bounds the events read but not yet finished, by count and by
 // bytes (default 4,000 events, 64 MiB). When full, reading pauses.
 func QueueLimit(events int, bytes int64) Option {
-	return optionFunc(func(c *config) { c.maxEvents, c.maxBytes = events, bytes })
+	return option("QueueLimit", func(c *config) { c.maxEvents, c.maxBytes = events, bytes })
 }
 
 // CommitEvery sets how often the checkpoint is written: after n finished
 // events or after d, whichever comes first (default 1000, 1s).
 func CommitEvery(n int, d time.Duration) Option {
-	return optionFunc(func(c *config) { c.commitBatch, c.commitInterval = n, d })
+	return option("CommitEvery", func(c *config) { c.commitBatch, c.commitInterval = n, d })
 }
 
 // Retry sets the handler retry policy: exponential backoff from min to
 // max, with jitter, and maxAttempts counted attempts before an event is
 // poison (default 5, 100ms, 30s).
 //
-// An attempt counts only as evidence that the event itself is bad: it
-// failed while the sink accepted other events, or the error is Permanent
-// (which makes the event poison at once). While the handler fails for
-// every event, as during a receiver's outage or restart (refused
-// connections, timeouts, 5xx, a broker down), attempts do not count and
-// nothing is dead-lettered however long the outage lasts: events wait in
-// order, with backoff, and reading pauses at the queue bound. The
-// consumer's state meanwhile is StateWaitingForSink (HookState). See
+// An attempt counts only as evidence that the event itself is bad, and
+// whose failure it is decides. The handler's own failure (any error not
+// of the kinds below, and a panic: a bug, or a value of the event it
+// cannot use) counts every time, so a deterministic failure is poison
+// after maxAttempts attempts even when nothing else succeeds around it. A
+// failure of the destination (an error marked Transient, as package
+// sink's Handler and BatchHandler mark every retryable failure of a sink;
+// a network error; a timeout, the call's own deadline included; a
+// MongoDB error of the cluster's state, such as no primary, or a
+// transient transaction error) counts only when it failed while the
+// destination accepted other events. So while the handler fails for every
+// event with such failures, as during a receiver's outage or restart,
+// attempts do not count and nothing is dead-lettered however long the
+// outage lasts: events wait in order, with backoff, and reading pauses at
+// the queue bound. The consumer's state meanwhile is StateWaitingForSink
+// (HookState, Status). Permanent makes the event poison at once. A Go
+// handler whose destination reports an outage in a way Ferry cannot
+// recognise (an HTTP 503 turned into an error) marks it Transient. See
 // RetryMaxElapsed for an explicit time bound.
 func Retry(maxAttempts int, min, max time.Duration) Option {
-	return optionFunc(func(c *config) { c.maxAttempts, c.backoffMin, c.backoffMax = maxAttempts, min, max })
+	return option("Retry", func(c *config) { c.maxAttempts, c.backoffMin, c.backoffMax = maxAttempts, min, max })
 }
 
 // RetryMaxElapsed bounds how long one event is retried, outage or not
@@ -366,45 +405,74 @@ func Retry(maxAttempts int, min, max time.Duration) Option {
 // itself: a Cloud Run receiver's cold start or redeploy takes seconds to
 // minutes.
 func RetryMaxElapsed(d time.Duration) Option {
-	return optionFunc(func(c *config) { c.maxElapsed = d })
+	return option("RetryMaxElapsed", func(c *config) { c.maxElapsed = d })
 }
 
 // OnPoison sets the poison-event policy (default PoisonDeadLetter).
-func OnPoison(p PoisonPolicy) Option { return optionFunc(func(c *config) { c.onPoison = p }) }
+func OnPoison(p PoisonPolicy) Option { return option("OnPoison", func(c *config) { c.onPoison = p }) }
 
 // HandlerTimeout bounds one handler call (default 30s): one event of a
-// Handler, one whole batch of a BatchHandler.
+// Handler, one whole batch of a BatchHandler. When it passes, the call's
+// context ends with context.DeadlineExceeded; what the call then returns
+// decides: nil applied its events (late, logged), an error failed them.
 func HandlerTimeout(d time.Duration) Option {
-	return optionFunc(func(c *config) { c.handlerTimeout = d })
+	return option("HandlerTimeout", func(c *config) { c.handlerTimeout = d })
 }
 
 // OnHistoryLost sets the lost-history policy (default HistoryLostFail).
 func OnHistoryLost(p HistoryLostPolicy) Option {
-	return optionFunc(func(c *config) { c.onHistoryLost = p })
+	return option("OnHistoryLost", func(c *config) { c.onHistoryLost = p })
 }
 
 // OnInvalidate sets the invalidate policy (default InvalidateStop).
 func OnInvalidate(p InvalidatePolicy) Option {
-	return optionFunc(func(c *config) { c.onInvalidate = p })
+	return option("OnInvalidate", func(c *config) { c.onInvalidate = p })
 }
 
 // DrainTimeout bounds how long Run lets the handler calls in flight finish
 // after its context is cancelled (default 8s, within Cloud Run's 10s).
 // Events read but not yet handed to the handler are not started, nor is a
 // failed one retried, while draining: they are left, in order, for the
-// next run or owner.
-func DrainTimeout(d time.Duration) Option { return optionFunc(func(c *config) { c.drainTimeout = d }) }
+// next run or owner. Then the
+// calls still running are cancelled, and Run returns within DrainMargin
+// more, whatever the handler does (see DrainMargin).
+func DrainTimeout(d time.Duration) Option {
+	return option("DrainTimeout", func(c *config) { c.drainTimeout = d })
+}
+
+// DrainMargin is how much longer than DrainTimeout Run takes at most to
+// return once its context is cancelled and reading has stopped (at once:
+// a getMore in flight is cancelled). The handler calls still running at
+// the drain timeout have their context cancelled and half of it to
+// return; the final checkpoint write gets the rest. With the defaults Run
+// returns within 10 s of the cancellation, Cloud Run's grace period.
+//
+// A call that ignores its cancelled context is left running when its
+// half has passed, so that Run can return: the one exception to "no
+// goroutine outlives Run". What it costs: its lane's goroutine goes on
+// until the handler returns, then ends without touching the consumer (no
+// checkpoint, no status, no hook but the call's own delivery end,
+// reported abandoned); its events are not finished, whatever the call
+// returns, so the next Run or the partition's next owner delivers them
+// again, possibly while the left call still runs; and Run logs it as an
+// error naming the stream, the partition and the call's first event
+// (short id). A handler that honours its context costs none of this.
+const DrainMargin = 2 * time.Second
 
 // MaxAwaitTime sets how long one getMore waits for events (default 1s); it
 // is also how often a quiet stream's checkpoint may advance.
-func MaxAwaitTime(d time.Duration) Option { return optionFunc(func(c *config) { c.maxAwait = d }) }
+func MaxAwaitTime(d time.Duration) Option {
+	return option("MaxAwaitTime", func(c *config) { c.maxAwait = d })
+}
 
 // SplitLargeEvents sets whether the stream splits events over 16 MB with
 // $changeStreamSplitLargeEvent (default true, on servers that have it:
 // MongoDB 7.0 and 6.0.9+). Ferry reassembles the fragments, so the handler
 // sees one whole event (see Event), and never checkpoints between them.
 // Turning it off is part of the stream's identity.
-func SplitLargeEvents(on bool) Option { return optionFunc(func(c *config) { c.noSplit = !on }) }
+func SplitLargeEvents(on bool) Option {
+	return option("SplitLargeEvents", func(c *config) { c.noSplit = !on })
+}
 
 // CopyEvents sets whether each event gets bytes of its own (default
 // false). By default an event's byte slices (Raw, and the fields decoded
@@ -417,7 +485,7 @@ func SplitLargeEvents(on bool) Option { return optionFunc(func(c *config) { c.no
 // replies so: the events of further replies, read while a lane lags, are
 // copied.) On a driver version Ferry has not checked for this (see the
 // README), events are copied whatever the option says.
-func CopyEvents(on bool) Option { return optionFunc(func(c *config) { c.copyEvents = on }) }
+func CopyEvents(on bool) Option { return option("CopyEvents", func(c *config) { c.copyEvents = on }) }
 
 // OversizePolicy says what happens to an event the server cannot return
 // even split: one top-level field over 16 MB (a huge fullDocument or
@@ -440,20 +508,22 @@ const (
 
 // OnOversize sets the policy for an event too large for the server to
 // return (default OversizeFail).
-func OnOversize(p OversizePolicy) Option { return optionFunc(func(c *config) { c.oversize = p }) }
+func OnOversize(p OversizePolicy) Option {
+	return option("OnOversize", func(c *config) { c.oversize = p })
+}
 
 // LogStops sets whether Run logs why it stopped (default true). A
 // consumer group turns it off: it reports its partitions' stops itself,
 // once per state change.
-func LogStops(on bool) Option { return optionFunc(func(c *config) { c.quietStops = !on }) }
+func LogStops(on bool) Option { return option("LogStops", func(c *config) { c.quietStops = !on }) }
 
 // Logger sets the logger (default: discard). Ferry logs event ids, never
 // documents or tokens in full.
-func Logger(l *slog.Logger) Option { return optionFunc(func(c *config) { c.logger = l }) }
+func Logger(l *slog.Logger) Option { return option("Logger", func(c *config) { c.logger = l }) }
 
 // WithHooks adds observers (see Hook).
 func WithHooks(h ...Hook) Option {
-	return optionFunc(func(c *config) { c.hooks = append(c.hooks, h...) })
+	return option("WithHooks", func(c *config) { c.hooks = append(c.hooks, h...) })
 }
 
 // BatchSize sets how many events a BatchHandler is given at most in one
@@ -461,14 +531,14 @@ func WithHooks(h ...Hook) Option {
 // ready, up to this many (see BatchLinger). Only for NewBatchConsumer: a
 // Handler takes one event at a time.
 func BatchSize(n int) Option {
-	return optionFunc(func(c *config) { c.batchSize = n; c.batchSet = append(c.batchSet, "BatchSize") })
+	return option("BatchSize", func(c *config) { c.batchSize = n; c.batchSet = append(c.batchSet, "BatchSize") })
 }
 
 // BatchBytes bounds a batch by the sum of its events' raw sizes (default
 // DefaultBatchBytes); an event larger than the bound is handed over alone.
 // Only for NewBatchConsumer.
 func BatchBytes(n int64) Option {
-	return optionFunc(func(c *config) { c.batchBytes = n; c.batchSet = append(c.batchSet, "BatchBytes") })
+	return option("BatchBytes", func(c *config) { c.batchBytes = n; c.batchSet = append(c.batchSet, "BatchBytes") })
 }
 
 // BatchLinger sets how long a lane waits for more events once it has one
@@ -477,13 +547,13 @@ func BatchBytes(n int64) Option {
 // costs no latency). A linger trades latency for fuller batches. Only for
 // NewBatchConsumer.
 func BatchLinger(d time.Duration) Option {
-	return optionFunc(func(c *config) { c.batchLinger = d; c.batchSet = append(c.batchSet, "BatchLinger") })
+	return option("BatchLinger", func(c *config) { c.batchLinger = d; c.batchSet = append(c.batchSet, "BatchLinger") })
 }
 
 // WithSweeper sets the function a backfill calls after its scan, to remove
 // from the sink what the scan did not touch (deletes missed while the
 // history was lost).
-func WithSweeper(s Sweeper) Option { return optionFunc(func(c *config) { c.sweeper = s }) }
+func WithSweeper(s Sweeper) Option { return option("WithSweeper", func(c *config) { c.sweeper = s }) }
 
 // validate records every problem of the configuration in p, each naming
 // its option.

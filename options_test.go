@@ -74,3 +74,13 @@ func TestOptionsLaterOverridesEarlier(t *testing.T) {
 		t.Fatalf("problems = %q, want only the missing client", got)
 	}
 }
+
+// TestOptionNames: every option is named as its problems name it, so that
+// whoever passes options on can refuse some by name.
+func TestOptionNames(t *testing.T) {
+	got := ferry.OptionNames(ferry.Stream("s"), nil, ferry.DrainTimeout(0), ferry.DeadLetters(nil), ferry.BatchSize(1), ferry.WithHooks())
+	want := []string{"Stream", "", "DrainTimeout", "DeadLetters", "BatchSize", "WithHooks"}
+	if strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Fatalf("OptionNames = %q, want %q", got, want)
+	}
+}

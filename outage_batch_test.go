@@ -30,7 +30,7 @@ func TestOutageMidBatchDeadLettersNothing(t *testing.T) {
 	applied := map[int32]int{}
 	down, upAgain := false, false
 	failures := 0
-	sinkErr := errors.New("dial tcp: connection refused")
+	sinkErr := ferry.Transient(errors.New("dial tcp: connection refused")) // the receiver's, as package sink marks it
 	h := func(ctx context.Context, batch []*ferry.Event) error {
 		be := ferry.NewBatchError(len(batch))
 		for i, ev := range batch {

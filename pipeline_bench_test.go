@@ -110,7 +110,7 @@ func BenchmarkReaderToLanes(b *testing.B) {
 	for _, ch := range r.lanes {
 		close(ch)
 	}
-	r.laneW.Wait()
+	r.waitLanes(nil)
 	b.StopTimer()
 	b.ReportMetric(float64(cpuTime(b)-cpu0)/float64(b.N), "cpu-ns/event")
 	if n := applied.Load(); n != int64(b.N) {

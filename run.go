@@ -13,14 +13,36 @@ import (
 // (ErrHistoryLost, ErrInvalidated, ErrFenced, ErrStalled,
 // ErrIdentityChanged, a fatal server error). On cancellation it stops
 // reading, lets in-flight events finish within the drain timeout, writes
-// the final checkpoint, closes the cursor and returns nil. No goroutine
-// outlives Run.
+// the final checkpoint, closes the cursor and returns nil: whenever the
+// cancellation comes, before Run, while it starts (reading the server's
+// version, the checkpoint) or while it runs. A failed event is not
+// retried once draining: it is left, with the later events of its lane,
+// for the next owner. Run returns within DrainTimeout plus DrainMargin of
+// the cancellation, even when a handler ignores its context. No goroutine
+// outlives Run, except the lane of a handler call that ignored its
+// cancelled context past the margin, until that call returns (see
+// DrainMargin).
+//
+// One Consumer runs once at a time: a Run called while another has not
+// returned fails at once with ErrAlreadyRunning and changes nothing (two
+// Runs would deliver every event twice and write the same checkpoint). A
+// Run after the previous one returned resumes from the checkpoint.
 func (c *Consumer) Run(ctx context.Context) error {
+	if !c.running.CompareAndSwap(false, true) {
+		return ErrAlreadyRunning
+	}
+	defer c.running.Store(false)
 	c.setStatus(func(s *Status) { s.Running, s.LastError, s.State = true, "", StateRunning })
 	c.hooks.state(StateInfo{Stream: c.cfg.name, Partition: c.cfg.partition, State: StateRunning})
 	err := c.run(ctx)
+	if err != nil && ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
+		// Cancelled before or while starting (reading the server's
+		// version, the checkpoint, the start position): a cancellation
+		// like any other, whenever it comes.
+		err = nil
+	}
 	c.setStatus(func(s *Status) {
-		s.Running, s.State, s.OldestPending = false, StateStopped, time.Time{}
+		s.Running, s.State, s.OldestPending, s.LastError = false, StateStopped, time.Time{}, ""
 		if err != nil {
 			s.LastError = err.Error()
 		}
@@ -93,27 +115,35 @@ func (r *runner) run(ctx context.Context) error {
 
 	// Drain: no more events enter the lanes; in-flight ones finish within
 	// the drain timeout, then their handlers are cancelled. An event that
-	// fails from now on is not retried: the next owner delivers it.
+	// fails from now on is not retried: the next owner delivers it. Calls
+	// that ignore the cancellation are left running after callGrace (see
+	// DrainMargin), so that Run returns on time.
 	close(r.drainStart)
+	drainBegan := time.Now()
 	for _, ch := range r.lanes {
 		close(ch)
 	}
-	lanesDone := make(chan struct{})
-	go func() { r.laneW.Wait(); close(lanesDone) }()
 	drain := time.NewTimer(cfg.drainTimeout)
-	select {
-	case <-lanesDone:
-	case <-drain.C:
+	if !r.waitLanes(drain.C) {
 		r.c.log.Warn("drain timeout: cancelling in-flight handlers", "timeout", cfg.drainTimeout)
 		r.cancelHandler()
-		<-lanesDone
+		grace := time.NewTimer(callGrace)
+		if !r.waitLanes(grace.C) {
+			r.leaveCalls(drainBegan)
+		}
+		grace.Stop()
 	}
 	drain.Stop()
+	// The lanes are done (or left): a checkpoint write of the commit loop
+	// still under way is cut short; the final one below writes it again.
+	r.cancelHandler()
 	close(stopCommit)
 	<-commitDone
 
-	// Final checkpoint, even though ctx may be cancelled.
-	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	// Final checkpoint, even though ctx may be cancelled, within the drain
+	// margin (and 5 s).
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx),
+		min(time.Until(drainBegan.Add(cfg.drainTimeout+DrainMargin)), 5*time.Second))
 	defer cancel()
 	stop := r.failure()
 	if stop == nil {
@@ -129,18 +159,59 @@ func (r *runner) run(ctx context.Context) error {
 }
 
 // startLanes starts cfg.concurrency lanes, each reading its own channel
-// (room for the whole queue, so dispatch never blocks on a lane); laneW
-// counts them until they return.
+// (room for the whole queue, so dispatch never blocks on a lane); each
+// closes its inFlight's ended when it returns.
 func (r *runner) startLanes() {
 	cfg := &r.c.cfg
 	r.lanes = make([]chan *item, cfg.concurrency)
+	r.calls = make([]inFlight, cfg.concurrency)
 	for i := range r.lanes {
 		ch := make(chan *item, cfg.maxEvents)
 		r.lanes[i] = ch
-		r.laneW.Add(1)
+		f := &r.calls[i]
+		f.ended = make(chan struct{})
 		go func() {
-			defer r.laneW.Done()
-			r.lane(ch)
+			defer close(f.ended)
+			r.lane(ch, f)
 		}()
+	}
+}
+
+// waitLanes waits until every lane has returned (true) or timeout fires
+// (false; nil: no timeout).
+func (r *runner) waitLanes(timeout <-chan time.Time) bool {
+	for i := range r.calls {
+		select {
+		case <-r.calls[i].ended:
+		case <-timeout:
+			return false
+		}
+	}
+	return true
+}
+
+// callGrace is how long the handler calls cut off at the drain timeout
+// get to return: half of DrainMargin, the rest being the final
+// checkpoint's.
+const callGrace = DrainMargin / 2
+
+// leaveCalls leaves the handler calls still running callGrace after the
+// drain cancelled them (a handler that ignores its context), so that Run
+// returns: each is logged by its stream, partition and first event; its
+// lane's goroutine returns when the call does, touching nothing of the
+// run (its events stay unfinished and are delivered again). It waits for
+// the lanes that are in no call, which return at once.
+func (r *runner) leaveCalls(drainBegan time.Time) {
+	for i := range r.calls {
+		f := &r.calls[i]
+		ev, n, since := f.leave()
+		if ev == nil {
+			<-f.ended
+			continue
+		}
+		r.c.log.Error("handler ignored its cancelled context: Run returns without waiting for the call, which goes on running; "+
+			"its events are not checkpointed and are delivered again (by the next Run or owner), possibly while it still runs",
+			"event", shortID(ev.ID()), "events", n, "running", time.Since(since).Round(time.Millisecond),
+			"drain", time.Since(drainBegan).Round(time.Millisecond))
 	}
 }

@@ -26,7 +26,8 @@ type runner struct {
 	track  *tracker
 	health *health
 	lanes  []chan *item
-	laneW  sync.WaitGroup
+	// calls is each lane's handler call in flight (the drain's to leave).
+	calls []inFlight
 
 	handlerCtx    context.Context
 	cancelHandler context.CancelFunc

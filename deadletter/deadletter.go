@@ -97,10 +97,23 @@ type Store interface {
 // Mongo stores entries in a MongoDB collection ("dlq" by default).
 type Mongo struct{ coll *mongo.Collection }
 
-// NewMongo returns a store on db.coll.
+// ErrNoDatabase is the error of every method of a Mongo made by NewMongo
+// without a database.
+var ErrNoDatabase = errors.New("deadletter: NewMongo was given a nil database; pass the state database (deadletter.NewMongo(client.Database(\"ferry\"), \"dlq\"))")
+
+// NewMongo returns a store on db's collection coll ("" for "dlq").
+//
+// It is the one Ferry constructor outside the option style of package
+// ferry ("Options"): it has nothing optional and nothing to check before
+// it is used, so it takes its two arguments positionally, contacts
+// nothing and returns no error. A nil db is reported by every method
+// (ErrNoDatabase), not by a panic.
 func NewMongo(db *mongo.Database, coll string) *Mongo {
 	if coll == "" {
 		coll = "dlq"
+	}
+	if db == nil {
+		return &Mongo{}
 	}
 	return &Mongo{coll: db.Collection(coll)}
 }
@@ -109,6 +122,9 @@ func entryID(stream, eventID string) string { return stream + "/" + eventID }
 
 // Put inserts or refreshes an entry.
 func (m *Mongo) Put(ctx context.Context, e Entry) error {
+	if m.coll == nil {
+		return ErrNoDatabase
+	}
 	if e.Stream == "" || e.EventID == "" {
 		return fmt.Errorf("deadletter: entry needs Stream and EventID")
 	}
@@ -157,6 +173,9 @@ func (m *Mongo) Put(ctx context.Context, e Entry) error {
 
 // List returns up to limit entries of a stream (0: all), oldest first.
 func (m *Mongo) List(ctx context.Context, stream string, limit int) ([]Entry, error) {
+	if m.coll == nil {
+		return nil, ErrNoDatabase
+	}
 	opts := options.Find().SetSort(bson.D{{Key: "firstAttemptAt", Value: 1}, {Key: "_id", Value: 1}})
 	if limit > 0 {
 		opts.SetLimit(int64(limit))
@@ -174,6 +193,9 @@ func (m *Mongo) List(ctx context.Context, stream string, limit int) ([]Entry, er
 
 // Delete removes one entry.
 func (m *Mongo) Delete(ctx context.Context, stream, eventID string) error {
+	if m.coll == nil {
+		return ErrNoDatabase
+	}
 	res, err := m.coll.DeleteOne(ctx, bson.D{{Key: "_id", Value: entryID(stream, eventID)}})
 	if err != nil {
 		return fmt.Errorf("deadletter: delete: %w", err)

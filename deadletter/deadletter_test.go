@@ -56,3 +56,20 @@ func TestMongoStore(t *testing.T) {
 		t.Fatalf("second Delete = %v, want ErrNotFound", err)
 	}
 }
+
+// TestNewMongoNilDatabase: NewMongo returns no error (it checks nothing),
+// so a nil database is reported by the methods, with the fix, not by a
+// panic (before, NewMongo panicked).
+func TestNewMongoNilDatabase(t *testing.T) {
+	s := deadletter.NewMongo(nil, "dlq")
+	ctx := context.Background()
+	if err := s.Put(ctx, deadletter.Entry{Stream: "s", EventID: "e"}); !errors.Is(err, deadletter.ErrNoDatabase) {
+		t.Errorf("Put = %v, want ErrNoDatabase", err)
+	}
+	if _, err := s.List(ctx, "s", 0); !errors.Is(err, deadletter.ErrNoDatabase) {
+		t.Errorf("List = %v, want ErrNoDatabase", err)
+	}
+	if err := s.Delete(ctx, "s", "e"); !errors.Is(err, deadletter.ErrNoDatabase) {
+		t.Errorf("Delete = %v, want ErrNoDatabase", err)
+	}
+}

@@ -2,12 +2,10 @@ module github.com/ferry-io/ferry/examples
 
 go 1.26.8
 
-require github.com/ferry-io/ferry v0.0.0 // indirect
-
-replace github.com/ferry-io/ferry => ..
+require github.com/ferry-io/ferry v0.1.0 // indirect
 
 require (
-	github.com/ferry-io/ferry/cmd/ferry v0.0.0
+	github.com/ferry-io/ferry/cmd/ferry v0.1.0
 	gopkg.in/yaml.v3 v3.0.1
 )
 
@@ -23,12 +21,4 @@ require (
 	golang.org/x/sync v0.24.0 // indirect
 	golang.org/x/text v0.43.0 // indirect
 	gopkg.in/check.v1 v1.0.0-20201130134442-10cb98267c6c // indirect
-)
-
-replace (
-	github.com/ferry-io/ferry/cmd/ferry => ../cmd/ferry
-	github.com/ferry-io/ferry/metrics => ../metrics
-	github.com/ferry-io/ferry/sink/kafka => ../sink/kafka
-	github.com/ferry-io/ferry/sink/natsjs => ../sink/natsjs
-	github.com/ferry-io/ferry/sink/pubsub => ../sink/pubsub
 )

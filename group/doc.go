@@ -80,6 +80,34 @@
 // provably valid; if not, the partition stops without finishing the event
 // (ferry.StopPartition), so its next owner applies it.
 //
+// # Transactional mode
+//
+// This is the one description of what the transactional mode's
+// transaction holds; package ledger and checkpoint/mongostore point here.
+// One MongoDB transaction, on StateDatabase's client, per event (per batch
+// with NewBatch), holds, in this order:
+//
+//  1. the ledger insert of the event id (ledger.RecordNew; with NewBatch,
+//     SeenMany then RecordMany of the events absent): an id already
+//     recorded means a committed transaction applied it, and this one
+//     makes no effect;
+//  2. the check that the partition's lease still names this member at its
+//     epoch (lease.Held.VerifyEpoch, a read);
+//  3. the handler's writes, through the session context it is given;
+//  4. the fence write: its lane's fence document incremented under its
+//     own epoch, the last statement before the commit.
+//
+// The checkpoint is not in it. The consumer writes it after the commit,
+// batched, compare-and-set on (version, epoch), as in every mode: a crash
+// between the commit and the checkpoint replays the event, and the ledger
+// entry the transaction committed makes the replay a no-op. What fences a
+// stale owner off is the fence write (4), not the checkpoint: a new owner
+// raises every fence document of the partition to its epoch before it
+// reads, so a transaction of an older epoch either committed before that
+// or its fence write conflicts or matches nothing, and it commits nothing
+// (see "Operational notes"). A transient error (WriteConflict) retries the
+// whole transaction (ledger.RunTransaction).
+//
 // NewBatch takes a ferry.BatchHandler and applies the mode per batch, with
 // the same orders: idempotent mode reads the ledger once for the batch
 // (ledger SeenMany: one find), hands the handler only the events not
@@ -174,7 +202,11 @@
 // are checked by New too: ConsumerOptions as ferry.NewConsumer checks
 // them (problems prefixed "ConsumerOptions: "), LeaseOptions as lease.New
 // does ("LeaseOptions: "), so a bad consumer option fails New rather than
-// the first partition's start.
+// the first partition's start. The consumer options the group sets itself
+// (Stream, Partition, Epoch, Checkpoints, DeadLetters, DrainTimeout,
+// LogStops) are problems in ConsumerOptions, each named with where the
+// group takes its value from (group.Name, group.Partitions and the leases,
+// StateDatabase, group.DrainTimeout), never replaced silently.
 //
 // # Moving to a new definition
 //

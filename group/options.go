@@ -86,7 +86,8 @@ func (c *config) validate(p *optcheck.Problems) {
 		p.Add("LeaseTTL", "must be at least %v, got %v", minLeaseTTL, c.ttl)
 	}
 	if c.state == nil {
-		p.Add("StateDatabase", "a state database is required")
+		p.Add("StateDatabase", "a state database is required (group.StateDatabase(stateClient.Database(\"ferry\")), "+
+			"on a client of its own: see the package doc, \"Operational notes\")")
 	}
 	switch c.mode {
 	case AtLeastOnce, Idempotent, Transactional:
@@ -96,6 +97,31 @@ func (c *config) validate(p *optcheck.Problems) {
 	if c.intervalSet && c.interval <= 0 {
 		p.Add("RebalanceInterval", "must be positive, got %v (leave it out for a quarter of the lease TTL)", c.interval)
 	}
+	seen := map[string]bool{}
+	for _, name := range ferry.OptionNames(c.consumer...) {
+		switch why, owned := setByGroup[name]; {
+		case seen[name]:
+		case owned:
+			p.Add("ConsumerOptions", "%s: the group sets it (%s); leave it out of ConsumerOptions", name, why)
+		case name == "WithSweeper" && c.sweeper != nil:
+			p.Add("ConsumerOptions", "WithSweeper: group.Sweeper is set too, and would replace it; pass one "+
+				"(group.Sweeper gives each partition a sweeper of its own)")
+		}
+		seen[name] = true
+	}
+}
+
+// setByGroup is the consumer options the group sets for each partition
+// itself, with where their values come from: passed through
+// ConsumerOptions they are problems, not silently replaced.
+var setByGroup = map[string]string{
+	"Stream":       "group.Name names the group and its stream",
+	"Partition":    "group.Partitions sets the count; each member runs the partitions whose leases it holds",
+	"Epoch":        "each partition's lease epoch",
+	"Checkpoints":  "the checkpoints are in StateDatabase, collection checkpoints",
+	"DeadLetters":  "dead letters go to StateDatabase, collection dlq",
+	"DrainTimeout": "use group.DrainTimeout",
+	"LogStops":     "it reports its partitions' stops itself, once per state change",
 }
 
 // Name names the group and its stream (required).
@@ -122,9 +148,12 @@ func LeaseTTL(d time.Duration) Option { return option(func(c *config) { c.ttl = 
 // owner delivers them again. What the sink acknowledged meanwhile is still
 // recorded (idempotent mode, within 2 s), then the final checkpoint is
 // written and the lease released. Default DefaultDrainTimeout, but at most
-// half the lease TTL; set, it is used as given. Keep it, plus about 2 s,
-// inside the time your platform allows between SIGTERM and SIGKILL (Cloud
-// Run: 10 s).
+// half the lease TTL; set, it is used as given. A partition's consumer
+// returns within it plus ferry.DrainMargin (2 s), even when a handler
+// ignores its cancelled context (see ferry.DrainMargin: that call is left
+// running); keep it, plus those 2 s, inside the time your platform allows
+// between SIGTERM and SIGKILL (Cloud Run: 10 s). It is the group's option:
+// ferry.DrainTimeout in ConsumerOptions is refused.
 func DrainTimeout(d time.Duration) Option {
 	return option(func(c *config) { c.drain, c.drainSet = d, true })
 }
@@ -143,8 +172,12 @@ func StateDatabase(db *mongo.Database) Option { return option(func(c *config) { 
 
 // ConsumerOptions passes options to every partition's consumer (scope,
 // pipeline, retries, ...); New checks them as ferry.NewConsumer does. The
-// group sets Stream, Partition, Epoch, Checkpoints, DeadLetters and
-// DrainTimeout itself, after them.
+// group sets Stream (group.Name), Partition (group.Partitions and the
+// leases), Epoch, Checkpoints, DeadLetters (StateDatabase), DrainTimeout
+// (group.DrainTimeout) and LogStops itself: New reports each of them
+// passed here as a problem ("ConsumerOptions: DeadLetters: the group sets
+// it ..."), as it does WithSweeper beside group.Sweeper. WithHooks adds
+// to the group's own hooks.
 func ConsumerOptions(opts ...ferry.Option) Option {
 	return option(func(c *config) { c.consumer = append(c.consumer, opts...) })
 }

@@ -35,7 +35,8 @@ func TestSinkOutagePublished(t *testing.T) {
 	down.Store(true)
 	handler := func(context.Context, *ferry.Event) error {
 		if down.Load() {
-			return errors.New(`503 Service Unavailable (resume token {_data: "8263ABCDEF0123456789ABCDEF0123456789"})`)
+			// The receiver's failure, marked as package sink marks it.
+			return ferry.Transient(errors.New(`503 Service Unavailable (resume token {_data: "8263ABCDEF0123456789ABCDEF0123456789"})`))
 		}
 		return nil
 	}

@@ -34,16 +34,18 @@
 //
 // # Transactional mode
 //
-// The consumer runs, in one MongoDB transaction (RunTransaction), RecordNew,
-// the handler's own writes (given the transaction's session context) and the
-// checkpoint's compare-and-set on (version, epoch). RecordNew returning
-// false means the effect was applied by a committed transaction: the
-// consumer makes no effect in this one. The transaction commits all three or
-// none, so a crash anywhere replays the event, and the replay finds the
-// entry. Two transactions recording the same event concurrently cannot both
-// commit: the second fails with WriteConflict, is retried, and finds the
-// entry. A fenced-off owner's checkpoint CAS fails, which aborts its whole
-// transaction, effect included.
+// The consumer group inserts the entry with RecordNew in the MongoDB
+// transaction (RunTransaction) that also holds the handler's own writes
+// (given the transaction's session context). What else that transaction
+// holds (the lease check and the fence write), and what does not belong
+// to it (the checkpoint), is described once, in package group's doc,
+// "Transactional mode". RecordNew returning false means the effect was
+// applied by a committed transaction: the consumer makes no effect in this
+// one. The transaction commits the entry and the effect together or
+// neither, so a crash anywhere replays the event, and the replay finds the
+// entry. Two transactions recording the same event concurrently cannot
+// both commit: the second fails with WriteConflict, is retried, and finds
+// the entry.
 //
 // Guarantee: exactly-once effects, but only for effects written to the same
 // MongoDB cluster (the state store's) inside the transaction with the

@@ -3,7 +3,7 @@ module github.com/ferry-io/ferry/metrics
 go 1.26.8
 
 require (
-	github.com/ferry-io/ferry v0.0.0
+	github.com/ferry-io/ferry v0.1.0
 	github.com/prometheus/client_golang v1.23.2
 )
 
@@ -30,5 +30,3 @@ require (
 	golang.org/x/text v0.43.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
 )
-
-replace github.com/ferry-io/ferry => ..

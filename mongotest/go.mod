@@ -3,7 +3,7 @@ module github.com/ferry-io/ferry/mongotest
 go 1.26.8
 
 require (
-	github.com/ferry-io/ferry v0.0.0
+	github.com/ferry-io/ferry v0.1.0
 	go.mongodb.org/mongo-driver/v2 v2.10.0
 	golang.org/x/text v0.43.0
 )
@@ -16,5 +16,3 @@ require (
 	golang.org/x/crypto v0.58.0 // indirect
 	golang.org/x/sync v0.24.0 // indirect
 )
-
-replace github.com/ferry-io/ferry => ..

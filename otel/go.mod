@@ -3,7 +3,7 @@ module github.com/ferry-io/ferry/otel
 go 1.26.8
 
 require (
-	github.com/ferry-io/ferry v0.0.0
+	github.com/ferry-io/ferry v0.1.0
 	go.mongodb.org/mongo-driver/v2 v2.10.0
 	go.opentelemetry.io/otel v1.47.0
 	go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp v1.47.0
@@ -38,5 +38,3 @@ require (
 	google.golang.org/grpc v1.83.2 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
 )
-
-replace github.com/ferry-io/ferry => ..

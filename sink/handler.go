@@ -15,7 +15,9 @@ const MaxRetryWait = 5 * time.Minute
 // Handler adapts a connected sink to a ferry handler: each event is written
 // as a batch of one. A permanent failure is returned wrapped with
 // ferry.Permanent, so it goes to the dead-letter policy at once; a retryable
-// one is returned plainly, so ferry retries it with backoff. When the
+// one wrapped with ferry.Transient (the sink's failure, not the event's),
+// so ferry retries it with backoff and, while the sink fails for every
+// event, waits for it without dead-lettering anything. When the
 // failure carries a RetryDelay, Handler first waits that long (at most
 // MaxRetryWait, and no longer than ctx allows), so the next attempt honours
 // the receiver's Retry-After.
@@ -31,8 +33,20 @@ func Handler(s Sink) ferry.Handler {
 		if d, ok := RetryDelay(err); ok {
 			waitRetry(ctx, d)
 		}
+		return transient(err)
+	}
+}
+
+// transient marks a retryable failure of a sink as the destination's
+// (ferry.Transient), unless it is marked so already: ferry then judges it
+// as a possible outage of the sink, which dead-letters nothing however
+// long it lasts, instead of as the handler's own failure, which counts
+// towards MaxAttempts whatever else happens.
+func transient(err error) error {
+	if err == nil || errors.Is(err, ferry.ErrTransient) {
 		return err
 	}
+	return ferry.Transient(err)
 }
 
 // BatchHandler adapts a connected sink to a ferry batch handler
@@ -40,9 +54,10 @@ func Handler(s Sink) ferry.Handler {
 // puts it in flight at once (a bulk write, one buffered write, every
 // publish before the first ack). Failures are reported per event, as
 // Handler reports them: a *ferry.BatchError whose permanent failures are
-// wrapped with ferry.Permanent; an error of the whole Write is returned
-// as it is. When failures carry a RetryDelay, BatchHandler first waits the
-// largest of them (at most MaxRetryWait, and no longer than ctx allows).
+// wrapped with ferry.Permanent and its retryable ones with
+// ferry.Transient; an error of the whole Write is returned so marked too.
+// When failures carry a RetryDelay, BatchHandler first waits the largest
+// of them (at most MaxRetryWait, and no longer than ctx allows).
 func BatchHandler(s Sink) ferry.BatchHandler {
 	return func(ctx context.Context, batch []*ferry.Event) error {
 		err := s.Write(ctx, batch)
@@ -58,7 +73,7 @@ func BatchHandler(s Sink) ferry.BatchHandler {
 			if d, ok := RetryDelay(err); ok {
 				waitRetry(ctx, d)
 			}
-			return err
+			return transient(err)
 		}
 		out := NewBatchError(len(batch))
 		var wait time.Duration
@@ -68,7 +83,7 @@ func BatchHandler(s Sink) ferry.BatchHandler {
 			case !IsRetryable(e):
 				out.Set(i, ferry.Permanent(e))
 			default:
-				out.Set(i, e)
+				out.Set(i, transient(e))
 				if d, ok := RetryDelay(e); ok {
 					wait = max(wait, d)
 				}

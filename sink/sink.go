@@ -40,10 +40,12 @@
 // Each failure is either retryable (the default: timeouts, connection errors,
 // 408, 429, 5xx for HTTP) or permanent (marked with Permanent: the receiver
 // rejected the event and retrying cannot help, e.g. HTTP 400). Handler and
-// BatchHandler hand retryable failures back to ferry plainly, so ferry
-// retries them with backoff up to its MaxAttempts, and permanent ones
-// wrapped with ferry.Permanent, so they go straight to the dead-letter
-// policy. A failure may also carry a minimum delay (RetryAfter, from an
+// BatchHandler hand retryable failures back to ferry marked
+// ferry.Transient (the sink's failure, not the event's), so ferry retries
+// them with backoff, counting an attempt towards MaxAttempts only while
+// the sink accepts other events and dead-lettering nothing during an
+// outage; and permanent ones wrapped with ferry.Permanent, so they go
+// straight to the dead-letter policy. A failure may also carry a minimum delay (RetryAfter, from an
 // HTTP Retry-After header); Handler waits that long (BatchHandler the
 // longest delay of the batch), within its context, before returning, so
 // ferry's next attempt comes no sooner.
@@ -92,8 +94,10 @@ var (
 	ErrNotConnected = errors.New("sink: not connected")
 	// ErrRetryable marks a failure that may succeed if tried again (see
 	// Retryable). Unmarked failures are retryable too; the mark documents
-	// intent and carries a delay (RetryAfter).
-	ErrRetryable = errors.New("sink: retryable failure")
+	// intent and carries a delay (RetryAfter). It is ferry.ErrTransient:
+	// a retryable failure is the sink's, not the event's, and Handler and
+	// BatchHandler mark every retryable failure so.
+	ErrRetryable = ferry.ErrTransient
 	// ErrPermanent marks a failure retrying cannot fix (see Permanent). It
 	// is ferry.ErrPermanent, so errors.Is works on either side.
 	ErrPermanent = ferry.ErrPermanent

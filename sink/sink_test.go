@@ -138,8 +138,9 @@ func TestHandler(t *testing.T) {
 	if err := sink.Handler(&fakeSink{sink.Permanent(base)})(context.Background(), ev); !errors.Is(err, ferry.ErrPermanent) || !errors.Is(err, base) {
 		t.Errorf("permanent: %v", err)
 	}
-	if err := sink.Handler(&fakeSink{base})(context.Background(), ev); err != base {
-		t.Errorf("retryable: %v, want the error unchanged", err)
+	if err := sink.Handler(&fakeSink{base})(context.Background(), ev); !errors.Is(err, base) || !errors.Is(err, ferry.ErrTransient) ||
+		errors.Is(err, ferry.ErrPermanent) || err.Error() != base.Error() {
+		t.Errorf("retryable: %v, want the error marked ferry.Transient (the sink's failure), its text unchanged", err)
 	}
 	start := time.Now()
 	err := sink.Handler(&fakeSink{sink.RetryAfter(base, 30*time.Millisecond)})(context.Background(), ev)
@@ -163,7 +164,7 @@ func (f *scriptSink) Write(_ context.Context, b []*ferry.Event) error {
 
 // TestBatchHandler: the whole batch goes to one Write; per-event failures
 // come back per event, permanent ones marked ferry.Permanent, retryable ones
-// unchanged, after the longest Retry-After of the batch; a failure of the
+// ferry.Transient, after the longest Retry-After of the batch; a failure of the
 // whole Write comes back whole.
 func TestBatchHandler(t *testing.T) {
 	evs := []*ferry.Event{sinktest.NewEvent(1, "a", 1), sinktest.NewEvent(2, "b", 1), sinktest.NewEvent(3, "c", 1), sinktest.NewEvent(4, "d", 1)}
@@ -185,8 +186,8 @@ func TestBatchHandler(t *testing.T) {
 	if !errors.As(err, &be) || len(be.Errs) != 4 {
 		t.Fatalf("BatchHandler = %v, want a *ferry.BatchError of 4", err)
 	}
-	if be.Errs[0] != nil || !errors.Is(be.Errs[1], ferry.ErrPermanent) || !errors.Is(be.Errs[1], rejected) ||
-		!errors.Is(be.Errs[2], busy) || errors.Is(be.Errs[2], ferry.ErrPermanent) || !errors.Is(be.Errs[3], busy) {
+	if be.Errs[0] != nil || !errors.Is(be.Errs[1], ferry.ErrPermanent) || !errors.Is(be.Errs[1], rejected) || errors.Is(be.Errs[1], ferry.ErrTransient) ||
+		!errors.Is(be.Errs[2], busy) || errors.Is(be.Errs[2], ferry.ErrPermanent) || !errors.Is(be.Errs[2], ferry.ErrTransient) || !errors.Is(be.Errs[3], busy) {
 		t.Fatalf("per-event errors %v", be.Errs)
 	}
 	if took < 60*time.Millisecond {
@@ -198,10 +199,10 @@ func TestBatchHandler(t *testing.T) {
 		t.Fatalf("delivered batch: %v", err)
 	}
 	// A failure of the whole Write: returned whole (ferry retries each
-	// event alone), permanent ones marked.
+	// event alone), marked ferry.Transient or ferry.Permanent.
 	s.write = func([]*ferry.Event) error { return sink.ErrNotConnected }
-	if err := sink.BatchHandler(s)(context.Background(), evs); err != sink.ErrNotConnected {
-		t.Fatalf("whole-batch failure = %v, want sink.ErrNotConnected unchanged", err)
+	if err := sink.BatchHandler(s)(context.Background(), evs); errors.As(err, &be) || !errors.Is(err, sink.ErrNotConnected) || !errors.Is(err, ferry.ErrTransient) {
+		t.Fatalf("whole-batch failure = %v, want sink.ErrNotConnected whole, marked ferry.Transient", err)
 	}
 	s.write = func([]*ferry.Event) error { return sink.Permanent(rejected) }
 	if err := sink.BatchHandler(s)(context.Background(), evs); errors.As(err, &be) || !errors.Is(err, ferry.ErrPermanent) {

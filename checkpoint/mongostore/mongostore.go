@@ -23,8 +23,10 @@
 //   - Every method uses ctx as given: when ctx is a session context
 //     (mongo.NewSessionContext) in a transaction, the Save is part of that
 //     transaction, is visible only if it commits and vanishes if it aborts.
-//     This is how Ferry's transactional mode puts "ledger insert + effect +
-//     checkpoint CAS" in one transaction. The store never starts sessions.
+//     The store never starts sessions. Ferry's own transactional mode does
+//     not put the checkpoint in its transaction: it writes it after the
+//     commit (what the transaction holds is described once, in package
+//     group's doc, "Transactional mode").
 //   - In a transaction, a Save racing another transaction's write to the same
 //     checkpoint may fail with WriteConflict (112, label
 //     TransientTransactionError) instead of ErrFenced; the error is returned

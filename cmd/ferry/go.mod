@@ -2,19 +2,17 @@ module github.com/ferry-io/ferry/cmd/ferry
 
 go 1.26.8
 
-require github.com/ferry-io/ferry v0.0.0
-
-replace github.com/ferry-io/ferry => ../..
+require github.com/ferry-io/ferry v0.1.0
 
 require (
 	cloud.google.com/go/pubsub/v2 v2.9.0
 	github.com/chromedp/chromedp v0.23.0
-	github.com/ferry-io/ferry/metrics v0.0.0
-	github.com/ferry-io/ferry/mongotest v0.0.0
-	github.com/ferry-io/ferry/otel v0.0.0
-	github.com/ferry-io/ferry/sink/kafka v0.0.0
-	github.com/ferry-io/ferry/sink/natsjs v0.0.0
-	github.com/ferry-io/ferry/sink/pubsub v0.0.0
+	github.com/ferry-io/ferry/metrics v0.1.0
+	github.com/ferry-io/ferry/mongotest v0.1.0
+	github.com/ferry-io/ferry/otel v0.1.0
+	github.com/ferry-io/ferry/sink/kafka v0.1.0
+	github.com/ferry-io/ferry/sink/natsjs v0.1.0
+	github.com/ferry-io/ferry/sink/pubsub v0.1.0
 	github.com/nats-io/nats-server/v2 v2.15.3
 	github.com/nats-io/nats.go v1.55.0
 	github.com/prometheus/client_golang v1.23.2
@@ -87,13 +85,4 @@ require (
 	google.golang.org/genproto/googleapis/api v0.0.0-20261012220534-4341edf3f941 // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20261012220534-4341edf3f941 // indirect
 	google.golang.org/grpc v1.84.0 // indirect
-)
-
-replace (
-	github.com/ferry-io/ferry/metrics => ../../metrics
-	github.com/ferry-io/ferry/mongotest => ../../mongotest
-	github.com/ferry-io/ferry/otel => ../../otel
-	github.com/ferry-io/ferry/sink/kafka => ../../sink/kafka
-	github.com/ferry-io/ferry/sink/natsjs => ../../sink/natsjs
-	github.com/ferry-io/ferry/sink/pubsub => ../../sink/pubsub
 )

@@ -3,7 +3,7 @@ module github.com/ferry-io/ferry/sink/kafka
 go 1.26.8
 
 require (
-	github.com/ferry-io/ferry v0.0.0
+	github.com/ferry-io/ferry v0.1.0
 	github.com/twmb/franz-go v1.22.3
 	github.com/twmb/franz-go/pkg/kfake v0.0.0-20260918054303-01f206a7e32c
 	github.com/twmb/franz-go/pkg/kmsg v1.15.1
@@ -20,5 +20,3 @@ require (
 	golang.org/x/sync v0.24.0 // indirect
 	golang.org/x/text v0.43.0 // indirect
 )
-
-replace github.com/ferry-io/ferry => ../..

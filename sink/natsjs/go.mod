@@ -3,7 +3,7 @@ module github.com/ferry-io/ferry/sink/natsjs
 go 1.26.8
 
 require (
-	github.com/ferry-io/ferry v0.0.0
+	github.com/ferry-io/ferry v0.1.0
 	github.com/nats-io/nats-server/v2 v2.15.3
 	github.com/nats-io/nats.go v1.55.0
 	go.mongodb.org/mongo-driver/v2 v2.10.0
@@ -26,5 +26,3 @@ require (
 	golang.org/x/text v0.43.0 // indirect
 	golang.org/x/time v0.16.0 // indirect
 )
-
-replace github.com/ferry-io/ferry => ../..

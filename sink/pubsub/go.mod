@@ -4,7 +4,7 @@ go 1.26.8
 
 require (
 	cloud.google.com/go/pubsub/v2 v2.9.0
-	github.com/ferry-io/ferry v0.0.0
+	github.com/ferry-io/ferry v0.1.0
 	go.mongodb.org/mongo-driver/v2 v2.10.0
 	google.golang.org/api v0.304.0
 	google.golang.org/grpc v1.84.0
@@ -50,5 +50,3 @@ require (
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20261012220534-4341edf3f941 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
 )
-
-replace github.com/ferry-io/ferry => ../..

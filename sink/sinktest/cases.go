@@ -239,8 +239,8 @@ func testPartialFailure(t *testing.T, s sink.Sink, r Receiver) {
 			t.Errorf("event %d delivered = %v, want %v", i, delivered[ev.ID()], want)
 		}
 	}
-	if err := sink.Handler(s)(context.Background(), evs[1]); err == nil || errors.Is(err, ferry.ErrPermanent) {
-		t.Errorf("Handler on a retryable failure = %v, want a plain (retryable) error", err)
+	if err := sink.Handler(s)(context.Background(), evs[1]); err == nil || errors.Is(err, ferry.ErrPermanent) || !errors.Is(err, ferry.ErrTransient) {
+		t.Errorf("Handler on a retryable failure = %v, want a retryable error marked ferry.Transient (the sink's failure)", err)
 	}
 	// Retrying the failed ones after the fault clears delivers them, in order.
 	r.Heal()

@@ -4,11 +4,11 @@ go 1.26.8
 
 require (
 	cloud.google.com/go/pubsub/v2 v2.9.0
-	github.com/ferry-io/ferry v0.0.0
-	github.com/ferry-io/ferry/cmd/ferry v0.0.0
-	github.com/ferry-io/ferry/mongotest v0.0.0
-	github.com/ferry-io/ferry/sink/kafka v0.0.0
-	github.com/ferry-io/ferry/sink/pubsub v0.0.0
+	github.com/ferry-io/ferry v0.1.0
+	github.com/ferry-io/ferry/cmd/ferry v0.1.0
+	github.com/ferry-io/ferry/mongotest v0.1.0
+	github.com/ferry-io/ferry/sink/kafka v0.1.0
+	github.com/ferry-io/ferry/sink/pubsub v0.1.0
 	github.com/nats-io/nats-server/v2 v2.15.3
 	github.com/nats-io/nats.go v1.55.0
 	github.com/twmb/franz-go v1.22.3
@@ -28,9 +28,9 @@ require (
 	github.com/cenkalti/backoff/v5 v5.0.3 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/felixge/httpsnoop v1.1.0 // indirect
-	github.com/ferry-io/ferry/metrics v0.0.0 // indirect
-	github.com/ferry-io/ferry/otel v0.0.0 // indirect
-	github.com/ferry-io/ferry/sink/natsjs v0.0.0 // indirect
+	github.com/ferry-io/ferry/metrics v0.1.0 // indirect
+	github.com/ferry-io/ferry/otel v0.1.0 // indirect
+	github.com/ferry-io/ferry/sink/natsjs v0.1.0 // indirect
 	github.com/go-logr/logr v1.4.4 // indirect
 	github.com/go-logr/stdr v1.2.2 // indirect
 	github.com/google/go-cmp v0.7.0 // indirect
@@ -82,15 +82,4 @@ require (
 	google.golang.org/grpc v1.84.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
 	gopkg.in/yaml.v3 v3.0.1 // indirect
-)
-
-replace (
-	github.com/ferry-io/ferry => ../../..
-	github.com/ferry-io/ferry/cmd/ferry => ..
-	github.com/ferry-io/ferry/metrics => ../../../metrics
-	github.com/ferry-io/ferry/mongotest => ../../../mongotest
-	github.com/ferry-io/ferry/otel => ../../../otel
-	github.com/ferry-io/ferry/sink/kafka => ../../../sink/kafka
-	github.com/ferry-io/ferry/sink/natsjs => ../../../sink/natsjs
-	github.com/ferry-io/ferry/sink/pubsub => ../../../sink/pubsub
 )

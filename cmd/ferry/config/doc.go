@@ -329,7 +329,7 @@
 //	s := &cfg.Streams[0]
 //	state := stateClient.Database(cfg.State.Database)
 //	snk, err := s.NewSink(os.Stdout, state)
-//	copts, err := s.ConsumerOptions(nil)
+//	copts, err := s.GroupConsumerOptions(nil)
 //	g, err := group.NewBatch(client, sink.BatchHandler(snk), append(s.GroupOptions(),
 //		group.StateDatabase(state), group.ConsumerOptions(copts...))...)
 //

@@ -515,7 +515,7 @@ func TestGroupOptions(t *testing.T) {
 	// group.New checks the consumer options too: pass the stream's (none
 	// when the stream is invalid, so that group.New reports it).
 	newGroup := func(s config.Stream) (*group.Group, error) {
-		copts, _ := s.ConsumerOptions(nil)
+		copts, _ := s.GroupConsumerOptions(nil)
 		return group.New(cl, handler, append(s.GroupOptions(), group.StateDatabase(cl.Database("ferry")), group.ConsumerOptions(copts...))...)
 	}
 	g, err := newGroup(s)

@@ -11,19 +11,31 @@ import (
 	"github.com/ferry-io/ferry/group"
 )
 
-// ConsumerOptions returns the ferry options of the stream: its name,
-// scope, pipeline, change-stream options, start position, retry policy,
-// handler timeout, poison / lost-history / invalidate policies and queue
-// limits. Pass them to group.Consumer (the group then sets the partition,
-// epoch, checkpoint and dead-letter stores) or, for a single consumer, to
-// ferry.NewConsumer with Checkpoints, DeadLetters and Partition added.
+// ConsumerOptions returns the ferry options of the stream for a single
+// consumer: its name (ferry.Stream) and GroupConsumerOptions'. Pass them
+// to ferry.NewConsumer with Checkpoints, DeadLetters and Partition added.
+func (s *Stream) ConsumerOptions(cps checkpoint.Store) ([]ferry.Option, error) {
+	opts, err := s.GroupConsumerOptions(cps)
+	if err != nil {
+		return nil, err
+	}
+	return append([]ferry.Option{ferry.Stream(s.Name)}, opts...), nil
+}
+
+// GroupConsumerOptions returns the ferry options of the stream's
+// definition and policies: scope, pipeline, change-stream options, start
+// position, retry policy, handler timeout, poison / lost-history /
+// invalidate / oversize policies and queue limits; not its name, which
+// group.Name gives (GroupOptions). Pass them to group.ConsumerOptions,
+// which refuses the options the group sets itself (the stream's name, the
+// partition, epoch, checkpoint and dead-letter stores, the drain timeout).
 // The error reports a Stream that was not produced by Parse and is
 // invalid; for parsed configurations it is always nil.
 //
 // cps is the state store's checkpoint store, which a stream with
 // source.start_at {checkpoints_of: S} reads S's checkpoints from; it may
 // be nil for any other start position.
-func (s *Stream) ConsumerOptions(cps checkpoint.Store) ([]ferry.Option, error) {
+func (s *Stream) GroupConsumerOptions(cps checkpoint.Store) ([]ferry.Option, error) {
 	var problems []string
 	var scope ferry.Option
 	switch sc := s.Source.Scope; {
@@ -68,7 +80,6 @@ func (s *Stream) ConsumerOptions(cps checkpoint.Store) ([]ferry.Option, error) {
 		before = ""
 	}
 	opts := []ferry.Option{
-		ferry.Stream(s.Name),
 		scope,
 		ferry.Pipeline(s.Source.Pipeline...),
 		ferry.FullDocument(fullDoc),

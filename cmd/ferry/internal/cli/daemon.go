@@ -178,7 +178,7 @@ func (d *daemon) openStream(ctx context.Context, path string, sc *config.Stream,
 		return nil, fmt.Errorf("%s.sink: %w", path, err)
 	}
 	d.closers = append(d.closers, func() { _ = s.Close(context.Background()) })
-	copts, err := sc.ConsumerOptions(cps)
+	copts, err := sc.GroupConsumerOptions(cps) // a single consumer adds ferry.Stream below
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
@@ -203,8 +203,8 @@ func (d *daemon) openStream(ctx context.Context, path string, sc *config.Stream,
 			copts = append(copts, ferry.WithSweeper(st.proj.Sweep)) // a backfill removes what it did not touch
 		}
 		one := newSingle(sc.Name, d.log, func(s group.Status) { d.onState(st, s) })
-		c, err := ferry.NewBatchConsumer(client, h, append(copts, ferry.Checkpoints(cps), ferry.WithHooks(one), ferry.LogStops(false),
-			ferry.DrainTimeout(d.cfg.Shutdown.DrainTimeout))...)
+		c, err := ferry.NewBatchConsumer(client, h, append(copts, ferry.Stream(sc.Name), ferry.Checkpoints(cps), ferry.WithHooks(one),
+			ferry.LogStops(false), ferry.DrainTimeout(d.cfg.Shutdown.DrainTimeout))...)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", path, err)
 		}

@@ -87,10 +87,9 @@ func (r *slowReceiver) ackedCount() int {
 // window was neither recorded nor checkpointed, and all were sent again.
 func TestDrainKeepsAcknowledgedDeliveries(t *testing.T) {
 	e := newProcEnv(t)
-	rcv := newSlowReceiver(t, 700*time.Millisecond)
-	// One partition, a drain of 1 s (shutdown.drain_timeout), longer than a
-	// request but shorter than two, so the requests in flight when it runs
-	// out are cut off. The
+	rcv := newSlowReceiver(t, 1500*time.Millisecond)
+	// One partition, a drain of 1 s (shutdown.drain_timeout), shorter than
+	// a request (1.5 s), so the requests in flight at SIGTERM are cut off. The
 	// webhook timeout (5 s) leaves room in a batch's handler_timeout (30 s)
 	// for several requests, so a lane's batch holds acknowledged events
 	// when the drain cuts its request off.

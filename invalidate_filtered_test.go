@@ -31,22 +31,13 @@ func TestInvalidateFilteredOut(t *testing.T) {
 		if err := e.db.Collection("c").Drop(context.Background()); err != nil {
 			t.Fatal(err)
 		}
-		var mu sync.Mutex
-		var got []int32
-		h := func(ctx context.Context, ev *ferry.Event) error {
-			mu.Lock()
-			got = append(got, ev.DocumentKey.Lookup("_id").Int32())
-			mu.Unlock()
-			return nil
-		}
+		h, delivered := collectIDs()
 		r := start(t, e.client, h, e.opts(ferry.StartAt(ferry.StartAtTime(at)), insertsOnly)...)
 		err := r.wait(t)
 		if !errors.Is(err, ferry.ErrInvalidated) {
 			t.Fatalf("Run = %v; want ErrInvalidated once the server closed the stream", err)
 		}
-		mu.Lock()
-		defer mu.Unlock()
-		if len(got) != 1 || got[0] != 1 {
+		if got := delivered(); len(got) != 1 || got[0] != 1 {
 			t.Fatalf("delivered %v; want the insert before the drop", got)
 		}
 	})
@@ -86,23 +77,32 @@ func TestInvalidateFilteredOut(t *testing.T) {
 		if err := e.db.Collection("c").Drop(context.Background()); err != nil {
 			t.Fatal(err)
 		}
-		var mu sync.Mutex
-		var got []int32
-		h := func(ctx context.Context, ev *ferry.Event) error {
-			mu.Lock()
-			got = append(got, ev.DocumentKey.Lookup("_id").Int32())
-			mu.Unlock()
-			return nil
-		}
+		h, delivered := collectIDs()
 		start(t, e.client, h, e.opts(ferry.StartAt(ferry.StartAtTime(at)), insertsOnly, ferry.OnInvalidate(ferry.InvalidateRestart))...)
 		insert(t, e.db.Collection("c"), bson.D{{Key: "_id", Value: 2}}) // the collection again
 		poll.Until(t, 20*time.Second, func() error {
-			mu.Lock()
-			defer mu.Unlock()
-			if len(got) != 2 || got[1] != 2 {
+			if got := delivered(); len(got) != 2 || got[1] != 2 {
 				return fmt.Errorf("delivered %v; want 1, then 2 from the re-created collection", got)
 			}
 			return nil
 		})
 	})
+}
+
+// collectIDs returns a handler recording the _id of each event's document
+// and a function returning those recorded so far.
+func collectIDs() (ferry.Handler, func() []int32) {
+	var mu sync.Mutex
+	var got []int32
+	h := func(ctx context.Context, ev *ferry.Event) error {
+		mu.Lock()
+		got = append(got, ev.DocumentKey.Lookup("_id").Int32())
+		mu.Unlock()
+		return nil
+	}
+	return h, func() []int32 {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]int32(nil), got...)
+	}
 }

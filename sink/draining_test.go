@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
 
 	"github.com/ferry-io/ferry"
 	"github.com/ferry-io/ferry/checkpoint/boltstore"
@@ -16,6 +17,24 @@ import (
 	"github.com/ferry-io/ferry/internal/poll"
 	"github.com/ferry-io/ferry/sink"
 )
+
+// drainEnv is a drain test's emulator client, source database, checkpoint
+// store and the server's cluster time now (where the consumer starts).
+func drainEnv(t *testing.T, name string) (*mongo.Client, *mongo.Database, *boltstore.Store, uint32, uint32) {
+	t.Helper()
+	client, _ := emutest.Client(t)
+	store, err := boltstore.Open(filepath.Join(t.TempDir(), "cp.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = store.Close() })
+	raw, err := client.Database("admin").RunCommand(context.Background(), bson.D{{Key: "ping", Value: 1}}).Raw()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0, i0, _ := raw.Lookup("operationTime").TimestampOK()
+	return client, client.Database(name), store, t0, i0
+}
 
 // laterSink fails every event asking to be retried an hour later (a
 // receiver answering 503 with a long Retry-After, or its library closing).
@@ -34,19 +53,8 @@ func (s *laterSink) Write(ctx context.Context, batch []*ferry.Event) error {
 // (5 minutes here, MaxRetryWait; the drain and handler timeouts are an hour). Before, a
 // SIGTERM hand-off waited out a closing receiver's Retry-After.
 func TestRetryAfterWaitEndsWhenDraining(t *testing.T) {
-	client, _ := emutest.Client(t)
 	ctx := context.Background()
-	db := client.Database("ferry_sink_draining")
-	store, err := boltstore.Open(filepath.Join(t.TempDir(), "cp.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = store.Close() })
-	raw, err := client.Database("admin").RunCommand(ctx, bson.D{{Key: "ping", Value: 1}}).Raw()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t0, i0, _ := raw.Lookup("operationTime").TimestampOK()
+	client, db, store, t0, i0 := drainEnv(t, "ferry_sink_draining")
 	s := &laterSink{}
 	c, err := ferry.NewBatchConsumer(client, sink.BatchHandler(s),
 		ferry.Stream("s"), ferry.WatchCollection(db.Name(), "c"), ferry.Checkpoints(store),
@@ -101,19 +109,8 @@ func (s *orderedSink) Write(ctx context.Context, batch []*ferry.Event) error {
 // the drain waits for one request, not for the batch's. Before, the lane
 // posted the whole batch (50 events here) until the drain timeout.
 func TestDrainStopsABatchAfterItsPostInFlight(t *testing.T) {
-	client, _ := emutest.Client(t)
 	ctx := context.Background()
-	db := client.Database("ferry_sink_draining_batch")
-	store, err := boltstore.Open(filepath.Join(t.TempDir(), "cp.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = store.Close() })
-	raw, err := client.Database("admin").RunCommand(ctx, bson.D{{Key: "ping", Value: 1}}).Raw()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t0, i0, _ := raw.Lookup("operationTime").TimestampOK()
+	client, db, store, t0, i0 := drainEnv(t, "ferry_sink_draining_batch")
 	// One document's 50 changes: one lane, one batch once the first call ends.
 	if _, err := db.Collection("c").InsertOne(ctx, bson.D{{Key: "_id", Value: 1}, {Key: "v", Value: -1}}); err != nil {
 		t.Fatal(err)

@@ -40,9 +40,6 @@ func (r *runner) commitLoop(stop <-chan struct{}) {
 func (r *runner) flush(ctx context.Context) error {
 	r.saveMu.Lock()
 	defer r.saveMu.Unlock()
-	if r.scanning.Load() {
-		return nil // the checkpoint stays needs-backfill until the scan is done
-	}
 	tok, ts, idle := r.track.position()
 	oldest := r.track.oldest()
 	ev, bytes := r.win.depth()

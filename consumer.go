@@ -62,6 +62,9 @@ type Status struct {
 	// returned (empty after a cancellation). It is cleared when the sink
 	// accepts events again and when Run starts.
 	LastError string
+	// Snapshot is the partition's snapshot in progress, or its last one
+	// (nil: none since Run started).
+	Snapshot *SnapshotProgress
 }
 
 // Lag is how far behind the consumer is at now: 0 when nothing is

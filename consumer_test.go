@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"sort"
@@ -83,6 +84,10 @@ func (e *env) opts(extra ...ferry.Option) []ferry.Option {
 		ferry.CommitEvery(1, 20*time.Millisecond),
 		ferry.MaxAwaitTime(50 * time.Millisecond),
 		ferry.Retry(3, time.Millisecond, 5*time.Millisecond),
+	}
+	if os.Getenv("FERRY_TEST_LOG") != "" {
+		// The consumer's log on stderr, for a failing test.
+		base = append(base, ferry.Logger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))))
 	}
 	return append(base, extra...)
 }

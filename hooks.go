@@ -123,6 +123,17 @@ type StateInfo struct {
 // partition's series once the partition is given up.
 type HookState interface{ OnState(StateInfo) }
 
+// SnapshotInfo is a partition's snapshot progress, reported after every
+// chunk, when it starts, finishes or is cancelled.
+type SnapshotInfo struct {
+	Stream    string
+	Partition int
+	Progress  SnapshotProgress
+}
+
+// HookSnapshot observes snapshots.
+type HookSnapshot interface{ OnSnapshot(SnapshotInfo) }
+
 type hooks []Hook
 
 func (h hooks) event(i EventInfo) {
@@ -165,10 +176,18 @@ func (h hooks) queue(i QueueInfo) {
 	}
 }
 
+func (h hooks) snapshot(i SnapshotInfo) {
+	for _, x := range h {
+		if f, ok := x.(HookSnapshot); ok {
+			f.OnSnapshot(i)
+		}
+	}
+}
+
 // isHook reports whether h implements at least one hook interface.
 func isHook(h Hook) bool {
 	switch h.(type) {
-	case HookEvent, HookResume, HookCheckpoint, HookQueue, HookState:
+	case HookEvent, HookResume, HookCheckpoint, HookQueue, HookState, HookSnapshot:
 		return true
 	}
 	return false

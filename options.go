@@ -245,7 +245,11 @@ type config struct {
 	oversize       OversizePolicy
 	hooks          []Hook
 	sweeper        Sweeper
-	backfillBatch  int32
+	// Snapshots: documents per chunk, a documents-per-second cap (0:
+	// none), how often an operator's requests are looked for.
+	snapshotChunk int
+	snapshotRate  float64
+	snapshotPoll  time.Duration
 	// Batches of a BatchHandler (NewBatchConsumer); a Handler's are of one
 	// event. batchSize 0: not set (the constructor's default).
 	batchSize   int
@@ -279,7 +283,8 @@ func defaultConfig() config {
 		onInvalidate:   InvalidateStop,
 		drainTimeout:   8 * time.Second,
 		maxAwait:       time.Second,
-		backfillBatch:  1000,
+		snapshotChunk:  DefaultSnapshotChunk,
+		snapshotPoll:   2 * time.Second,
 		batchSize:      DefaultBatchSize,
 		batchBytes:     DefaultBatchBytes,
 	}
@@ -550,6 +555,32 @@ func BatchLinger(d time.Duration) Option {
 	return option("BatchLinger", func(c *config) { c.batchLinger = d; c.batchSet = append(c.batchSet, "BatchLinger") })
 }
 
+// DefaultSnapshotChunk is SnapshotChunkSize's default.
+const DefaultSnapshotChunk = 1000
+
+// SnapshotChunkSize sets how many documents a snapshot reads per chunk
+// (default DefaultSnapshotChunk). A chunk is read at one cluster time and
+// spliced into the partition's flow there; its completion is recorded
+// with the checkpoint, so a crash re-reads at most the chunk in flight. A
+// chunk also ends at the server's 16 MiB reply: memory holds at most one
+// chunk per partition beside the window.
+func SnapshotChunkSize(n int) Option {
+	return option("SnapshotChunkSize", func(c *config) { c.snapshotChunk = n })
+}
+
+// SnapshotMaxRate caps a snapshot's reads at documentsPerSecond per
+// partition (0, the default: no cap).
+func SnapshotMaxRate(documentsPerSecond float64) Option {
+	return option("SnapshotMaxRate", func(c *config) { c.snapshotRate = documentsPerSecond })
+}
+
+// SnapshotPollInterval sets how often a partition's owner looks for an
+// operator's snapshot request or cancellation in the checkpoint store
+// (default 2 s; the store must implement checkpoint.SnapshotRequests).
+func SnapshotPollInterval(d time.Duration) Option {
+	return option("SnapshotPollInterval", func(c *config) { c.snapshotPoll = d })
+}
+
 // WithSweeper sets the function a backfill calls after its scan, to remove
 // from the sink what the scan did not touch (deletes missed while the
 // history was lost).
@@ -576,6 +607,15 @@ func (c *config) validate(p *optcheck.Problems) {
 	case PoisonDeadLetter, PoisonStall:
 	default:
 		p.Add("OnPoison", "%q is not a policy (use PoisonDeadLetter or PoisonStall)", c.onPoison)
+	}
+	if c.snapshotChunk < 1 || c.snapshotChunk > 1_000_000 {
+		p.Add("SnapshotChunkSize", "%d is out of range: use 1 to 1000000 documents per chunk", c.snapshotChunk)
+	}
+	if c.snapshotRate < 0 {
+		p.Add("SnapshotMaxRate", "%v is negative: use 0 (no cap) or a positive number of documents per second", c.snapshotRate)
+	}
+	if c.snapshotPoll <= 0 {
+		p.Add("SnapshotPollInterval", "%v must be positive", c.snapshotPoll)
 	}
 	switch c.onHistoryLost {
 	case HistoryLostFail, HistoryLostBackfill:

@@ -29,8 +29,14 @@ func (r *runner) startPosition(ctx context.Context) (position, bool, error) {
 			if cfg.onHistoryLost != HistoryLostBackfill && !initialScan {
 				return position{}, false, r.historyLostError(nil)
 			}
-			pos, err := r.backfill(ctx)
-			return pos, false, err
+			reason := SnapshotForHistoryLost
+			if initialScan {
+				reason = SnapshotForStart
+			}
+			if err := r.beginSnapshot(ctx, reason); err != nil {
+				return position{}, false, err
+			}
+			return position{}, true, nil
 		case checkpoint.StateInvalidated:
 			if cfg.onInvalidate != InvalidateRestart {
 				detail := fmt.Sprintf("stream %q partition %d was invalidated (%s); its checkpoint holds the invalidate token",
@@ -63,10 +69,32 @@ func (r *runner) startPosition(ctx context.Context) (position, bool, error) {
 		}
 		return position{startAt: &t}, false, nil
 	case "backfill":
-		pos, err := r.backfill(ctx)
-		return pos, false, err
+		if err := r.beginSnapshot(ctx, SnapshotForStart); err != nil {
+			return position{}, false, err
+		}
 	}
 	return position{}, true, nil
+}
+
+// beginSnapshot records a new snapshot for reason, to run beside the
+// stream opened from now: the checkpoint written when the stream opens
+// carries it (a crash before that begins again).
+func (r *runner) beginSnapshot(ctx context.Context, reason string) error {
+	prev := r.snapshotRec()
+	rec, err := r.newSnapshot(ctx, reason)
+	if err != nil {
+		return err
+	}
+	if reason == SnapshotForHistoryLost && prev.running() && prev.Reason == SnapshotForHistoryLost && prev.Chunks == 0 {
+		rec.Retries = prev.Retries + 1
+	}
+	r.saveMu.Lock()
+	err = r.setSnapshotLocked(rec)
+	r.saveMu.Unlock()
+	if err == nil {
+		r.c.log.Info("snapshot scheduled", "snapshot", rec.ID, "reason", reason)
+	}
+	return err
 }
 
 func (r *runner) historyLostError(err error) error {
@@ -81,13 +109,6 @@ func (r *runner) historyLostError(err error) error {
 // stop condition. It returns nil when ctx was cancelled.
 func (r *runner) read(ctx context.Context) error {
 	cfg := &r.c.cfg
-	defer func() {
-		// A concurrent backfill's scan ends with the read: the lanes it
-		// dispatches to close after it.
-		if r.stopScan != nil {
-			r.stopScan()
-		}
-	}()
 	if r.exists && r.cp.Epoch < cfg.epoch {
 		// A new owner: claim the checkpoint under our epoch before doing
 		// anything, so the previous owner's next checkpoint write is
@@ -106,9 +127,21 @@ func (r *runner) read(ctx context.Context) error {
 		}
 		return err
 	}
+	// The snapshot runs beside the stream and ends with the read: the
+	// lanes it splices into close after it.
+	sctx, stopSnapshot := context.WithCancel(ctx)
+	snapDone := make(chan struct{})
+	go func() {
+		defer close(snapDone)
+		r.snapshotLoop(sctx)
+	}()
+	defer func() {
+		stopSnapshot()
+		<-snapDone
+	}()
 	wait := cfg.backoffMin
 	for {
-		cs, err := r.openAt(ctx, pos)
+		cs, err := r.open(ctx, pos)
 		if err == nil {
 			wait = cfg.backoffMin
 			if fresh {
@@ -161,11 +194,7 @@ func (r *runner) read(ctx context.Context) error {
 			wait = min(wait*2, cfg.backoffMax)
 		case mongoerr.HistoryLost:
 			r.c.hooks.resume(ResumeInfo{Stream: cfg.name, Partition: cfg.partition, Class: string(class), Err: err})
-			scanWasRunning := r.scanning.Load()
-			if r.stopScan != nil {
-				r.stopScan() // a concurrent backfill's scan is incomplete now
-				r.stopScan = nil
-			}
+			r.dropSplice()
 			if err := r.win.waitEmpty(ctx); err != nil {
 				return nil
 			}
@@ -173,31 +202,22 @@ func (r *runner) read(ctx context.Context) error {
 				r.mark(context.WithoutCancel(ctx), checkpoint.StateNeedsBackfill, "resume token no longer in the oplog")
 				return r.historyLostError(err)
 			}
-			if scanWasRunning || pos.resumeAfter != nil && bytesEqual(pos.resumeAfter, r.lastMarker) {
-				// A recovery without progress: the backfill's start marker
-				// left the oplog before streaming got past it.
-				r.noProgress++
-				took := time.Since(r.backfillStarted).Round(time.Second)
-				if r.noProgress >= 2 {
-					detail := fmt.Sprintf("stream %q partition %d: %d backfills in a row ended with their start marker outside the oplog: "+
-						"the last scan ran for %v, and the oplog holds less than that", cfg.name, cfg.partition, r.noProgress, took)
-					return &stopError{kind: ErrHistoryLost, err: err, detail: detail, msg: "ferry: " + detail +
-						". Enlarge the oplog (replSetResizeOplog), make the sink faster, or use more partitions (each scans its share), then restart"}
-				}
-				r.c.log.Warn("the backfill's start marker left the oplog before streaming got past it; backfilling once more",
-					"scan", took, "err", RedactTokens(err.Error()))
-			} else {
-				r.noProgress = 0
+			if prev := r.snapshotRec(); prev.running() && prev.Reason == SnapshotForHistoryLost && prev.Chunks == 0 && prev.Retries >= 2 {
+				detail := fmt.Sprintf("stream %q partition %d: the stream lost its place in the oplog %d times in a row before its "+
+					"recovery snapshot finished a chunk: the oplog holds less than the stream needs to keep up", cfg.name, cfg.partition, prev.Retries+1)
+				return &stopError{kind: ErrHistoryLost, err: err, detail: detail, msg: "ferry: " + detail +
+					". Enlarge the oplog (replSetResizeOplog), make the sink faster, or use more partitions, then restart"}
 			}
-			r.c.log.Warn("resume token no longer in the oplog; backfilling", "err", RedactTokens(err.Error()))
-			p, err := r.backfill(ctx)
-			if err != nil {
+			r.c.log.Warn("resume token no longer in the oplog; streaming from now and snapshotting the partition", "err", RedactTokens(err.Error()))
+			if err := r.beginSnapshot(ctx, SnapshotForHistoryLost); err != nil {
 				if ctx.Err() != nil {
 					return nil
 				}
 				return err
 			}
-			pos = p
+			r.track.reset()
+			r.readAt = nil
+			pos, fresh = position{}, true
 		default:
 			if tooLarge(err) && (cfg.oversize == OversizeDeadLetter || cfg.oversize == OversizeDropImages) {
 				p, perr := r.passOversize(ctx, pos, err)
@@ -221,16 +241,6 @@ func (r *runner) read(ctx context.Context) error {
 			return &stopError{kind: ErrFatal, err: err, detail: detail, msg: "ferry: " + detail}
 		}
 	}
-}
-
-// openAt opens the stream at pos, or hands over the stream already open
-// there (r.opened: a concurrent backfill's, open at its marker).
-func (r *runner) openAt(ctx context.Context, pos position) (*mongo.ChangeStream, error) {
-	if cs := r.opened; cs != nil {
-		r.opened = nil
-		return cs, nil
-	}
-	return r.open(ctx, pos)
 }
 
 // consume reads events from an open stream. A non-nil position means
@@ -267,7 +277,34 @@ func (r *runner) consume(ctx context.Context, cs *mongo.ChangeStream) (*position
 	}
 	defer stop()
 	var rd runReader
-	for f := range runs {
+	for {
+		// A snapshot's chunk is spliced where the reader stands between
+		// runs (never inside a split event): it takes the request at its
+		// position, then dispatches the chunk's rows when they come.
+		var ask chan *splice
+		var rows chan []*item
+		if h := r.snap.hold; h != nil {
+			rows = h.rows
+		} else if !r.frags.active() {
+			ask = r.snap.ask
+		}
+		var f *fetched
+		select {
+		case s := <-ask:
+			r.takeSplice(s)
+			continue
+		case items := <-rows:
+			r.spliceRows(r.snap.hold, items)
+			continue
+		case got, ok := <-runs:
+			if !ok {
+				if ctx.Err() != nil {
+					return nil, nil
+				}
+				return nil, fmt.Errorf("ferry: change stream reading stopped")
+			}
+			f = got
+		}
 		if f.last {
 			batch.end()
 			if f.err != nil {
@@ -314,10 +351,6 @@ func (r *runner) consume(ctx context.Context, cs *mongo.ChangeStream) (*position
 			batch.end() // every event of the server's batch was handed on
 		}
 	}
-	if ctx.Err() != nil {
-		return nil, nil
-	}
-	return nil, fmt.Errorf("ferry: change stream reading stopped")
 }
 
 // fetchQueue is how many runs the fetcher may have handed over and the
@@ -388,7 +421,13 @@ func (rd *runReader) read(ctx context.Context, r *runner, f *fetched, batch *rea
 			ev.id = EventID(ev.Token)
 			ev.Token = r.readAt
 			if ev.OperationType == "invalidate" {
+				r.dropSplice()
 				return ev, nil
+			}
+			if r.holdsBefore(ev.ClusterTime) {
+				if err := r.awaitSplice(ctx); err != nil {
+					return nil, err
+				}
 			}
 			size := int64(len(whole))
 			if err := r.win.acquire(ctx, size); err != nil {
@@ -401,7 +440,16 @@ func (rd *runReader) read(ctx context.Context, r *runner, f *fetched, batch *rea
 		if ev.OperationType == "invalidate" {
 			rd.flush(r, batch)
 			rd.next-- // left: its reservation is given back
+			r.dropSplice()
 			return ev, nil
+		}
+		if r.holdsBefore(ev.ClusterTime) {
+			// A snapshot chunk read as of an earlier time goes first.
+			rd.flush(r, batch)
+			if err := r.awaitSplice(ctx); err != nil {
+				rd.next-- // left: its reservation is given back
+				return nil, err
+			}
 		}
 		ri.it = item{ev: ev, size: int64(len(raw)), rep: f.rep}
 		rd.pending = append(rd.pending, &ri.it)

@@ -96,6 +96,7 @@ func (r *runner) run(ctx context.Context) error {
 	r.track = &tracker{}
 	r.health = newHealth()
 	r.kick = make(chan struct{}, 1)
+	r.snap.ask, r.snap.wake = make(chan *splice), make(chan struct{}, 1)
 	readCtx, cancelRead := context.WithCancel(ctx)
 	r.cancelRead = cancelRead
 	defer cancelRead()

@@ -4,12 +4,10 @@ import (
 	"context"
 	"log/slog"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/ferry-io/ferry/checkpoint"
 	"go.mongodb.org/mongo-driver/v2/bson"
-	"go.mongodb.org/mongo-driver/v2/mongo"
 )
 
 // runner is one execution of Consumer.Run: reader → window → lanes →
@@ -48,17 +46,8 @@ type runner struct {
 	oldest     bson.Timestamp
 	oldestSeen time.Time
 	kick       chan struct{}
-	// lastMarker is the start point of the last backfill.
-	lastMarker bson.Raw
-	// scanning: a concurrent backfill scan runs (startBackfill); no
-	// checkpoint is written meanwhile. stopScan cancels it and waits for
-	// it (nil when none was started).
-	scanning atomic.Bool
-	stopScan func()
-	// opened is a stream already open at the position the read loop goes
-	// on from (a concurrent backfill's marker stream): the loop reads it
-	// instead of opening one.
-	opened *mongo.ChangeStream
+	// snap is the snapshot machinery (snapshot.go).
+	snap snapshotState
 	// frags collects a split event's fragments (the reader's only).
 	frags fragments
 	// readAt is the stream's position after the last event the reader
@@ -66,11 +55,6 @@ type runner struct {
 	readAt bson.Raw
 	// mode shapes the stream while getting past an oversize event.
 	mode openMode
-	// backfillStarted is when the last backfill began; noProgress counts
-	// the backfills in a row whose start marker left the oplog before
-	// streaming got past it (two fail the stream).
-	backfillStarted time.Time
-	noProgress      int
 }
 
 // item is one event on its way through a lane.
@@ -78,7 +62,7 @@ type item struct {
 	ev   *Event
 	size int64
 	seq  int64           // the tracker's sequence number (stream events)
-	wg   *sync.WaitGroup // backfill events: done when finished
+	wg   *sync.WaitGroup // snapshot rows: done when finished (outside the window)
 	// next is the event after this one in a run sent to its lane at once
 	// (the reader's: one channel send per lane per run), nil at the end.
 	next *item
@@ -92,7 +76,6 @@ type item struct {
 // the window and lets the checkpoint move past it.
 func (r *runner) done(it *item) {
 	if it.wg != nil {
-		r.win.release(it.size)
 		it.wg.Done()
 		return
 	}
@@ -107,7 +90,6 @@ func (r *runner) done(it *item) {
 // failure and the contexts) and is repeated by the next run.
 func (r *runner) abandon(it *item) {
 	if it.wg != nil {
-		r.win.release(it.size)
 		it.wg.Done()
 	}
 }

@@ -62,7 +62,11 @@ type Checkpoint struct {
 	// Pending is the clusterTime of the oldest event read but not yet
 	// applied or dead-lettered when the checkpoint was written (zero: none
 	// was pending). Lag is now minus Pending, or 0 when it is zero.
-	Pending   bson.Timestamp
+	Pending bson.Timestamp
+	// Snapshot is the progress record of the partition's snapshot in
+	// progress, or of its last one (a document the ferry package defines;
+	// stored and returned byte for byte, never parsed; nil: none).
+	Snapshot  bson.Raw
 	State     State
 	Note      string    // human-readable reason for State
 	UpdatedAt time.Time // set by the store on Save (the store's own clock; for MongoDB the server's)

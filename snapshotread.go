@@ -1,0 +1,231 @@
+package ferry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/ferry-io/ferry/internal/hashkey"
+)
+
+// chunk is one read of a snapshot: the partition's next documents of a
+// collection, as of one cluster time.
+type chunk struct {
+	at   bson.Timestamp // the cluster time the documents were read at
+	rows []bson.Raw     // alias reply
+	// next is where the chunk after this one starts (hashed mode: from;
+	// id mode: after), last that the collection has no documents after it.
+	from  int64
+	after bson.RawValue
+	last  bool
+	bytes int64
+}
+
+// hashedIndexKey is the key pattern of the index a hashed-mode snapshot
+// reads.
+var hashedIndexKey = bson.D{{Key: "_id", Value: "hashed"}}
+
+// snapshotMode decides how collection ns is read: by its {_id: "hashed"}
+// index when partitions are hashed ranges and the collection has one,
+// else in _id order.
+func (r *runner) snapshotMode(ctx context.Context, ns Namespace) (string, error) {
+	if _, _, ok := r.c.partitionRange(); !ok {
+		return SnapshotByID, nil
+	}
+	cur, err := r.c.client.Database(ns.DB).Collection(ns.Coll).Indexes().List(ctx)
+	if err != nil {
+		return "", fmt.Errorf("ferry: snapshot: list the indexes of %s: %w", ns, err)
+	}
+	defer cur.Close(context.WithoutCancel(ctx))
+	for cur.Next(ctx) {
+		key, err := cur.Current.LookupErr("key")
+		if err != nil {
+			continue
+		}
+		doc, ok := key.DocumentOK()
+		if !ok {
+			continue
+		}
+		elems, err := doc.Elements()
+		if err != nil || len(elems) != 1 || elems[0].Key() != "_id" {
+			continue
+		}
+		if s, ok := elems[0].Value().StringValueOK(); ok && s == "hashed" {
+			return SnapshotByHashedIndex, nil
+		}
+	}
+	return SnapshotByID, cur.Err()
+}
+
+// readChunk reads the partition's next chunk of ns after rec's position,
+// at cluster time at (a snapshot read), in one reply: up to the chunk
+// size, or less when the reply reached the server's 16 MiB.
+//
+// Hashed mode: find with hint {_id: "hashed"}, min {_id: from}, max the
+// partition's end: the server walks the index range and returns each
+// document once. It reads one document more than the chunk size, so that
+// a chunk never ends between two documents of the same hashed value (the
+// next starts at that value, inclusive).
+//
+// Id mode: find {_id: {$gt: after}, $expr: <partition filter>} sorted by
+// _id: the server walks the _id index from after and evaluates the filter
+// on each document until the chunk is full.
+func (r *runner) readChunk(ctx context.Context, ns Namespace, rec *snapshotRecord, at bson.Timestamp) (*chunk, error) {
+	cfg := &r.c.cfg
+	size := cfg.snapshotChunk
+	var userFilter any = bson.D{}
+	if len(rec.Filter) > 0 {
+		userFilter = rec.Filter
+	}
+	cmd := bson.D{{Key: "find", Value: ns.Coll}}
+	switch rec.Mode {
+	case SnapshotByHashedIndex:
+		_, hi, _ := r.c.partitionRange()
+		var max any = bson.MaxKey{}
+		if hi < math.MaxInt64 {
+			max = hi + 1
+		}
+		cmd = append(cmd,
+			bson.E{Key: "filter", Value: userFilter},
+			bson.E{Key: "hint", Value: hashedIndexKey},
+			bson.E{Key: "min", Value: bson.D{{Key: "_id", Value: rec.From}}},
+			bson.E{Key: "max", Value: bson.D{{Key: "_id", Value: max}}},
+			bson.E{Key: "limit", Value: int64(size + 1)},
+			bson.E{Key: "batchSize", Value: int64(size + 1)})
+	default:
+		var and bson.A
+		if len(rec.Filter) > 0 {
+			and = append(and, rec.Filter)
+		}
+		if v, ok := rec.after(); ok {
+			and = append(and, bson.D{{Key: "_id", Value: bson.D{{Key: "$gt", Value: v}}}})
+		}
+		if cfg.partitions > 1 {
+			and = append(and, bson.D{{Key: "$expr", Value: r.c.partitionExpr("$_id")}})
+		}
+		var filter any = bson.D{}
+		switch len(and) {
+		case 0:
+		case 1:
+			filter = and[0]
+		default:
+			filter = bson.D{{Key: "$and", Value: and}}
+		}
+		cmd = append(cmd,
+			bson.E{Key: "filter", Value: filter},
+			bson.E{Key: "sort", Value: bson.D{{Key: "_id", Value: 1}}},
+			bson.E{Key: "hint", Value: bson.D{{Key: "_id", Value: 1}}},
+			bson.E{Key: "limit", Value: int64(size)},
+			bson.E{Key: "batchSize", Value: int64(size)})
+	}
+	rc := bson.D{{Key: "level", Value: "snapshot"}}
+	if !at.IsZero() {
+		rc = append(rc, bson.E{Key: "atClusterTime", Value: at})
+	}
+	cmd = append(cmd, bson.E{Key: "readConcern", Value: rc})
+	db := r.c.client.Database(ns.DB)
+	reply, err := db.RunCommand(ctx, cmd).Raw()
+	if err != nil {
+		return nil, fmt.Errorf("ferry: snapshot: read a chunk of %s: %w", ns, err)
+	}
+	cur, ok := reply.Lookup("cursor").DocumentOK()
+	if !ok {
+		return nil, fmt.Errorf("ferry: snapshot: read a chunk of %s: the reply has no cursor", ns)
+	}
+	c := &chunk{at: at, bytes: int64(len(reply))}
+	if t, i, ok := cur.Lookup("atClusterTime").TimestampOK(); ok {
+		c.at = bson.Timestamp{T: t, I: i}
+	}
+	if c.at.IsZero() {
+		return nil, fmt.Errorf("ferry: snapshot: read a chunk of %s: the server did not say at which cluster time it read", ns)
+	}
+	batch, ok := cur.Lookup("firstBatch").ArrayOK()
+	if !ok {
+		return nil, fmt.Errorf("ferry: snapshot: read a chunk of %s: the reply has no firstBatch", ns)
+	}
+	vals, err := batch.Values()
+	if err != nil {
+		return nil, fmt.Errorf("ferry: snapshot: read a chunk of %s: %w", ns, err)
+	}
+	c.rows = make([]bson.Raw, 0, len(vals))
+	for _, v := range vals {
+		doc, ok := v.DocumentOK()
+		if !ok {
+			return nil, fmt.Errorf("ferry: snapshot: read a chunk of %s: a document of the reply is a %v", ns, v.Type)
+		}
+		c.rows = append(c.rows, doc)
+	}
+	// A cursor left open: the reply reached the server's size limit.
+	truncated := false
+	if id, ok := cur.Lookup("id").Int64OK(); ok && id != 0 {
+		truncated = true
+		kill := bson.D{{Key: "killCursors", Value: ns.Coll}, {Key: "cursors", Value: bson.A{id}}}
+		_ = db.RunCommand(context.WithoutCancel(ctx), kill).Err()
+	}
+	switch rec.Mode {
+	case SnapshotByHashedIndex:
+		err = c.cutHashed(size, truncated)
+	default:
+		c.last = len(c.rows) < size && !truncated
+		if n := len(c.rows); n > 0 {
+			c.after, err = c.rows[n-1].LookupErr("_id")
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("ferry: snapshot: read a chunk of %s: %w", ns, err)
+	}
+	return c, nil
+}
+
+// cutHashed ends a hashed-mode chunk at a change of hashed value and sets
+// where the next starts. The read asked for size+1 documents: with all of
+// them (or a reply cut at 16 MiB) the chunk ends before the last hashed
+// value read, which the next chunk reads again from its first document.
+func (c *chunk) cutHashed(size int, truncated bool) error {
+	n := len(c.rows)
+	if n <= size && !truncated {
+		c.last = true
+		return nil
+	}
+	if n == 0 {
+		return errors.New("a reply cut short before its first document")
+	}
+	hashAt := func(i int) (int64, error) {
+		id, err := c.rows[i].LookupErr("_id")
+		if err != nil {
+			return 0, err
+		}
+		return hashkey.HashRaw(id)
+	}
+	boundary, err := hashAt(n - 1)
+	if err != nil {
+		return err
+	}
+	keep := n - 1
+	for keep > 0 {
+		h, err := hashAt(keep - 1)
+		if err != nil {
+			return err
+		}
+		if h != boundary {
+			break
+		}
+		keep--
+	}
+	if keep == 0 {
+		// Every document read has one hashed value: keep them all and go
+		// on after it (documents sharing a 64-bit hash beyond one reply).
+		if boundary == math.MaxInt64 {
+			c.last = true
+			return nil
+		}
+		c.from = boundary + 1
+		return nil
+	}
+	c.rows = c.rows[:keep]
+	c.from = boundary
+	return nil
+}

@@ -62,7 +62,13 @@ type Checkpoint struct {
 	// Pending is the clusterTime of the oldest event read but not yet
 	// applied or dead-lettered when the checkpoint was written (zero: none
 	// was pending). Lag is now minus Pending, or 0 when it is zero.
-	Pending   bson.Timestamp
+	Pending bson.Timestamp
+	// Snapshot is the progress record of the partition's snapshot in
+	// progress, or of its last one (a document the ferry package defines;
+	// nil: none). Stores keep it byte for byte and never parse it. It is
+	// saved by Save under the same compare-and-set and epoch fencing as
+	// the rest, so a finished chunk is recorded only by the lease's owner.
+	Snapshot  bson.Raw
 	State     State
 	Note      string    // human-readable reason for State
 	UpdatedAt time.Time // set by the store on Save (the store's own clock; for MongoDB the server's)

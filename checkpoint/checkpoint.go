@@ -65,7 +65,9 @@ type Checkpoint struct {
 	Pending bson.Timestamp
 	// Snapshot is the progress record of the partition's snapshot in
 	// progress, or of its last one (a document the ferry package defines;
-	// stored and returned byte for byte, never parsed; nil: none).
+	// nil: none). Stores keep it byte for byte and never parse it. It is
+	// saved by Save under the same compare-and-set and epoch fencing as
+	// the rest, so a finished chunk is recorded only by the lease's owner.
 	Snapshot  bson.Raw
 	State     State
 	Note      string    // human-readable reason for State

@@ -36,8 +36,20 @@
 // Byte-exact tokens. Token is the resume token's raw BSON (the change event's
 // _id), stored whole and returned byte for byte: stores never parse, reorder,
 // re-encode or normalise it, so a token with _typeBits or an unusual field
-// order resumes exactly where it was taken. The same holds for Definition.
-// A nil or empty Token means "no position yet" and is returned as nil.
+// order resumes exactly where it was taken. The same holds for Definition
+// and Snapshot. A nil or empty Token means "no position yet" and is returned
+// as nil; a nil or empty Definition or Snapshot is returned as nil too. What
+// Save, Load and List return are copies: the caller may change them, and
+// its own buffers after Save, without changing what is stored.
+//
+// Snapshot progress. Checkpoint.Snapshot is the progress record of the
+// partition's snapshot in progress, or of its last one: a document the
+// ferry package defines, which stores keep byte for byte and never parse.
+// It is written by Save with the rest of the checkpoint, so recording a
+// finished chunk is subject to the same compare-and-set and epoch fencing:
+// a zombie cannot record a chunk, and a new owner resumes from the progress
+// it loaded. Records written before the field existed load with Snapshot
+// nil.
 //
 // Durability. A Save that returned nil is durable in the store's sense
 // (written to the file and synced for boltstore; acknowledged with the
@@ -55,6 +67,22 @@
 // returns an error matching [ErrInvalid] that names the field, and nothing is
 // written. A cancelled context returns its error. After Close every method
 // returns an error matching [ErrClosed]. Stores never log tokens.
+//
+// # Snapshot requests
+//
+// An operator asks for a snapshot of a stream (ferry snapshot) through
+// [SnapshotRequests], which both shipped stores implement beside [Store]
+// (checkpointtest.RunSnapshotRequests checks it). A stream has at most one
+// current [SnapshotRequest]: RequestSnapshot replaces any earlier one,
+// assigns an ID when the caller gave none (time-ordered: an ObjectID's hex
+// digits) and sets Requested from the store's clock; CancelSnapshot marks
+// the current request cancelled, and is ErrNotFound for any other ID, so an
+// operator cannot cancel a request that was replaced meanwhile. Filter is
+// kept byte for byte like a token. SnapshotRequest is one point read,
+// cheap enough for every partition's owner to poll it every few seconds.
+// Bad inputs ([SnapshotRequest.Validate], [ValidateCancel]) match
+// [ErrInvalid] and name the field; a damaged stored request is a
+// *[CorruptError] naming where it is kept, and a new request replaces it.
 //
 // UpdatedAt has millisecond precision (a BSON date), is in UTC, and is for
 // display only: it comes from the store's clock (the MongoDB server's, for

@@ -8,7 +8,8 @@ import (
 	"unicode/utf8"
 )
 
-// maxDepth bounds the nesting of a Token or Definition document, like the
+// maxDepth bounds the nesting of a Token, Definition, Snapshot or Filter
+// document, like the
 // server's own BSON depth limit.
 const maxDepth = 200
 
@@ -42,8 +43,8 @@ func ValidateStream(stream string) error {
 }
 
 // Validate checks everything Save needs from cp: the key (ValidateKey),
-// non-negative Version and Epoch, Token and Definition empty or a valid BSON
-// document, a known State, and valid UTF-8 in Identity and Note. UpdatedAt is
+// non-negative Version and Epoch, Token, Definition and Snapshot empty or a
+// valid BSON document, a known State, and valid UTF-8 in Identity and Note. UpdatedAt is
 // ignored (the store sets it).
 func (cp Checkpoint) Validate() error {
 	if err := ValidateKey(cp.Stream, cp.Partition); err != nil {
@@ -63,6 +64,11 @@ func (cp Checkpoint) Validate() error {
 	if len(cp.Definition) > 0 {
 		if err := validDocument(cp.Definition, 0); err != nil {
 			return invalid("Definition", "not a valid BSON document: %v", err)
+		}
+	}
+	if len(cp.Snapshot) > 0 {
+		if err := validDocument(cp.Snapshot, 0); err != nil {
+			return invalid("Snapshot", "not a valid BSON document: %v", err)
 		}
 	}
 	if !cp.State.Valid() {

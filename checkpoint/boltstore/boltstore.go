@@ -5,7 +5,14 @@
 // Layout: bucket "checkpoints"; key = stream + 0x00 + the partition as an
 // 8-byte big-endian integer (so a stream's keys are contiguous and sorted by
 // partition; stream names cannot contain NUL); value = the BSON record
-// described in checkpoint/internal/record (the same fields as mongostore).
+// described in checkpoint/internal/record (the same fields as mongostore;
+// a record written before the snapshot field existed loads with Snapshot
+// nil). Snapshot requests (checkpoint.SnapshotRequests) are in bucket
+// "snapshots", key = the stream, value = a BSON record with mongostore's
+// fields (id, filter, requested, cancelled, note); Open adds the bucket to
+// a file that predates it. Each request call is one bbolt transaction,
+// Requested comes from the Clock option, and SnapshotRequest is one
+// read-only lookup.
 //
 // Guarantees, beyond those of every checkpoint.Store: each Save and Delete
 // is one bbolt read-write transaction, so its compare-and-set is atomic and,
@@ -43,7 +50,10 @@ import (
 // another process (or another open Store) for the whole LockTimeout.
 var ErrLocked = errors.New("boltstore: file is in use by another process")
 
-var bucket = []byte("checkpoints")
+var (
+	bucket         = []byte("checkpoints")
+	requestsBucket = []byte("snapshots")
+)
 
 // Store is a checkpoint.Store in a bbolt file. It is safe for concurrent use.
 type Store struct {
@@ -52,7 +62,10 @@ type Store struct {
 	closed atomic.Bool
 }
 
-var _ checkpoint.Store = (*Store)(nil)
+var (
+	_ checkpoint.Store            = (*Store)(nil)
+	_ checkpoint.SnapshotRequests = (*Store)(nil)
+)
 
 // Open opens (creating it if needed) the store file at path.
 //
@@ -88,11 +101,15 @@ func Open(path string, opts ...Option) (s *Store, err error) {
 		return nil, fmt.Errorf("boltstore: open %s: %w", path, err)
 	}
 	if err := db.Update(func(tx *bbolt.Tx) error {
-		_, err := tx.CreateBucketIfNotExists(bucket)
-		return err
+		for _, name := range [][]byte{bucket, requestsBucket} {
+			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
+				return fmt.Errorf("create bucket %s: %w", name, err)
+			}
+		}
+		return nil
 	}); err != nil {
 		db.Close()
-		return nil, fmt.Errorf("boltstore: open %s: create bucket %s: %w", path, bucket, err)
+		return nil, fmt.Errorf("boltstore: open %s: %w", path, err)
 	}
 	return &Store{db: db, cfg: cfg}, nil
 }

@@ -17,15 +17,17 @@ import (
 	"github.com/ferry-io/ferry/checkpoint/checkpointtest"
 )
 
-func TestContract(t *testing.T) {
-	checkpointtest.Run(t, func(t *testing.T) checkpoint.Store {
-		s, err := boltstore.Open(filepath.Join(t.TempDir(), "ferry.db"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return s
-	})
+func open(t *testing.T) checkpoint.Store {
+	s, err := boltstore.Open(filepath.Join(t.TempDir(), "ferry.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }
+
+func TestContract(t *testing.T) { checkpointtest.Run(t, open) }
+
+func TestSnapshotRequestsContract(t *testing.T) { checkpointtest.RunSnapshotRequests(t, open) }
 
 func sample(stream string, partition int) checkpoint.Checkpoint {
 	tok, _ := bson.Marshal(bson.D{{Key: "_data", Value: "8265A1B2C3000000012B042C0100296E5A1004"}})

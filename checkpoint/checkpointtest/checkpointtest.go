@@ -6,6 +6,9 @@
 //		checkpointtest.Run(t, func(t *testing.T) checkpoint.Store { ... })
 //	}
 //
+// Stores that also keep operators' snapshot requests
+// (checkpoint.SnapshotRequests) run RunSnapshotRequests the same way.
+//
 // The suite closes every store it is given. Run it with -race: one subtest
 // saves from many goroutines at once.
 package checkpointtest
@@ -52,6 +55,8 @@ func Run(t *testing.T, newStore func(t *testing.T) checkpoint.Store) {
 		{"HigherEpochTakesOver", testHigherEpoch},
 		{"TokenByteExact", testTokenByteExact},
 		{"FieldsRoundTrip", testFieldsRoundTrip},
+		{"SnapshotProgress", testSnapshotProgress},
+		{"SnapshotProgressFenced", testSnapshotProgressFenced},
 		{"List", testList},
 		{"Delete", testDelete},
 		{"ConcurrentSaves", testConcurrentSaves},
@@ -131,6 +136,7 @@ func diff(a, b checkpoint.Checkpoint) string {
 	add("Definition", bytes.Equal(a.Definition, b.Definition))
 	add("ClusterTime", a.ClusterTime == b.ClusterTime)
 	add("Pending", a.Pending == b.Pending)
+	add("Snapshot", bytes.Equal(a.Snapshot, b.Snapshot) && (a.Snapshot == nil) == (b.Snapshot == nil))
 	add("State", a.State == b.State)
 	add("Note", a.Note == b.Note)
 	add("UpdatedAt", a.UpdatedAt.Equal(b.UpdatedAt))
@@ -391,6 +397,9 @@ func testFieldsRoundTrip(t *testing.T, s checkpoint.Store) {
 		cp := base(t, "$fields", i)
 		cp.Epoch = int64(10 + i)
 		cp.Definition = def
+		if i > 0 {
+			cp.Snapshot = progress(t, i)
+		}
 		cp.ClusterTime = bson.Timestamp{T: 1700000000 + uint32(i), I: uint32(7 + i)}
 		if i%2 == 1 {
 			cp.Pending = bson.Timestamp{T: 1700000000 + uint32(i), I: uint32(9 + i)}
@@ -420,6 +429,7 @@ func testFieldsRoundTrip(t *testing.T, s checkpoint.Store) {
 	cp.ClusterTime = bson.Timestamp{}
 	cp.Pending = bson.Timestamp{}
 	cp.Definition = nil
+	cp.Snapshot = nil
 	cp.State = checkpoint.StateRunning
 	cp.Note = ""
 	cp.Identity = ""
@@ -595,6 +605,7 @@ func testInvalidInput(t *testing.T, s checkpoint.Store) {
 	} {
 		bad("Token", "a ("+name+")", func(cp *checkpoint.Checkpoint) { cp.Token = doc })
 		bad("Definition", "a ("+name+")", func(cp *checkpoint.Checkpoint) { cp.Definition = doc })
+		bad("Snapshot", "a ("+name+")", func(cp *checkpoint.Checkpoint) { cp.Snapshot = doc })
 	}
 	if _, err := s.Load(ctx, "orders", 0); !errors.Is(err, checkpoint.ErrNotFound) {
 		t.Fatalf("an invalid Save stored something: Load err = %v", err)

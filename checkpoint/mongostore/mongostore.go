@@ -7,11 +7,28 @@
 //	{_id: "<stream>/<partition>", stream, partition, version, epoch,
 //	 token: BinData(0, <raw token bytes>) | null, identity,
 //	 definition: BinData(0, <raw BSON>) | null, clusterTime: Timestamp | null,
+//	 pendingSince: Timestamp | null, snapshot: BinData(0, <raw BSON>) | null,
 //	 state, note, updatedAt: Date}
 //
-// The token and the definition are binary so that they come back byte for
-// byte; decode them with bson.Raw to read them in a shell. The _id is
+// The token, the definition and the snapshot progress record are binary so
+// that they come back byte for byte; decode them with bson.Raw to read them
+// in a shell. A document written before snapshot existed has no snapshot
+// field and loads with Snapshot nil; the next Save adds it. The _id is
 // unambiguous because the partition, after the last "/", has no "/".
+//
+// Snapshot requests (checkpoint.SnapshotRequests) are in a second
+// collection of the same database ("snapshots" by default,
+// SnapshotsCollection), one document per stream:
+//
+//	{_id: "<stream>", id: "<request id>", filter: BinData(0, <raw BSON>) | null,
+//	 requested: Date, cancelled: bool, note}
+//
+// RequestSnapshot is one findAndModify upsert on _id ($set of every field,
+// requested from $currentDate: the server's clock); SnapshotRequest is one
+// find by _id (the _id index: cheap to poll); CancelSnapshot is one update
+// matching _id and id. The filter is binary for the same reason as the
+// token, and because older servers refuse $-prefixed field names in stored
+// documents.
 //
 // Guarantees, beyond those of every checkpoint.Store:
 //
@@ -37,7 +54,8 @@
 //   - Outside transactions the driver's retryable writes retry a Save after
 //     a network error, and the server answers the retry with the first
 //     attempt's result, so a blip does not turn a success into "fenced".
-//   - New creates no index and sends nothing; List filters on the stream
+//   - New creates no collection or index and sends nothing (the server
+//     creates a collection at its first write); List filters on the stream
 //     field and sorts by partition, a scan of this (small) collection.
 //   - The store never logs, and its errors never contain a token. A record
 //     that cannot be decoded is a *checkpoint.CorruptError naming the
@@ -46,7 +64,7 @@
 //     delete one compare-and-set on the whole record as read, so a tool can
 //     repair a record no Save or Delete can compare.
 //
-// New takes Options (Collection) in the style of package ferry: they only
+// New takes Options (Collection, SnapshotsCollection) in the style of package ferry: they only
 // record values, New validates once and its error matches
 // checkpoint.ErrInvalid and lists every problem, each naming its option.
 package mongostore
@@ -71,14 +89,18 @@ import (
 // concurrent use.
 type Store struct {
 	coll   *mongo.Collection
+	snaps  *mongo.Collection
 	closed atomic.Bool
 }
 
-var _ checkpoint.Store = (*Store)(nil)
+var (
+	_ checkpoint.Store            = (*Store)(nil)
+	_ checkpoint.SnapshotRequests = (*Store)(nil)
+)
 
 // New returns a store in db. It does not contact the server.
 func New(db *mongo.Database, opts ...Option) (*Store, error) {
-	cfg := config{collection: DefaultCollection}
+	cfg := config{collection: DefaultCollection, snapshots: DefaultSnapshotsCollection}
 	var p optcheck.Problems
 	if db == nil {
 		p.Add("db", "nil database: pass the database the checkpoints live in")
@@ -88,7 +110,7 @@ func New(db *mongo.Database, opts ...Option) (*Store, error) {
 	if err := p.Err(checkpoint.ErrInvalid); err != nil {
 		return nil, err
 	}
-	return &Store{coll: db.Collection(cfg.collection)}, nil
+	return &Store{coll: db.Collection(cfg.collection), snaps: db.Collection(cfg.snapshots)}, nil
 }
 
 // Collection returns the collection the store writes.

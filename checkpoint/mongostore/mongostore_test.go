@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -52,6 +53,17 @@ func TestContract(t *testing.T) {
 	})
 }
 
+func TestSnapshotRequestsContract(t *testing.T) {
+	client, _ := emutest.Client(t)
+	checkpointtest.RunSnapshotRequests(t, func(t *testing.T) checkpoint.Store {
+		s, err := mongostore.New(freshDB(t, client))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	})
+}
+
 func sample(t *testing.T, stream string, partition int) checkpoint.Checkpoint {
 	tok, err := bson.Marshal(bson.D{
 		{Key: "_data", Value: "8265A1B2C3000000012B042C0100296E5A1004"},
@@ -71,6 +83,7 @@ func TestDocumentLayout(t *testing.T) {
 	s := newStore(t, db, mongostore.Collection("cp"))
 	cp := sample(t, "shop.orders", 7)
 	cp.ClusterTime = bson.Timestamp{T: 1700000000, I: 3}
+	cp.Snapshot, _ = bson.Marshal(bson.D{{Key: "chunks", Value: int32(3)}})
 	saved, err := s.Save(t.Context(), cp)
 	if err != nil {
 		t.Fatal(err)
@@ -86,10 +99,14 @@ func TestDocumentLayout(t *testing.T) {
 	if !ok || sub != 0 || !bytes.Equal(data, cp.Token) {
 		t.Fatalf("token stored as %v, want BinData(0) of the raw token", raw.Lookup("token"))
 	}
+	if sub, data, ok := raw.Lookup("snapshot").BinaryOK(); !ok || sub != 0 || !bytes.Equal(data, cp.Snapshot) {
+		t.Fatalf("snapshot stored as %v, want BinData(0) of the raw progress record", raw.Lookup("snapshot"))
+	}
 	for field, want := range map[string]bson.Type{
 		"stream": bson.TypeString, "partition": bson.TypeInt64, "version": bson.TypeInt64,
 		"epoch": bson.TypeInt64, "clusterTime": bson.TypeTimestamp, "updatedAt": bson.TypeDateTime,
-		"definition": bson.TypeNull, "state": bson.TypeString,
+		"definition": bson.TypeNull, "pendingSince": bson.TypeNull, "state": bson.TypeString,
+		"identity": bson.TypeString, "note": bson.TypeString,
 	} {
 		if got := raw.Lookup(field).Type; got != want {
 			t.Errorf("field %s has type %v, want %v", field, got, want)
@@ -97,6 +114,26 @@ func TestDocumentLayout(t *testing.T) {
 	}
 	if ms, _ := raw.Lookup("updatedAt").DateTimeOK(); ms != saved.UpdatedAt.UnixMilli() {
 		t.Errorf("stored updatedAt %d ms, Save returned %v", ms, saved.UpdatedAt)
+	}
+	// Every field of the layout, and no other (in the order the server
+	// stores them: update operators add new fields in lexicographic order).
+	elems, _ := raw.Elements()
+	var fields []string
+	for _, e := range elems {
+		fields = append(fields, e.Key())
+	}
+	slices.Sort(fields)
+	if got, want := strings.Join(fields, " "), "_id clusterTime definition epoch identity note partition pendingSince snapshot state stream token updatedAt version"; got != want {
+		t.Errorf("stored fields %q, want %q", got, want)
+	}
+	// Without a snapshot the field is null.
+	saved.Snapshot = nil
+	if _, err := s.Save(t.Context(), saved); err != nil {
+		t.Fatal(err)
+	}
+	raw, _ = db.Collection("cp").FindOne(t.Context(), bson.D{{Key: "_id", Value: "shop.orders/7"}}).Raw()
+	if got := raw.Lookup("snapshot").Type; got != bson.TypeNull {
+		t.Errorf("snapshot of a checkpoint saved without one has type %v, want null", got)
 	}
 }
 
@@ -246,5 +283,18 @@ func TestNewErrors(t *testing.T) {
 	}
 	if _, err := mongostore.New(db, mongostore.Collection(""), mongostore.Collection("ferry_checkpoints")); err != nil {
 		t.Errorf("a valid collection name: %v", err)
+	}
+	for _, name := range []string{"", "a$b", "system.x", mongostore.DefaultCollection} {
+		_, err := mongostore.New(db, mongostore.SnapshotsCollection(name))
+		if !errors.Is(err, checkpoint.ErrInvalid) || !strings.Contains(err.Error(), "SnapshotsCollection") {
+			t.Errorf("SnapshotsCollection(%q): err = %v, want ErrInvalid naming SnapshotsCollection", name, err)
+		}
+	}
+	if _, err := mongostore.New(db, mongostore.Collection("snapshots")); !errors.Is(err, checkpoint.ErrInvalid) || !strings.Contains(err.Error(), "SnapshotsCollection") {
+		t.Errorf("Collection(snapshots) beside the default snapshots collection: err = %v, want ErrInvalid naming SnapshotsCollection", err)
+	}
+	s, err := mongostore.New(db, mongostore.Collection("snapshots"), mongostore.SnapshotsCollection("requests"))
+	if err != nil || s.Collection().Name() != "snapshots" || s.SnapshotsCollection().Name() != "requests" {
+		t.Errorf("New with both collections named: %v", err)
 	}
 }

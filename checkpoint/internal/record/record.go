@@ -12,11 +12,14 @@
 //	clusterTime  timestamp, or null when zero (MongoDB would replace a zero
 //	             top-level timestamp with the current time on insert)
 //	pendingSince timestamp of the oldest pending event, or null when none
+//	snapshot     binary subtype 0 holding the raw snapshot progress
+//	             document, or null; absent in records written before it
+//	             existed (read as null)
 //	state        string
 //	note         string
 //	updatedAt    date (milliseconds, set by the store)
 //
-// Token and Definition are binary rather than embedded documents so that no
+// Token, Definition and Snapshot are binary rather than embedded documents so that no
 // server or codec can reorder, re-encode or reject them (a definition holds
 // $-prefixed pipeline keys): they come back byte for byte.
 package record
@@ -43,6 +46,7 @@ const (
 	FDefinition  = "definition"
 	FClusterTime = "clusterTime"
 	FPending     = "pendingSince"
+	FSnapshot    = "snapshot"
 	FState       = "state"
 	FNote        = "note"
 	FUpdatedAt   = "updatedAt"
@@ -61,6 +65,7 @@ func Fields(cp checkpoint.Checkpoint, version int64) bson.D {
 		{Key: FDefinition, Value: binaryOrNil(cp.Definition)},
 		{Key: FClusterTime, Value: timestampOrNil(cp.ClusterTime)},
 		{Key: FPending, Value: timestampOrNil(cp.Pending)},
+		{Key: FSnapshot, Value: binaryOrNil(cp.Snapshot)},
 		{Key: FState, Value: string(cp.State)},
 		{Key: FNote, Value: cp.Note},
 	}
@@ -83,9 +88,10 @@ func timestampOrNil(ts bson.Timestamp) any {
 	return ts
 }
 
-// Decode reads a stored record. The returned Token and Definition are copies:
-// they do not alias raw. Unknown fields (an _id, fields of a newer version)
-// are ignored. A record that cannot be read is a *checkpoint.CorruptError
+// Decode reads a stored record. The returned Token, Definition and Snapshot
+// are copies: they do not alias raw. Unknown fields (an _id, fields of a
+// newer version) are ignored; a missing snapshot (a record written before
+// the field existed) is read as nil. A record that cannot be read is a *checkpoint.CorruptError
 // with Problem set; the store fills in the rest (Located).
 func Decode(raw bson.Raw) (checkpoint.Checkpoint, error) {
 	var cp checkpoint.Checkpoint
@@ -118,6 +124,13 @@ func Decode(raw bson.Raw) (checkpoint.Checkpoint, error) {
 			}
 		case FDefinition:
 			cp.Definition, ok = rawBinary(v)
+		case FSnapshot:
+			cp.Snapshot, ok = rawBinary(v)
+			if ok && cp.Snapshot != nil {
+				if err := cp.Snapshot.Validate(); err != nil {
+					return cp, &checkpoint.CorruptError{Problem: fmt.Sprintf("field %s does not hold a BSON document (a snapshot's progress): %v", key, err)}
+				}
+			}
 		case FIdentity:
 			cp.Identity, ok = v.StringValueOK()
 		case FClusterTime:

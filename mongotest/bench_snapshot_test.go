@@ -15,6 +15,8 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/ferry-io/ferry/internal/hashkey"
 )
 
 // BenchmarkSnapshotRead loads a collection of 1 KiB documents
@@ -26,7 +28,8 @@ import (
 //   - findloop: one find {} read to the end in batches of 1000;
 //   - hashed: the chunks of mode (A), find with hint {_id: "hashed"},
 //     min/max on the hashed _id and limit 1001, over 4 ranges of the
-//     hashed space (the {_id: "hashed"} index is built first: build-ms);
+//     hashed space (the {_id: "hashed"} index is built over the loaded
+//     documents first: hashed-build-ms);
 //   - id: the chunks of mode (B), find {_id: {$gt: last}, $expr:
 //     <$toHashedIndexKey of _id in a partition>} sorted and hinted on _id,
 //     limit 1001, for each of 4 partitions (every key is examined once per
@@ -63,6 +66,12 @@ func BenchmarkSnapshotRead(b *testing.B) {
 	rss := residentMiB()
 	report := map[string]float64{"insert-docs/s": insertRate, "rss-MiB": rss}
 
+	start = time.Now()
+	if _, err := c.Indexes().CreateOne(ctx, mongo.IndexModel{Keys: bson.D{{Key: "_id", Value: "hashed"}}}); err != nil {
+		b.Fatal(err)
+	}
+	report["hashed-build-ms"] = float64(time.Since(start).Milliseconds())
+
 	b.ResetTimer()
 	for it := 0; it < b.N; it++ {
 		start = time.Now()
@@ -71,6 +80,18 @@ func BenchmarkSnapshotRead(b *testing.B) {
 			b.Fatalf("find loop read %d documents, want %d", got, n)
 		}
 		report["findloop-docs/s"] = float64(n) / time.Since(start).Seconds()
+
+		start = time.Now()
+		if got := benchHashedChunks(b, c); got != n {
+			b.Fatalf("hashed chunks read %d documents, want %d", got, n)
+		}
+		report["hashed-docs/s"] = float64(n) / time.Since(start).Seconds()
+
+		start = time.Now()
+		if got := benchIDChunks(b, c); got != n {
+			b.Fatalf("_id chunks read %d documents, want %d", got, n)
+		}
+		report["id-docs/s"] = float64(n) / time.Since(start).Seconds()
 	}
 	b.StopTimer()
 	for k, v := range report {
@@ -95,6 +116,97 @@ func benchFindLoop(b *testing.B, ctx context.Context, c *mongo.Collection) int {
 		b.Fatal(err)
 	}
 	return got
+}
+
+const (
+	benchChunk = 1001
+	benchParts = 4
+)
+
+// inSnapshot runs read in a snapshot session.
+func inSnapshot(b *testing.B, c *mongo.Collection, read func(ctx context.Context) int) int {
+	sess, err := c.Database().Client().StartSession(options.Session().SetSnapshot(true))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer sess.EndSession(context.Background())
+	return read(mongo.NewSessionContext(context.Background(), sess))
+}
+
+// benchHashedChunks reads the collection in chunks of mode (A): four
+// ranges of the hashed _id, each from its start in chunks of benchChunk,
+// the next chunk's min just past the last hashed _id read.
+func benchHashedChunks(b *testing.B, c *mongo.Collection) int {
+	return inSnapshot(b, c, func(ctx context.Context) int {
+		edges := []any{int64(math.MinInt64), int64(math.MinInt64 / 2), int64(0), int64(math.MaxInt64 / 2), bson.MaxKey{}}
+		total := 0
+		for r := 0; r+1 < len(edges); r++ {
+			from := edges[r].(int64)
+			for {
+				cur, err := c.Find(ctx, bson.D{}, options.Find().SetHint(bson.D{{Key: "_id", Value: "hashed"}}).
+					SetMin(bson.D{{Key: "_id", Value: from}}).SetMax(bson.D{{Key: "_id", Value: edges[r+1]}}).
+					SetLimit(benchChunk).SetBatchSize(benchChunk))
+				if err != nil {
+					b.Fatal(err)
+				}
+				got := 0
+				var last bson.RawValue
+				for cur.Next(ctx) {
+					got++
+					last = cur.Current.Lookup("_id")
+				}
+				if err := cur.Err(); err != nil {
+					b.Fatal(err)
+				}
+				total += got
+				if got < benchChunk {
+					break
+				}
+				h, err := hashkey.HashRaw(last)
+				if err != nil {
+					b.Fatal(err)
+				}
+				from = h + 1
+			}
+		}
+		return total
+	})
+}
+
+// benchIDChunks reads the collection in chunks of mode (B): for each of
+// benchParts partitions of the hashed _id, the _id index from the last
+// _id read on, benchChunk documents of the partition at a time.
+func benchIDChunks(b *testing.B, c *mongo.Collection) int {
+	return inSnapshot(b, c, func(ctx context.Context) int {
+		total := 0
+		for p := 0; p < benchParts; p++ {
+			part := bson.E{Key: "$expr", Value: bson.D{{Key: "$eq", Value: bson.A{
+				bson.D{{Key: "$mod", Value: bson.A{bson.D{{Key: "$abs", Value: bson.D{{Key: "$toHashedIndexKey", Value: "$_id"}}}}, benchParts}}}, p}}}}
+			filter := bson.D{part}
+			for {
+				cur, err := c.Find(ctx, filter, options.Find().SetSort(bson.D{{Key: "_id", Value: 1}}).
+					SetHint(bson.D{{Key: "_id", Value: 1}}).SetLimit(benchChunk).SetBatchSize(benchChunk))
+				if err != nil {
+					b.Fatal(err)
+				}
+				got := 0
+				var last bson.RawValue
+				for cur.Next(ctx) {
+					got++
+					last = cur.Current.Lookup("_id")
+				}
+				if err := cur.Err(); err != nil {
+					b.Fatal(err)
+				}
+				total += got
+				if got < benchChunk {
+					break
+				}
+				filter = bson.D{{Key: "_id", Value: bson.D{{Key: "$gt", Value: last.ObjectID()}}}, part}
+			}
+		}
+		return total
+	})
 }
 
 // residentMiB is the process's resident set size (VmRSS), NaN where

@@ -720,3 +720,44 @@ func TestChunksInTransaction(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestChunksAfterCompaction: deleting most documents (no snapshot open)
+// drops the deleted records and their index entries; the chunks then read
+// what is left, and documents inserted afterwards at their keys' places.
+func TestChunksAfterCompaction(t *testing.T) {
+	_, db, _ := connect(t)
+	c := db.Collection("orders")
+	var ids []any
+	want := state{}
+	for i := range 300 {
+		ids = append(ids, int32(i*2))
+		want[int32(i*2)] = int32(i)
+	}
+	seedDocs(t, c, ids)
+	if _, err := c.Indexes().CreateOne(ctx(t), mongo.IndexModel{Keys: bson.D{{Key: "_id", Value: "hashed"}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.DeleteMany(ctx(t), bson.D{{Key: "n", Value: bson.D{{Key: "$mod", Value: bson.A{4, 1}}}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.DeleteMany(ctx(t), bson.D{{Key: "n", Value: bson.D{{Key: "$lt", Value: 200}}}}); err != nil {
+		t.Fatal(err)
+	}
+	for id, n := range want {
+		if n%4 == 1 || n < 200 {
+			delete(want, id)
+		}
+	}
+	hashed, _, byIDPart := readAllChunks(t, ctx(t), c, 6)
+	checkChunks(t, "after the deletes", want, hashed, byIDPart)
+	for i := range 40 {
+		id := int32(i*10 + 3)
+		mustDo(t, func() error {
+			_, err := c.InsertOne(ctx(t), bson.D{{Key: "_id", Value: id}, {Key: "n", Value: 1000 + i}})
+			return err
+		})
+		want[id] = int32(1000 + i)
+	}
+	hashed, _, byIDPart = readAllChunks(t, ctx(t), c, 6)
+	checkChunks(t, "after more inserts", want, hashed, byIDPart)
+}

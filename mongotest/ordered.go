@@ -10,14 +10,13 @@ import (
 // order.
 //
 // Finding an item's place is two binary searches (over the blocks' last
-// items, then inside a block); an insert or delete moves at most maxBlock
-// items of one block, and a block split or removal moves the block list
-// (n/maxBlock slice headers: about 4,000 at 1M items, once every few
-// hundred writes). Items appended past the last one (increasing keys, as
-// ObjectIds are) fill blocks completely; elsewhere a full block splits in
-// two halves, and a block emptied to under a quarter merges with its
-// neighbour when both fit in one, so blocks stay at least a quarter full
-// on average.
+// items, then inside a block); an insert moves at most maxBlock items of
+// one block, and a block split moves the block list (n/maxBlock slice
+// headers: about 2,000 to 4,000 at 1M items, once every few hundred
+// inserts at least). Items appended past the last one (increasing keys,
+// as ObjectIds are) fill blocks completely; elsewhere a full block splits
+// in two halves, so blocks are at least half full. load refills it in
+// order, three quarters full.
 type ordered[T any] struct {
 	cmp    func(a, b T) int
 	blocks [][]T
@@ -107,28 +106,10 @@ func (o *ordered[T]) insert(x T) bool {
 	return true
 }
 
-// delete removes the item equal to x and reports whether there was one.
-func (o *ordered[T]) delete(x T) bool {
-	p := o.seek(func(y T) int { return o.cmp(y, x) })
-	if p.b == len(o.blocks) || o.cmp(o.blocks[p.b][p.i], x) != 0 {
-		return false
-	}
-	blk := slices.Delete(o.blocks[p.b], p.i, p.i+1)
-	o.n--
-	switch {
-	case len(blk) == 0:
-		o.blocks = slices.Delete(o.blocks, p.b, p.b+1)
-	case len(blk) < maxBlock/4 && p.b+1 < len(o.blocks) && len(blk)+len(o.blocks[p.b+1]) <= maxBlock:
-		o.blocks[p.b] = append(blk, o.blocks[p.b+1]...)
-		o.blocks = slices.Delete(o.blocks, p.b+1, p.b+2)
-	default:
-		o.blocks[p.b] = blk
-	}
-	return true
-}
-
 // load replaces the contents with items, which must be sorted by cmp
-// without repeats (an index built over existing documents).
+// without repeats: an index built over existing documents, or what is
+// left of one when deleted records go (entries are never removed one by
+// one).
 func (o *ordered[T]) load(items []T) {
 	o.blocks, o.n = nil, len(items)
 	const fill = maxBlock * 3 / 4

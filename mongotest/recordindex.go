@@ -86,16 +86,29 @@ func (c *collection) indexRecord(r *record) {
 	}
 }
 
-// unindexRecord removes the entries of a record leaving c.records.
-func (c *collection) unindexRecord(r *record) {
+// unindexDeleted removes the entries of the deleted records, which the
+// compaction drops from c.records: one pass over each index, which keeps
+// its order.
+func (c *collection) unindexDeleted() {
 	if c.idOrder != nil {
-		c.idOrder.delete(idEntry{id: docID(r.doc), rec: r})
+		c.idOrder.load(liveEntries(c.idOrder, func(x idEntry) *record { return x.rec }))
 	}
 	for _, ix := range c.indexes {
 		if ix.hashed != nil {
-			ix.hashed.delete(hashEntry{h: hashedID(r.doc), rec: r})
+			ix.hashed.load(liveEntries(ix.hashed, func(x hashEntry) *record { return x.rec }))
 		}
 	}
+}
+
+func liveEntries[T any](o *ordered[T], rec func(T) *record) []T {
+	out := make([]T, 0, o.Len())
+	o.ascend(position{}, func(x T) bool {
+		if !rec(x).deleted {
+			out = append(out, x)
+		}
+		return true
+	})
+	return out
 }
 
 // buildHashed fills a new {_id: "hashed"} index with the entries of every

@@ -202,11 +202,10 @@ func (c *collection) remove(r *record, keep bool) {
 		for _, x := range c.records {
 			if x != nil && !x.deleted {
 				kept = append(kept, x)
-			} else if x != nil {
-				c.unindexRecord(x)
 			}
 		}
 		c.records = kept
+		c.unindexDeleted()
 		c.dead = nil
 		return
 	}

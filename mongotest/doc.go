@@ -297,4 +297,18 @@
 //     allocations → 3.2–4.2 µs, 29. BenchmarkDecodeCommand, decodeDoc
 //     against bson.Unmarshal on the same document in one run: 1.1–1.3 µs, 21
 //     allocations against 5.1–11.0 µs, 45.
+//   - BenchmarkSnapshotRead (MONGOTEST_BENCH_DOCS=1000000: 1M documents of
+//     1 KiB through the driver, chunks of 1001 at a snapshot), before (no
+//     ordered indexes) and after, three alternating runs, load average
+//     0.3 to 1.8: insertMany 47k–101k → 83k–97k documents/s; a find loop
+//     386k–796k → 388k–788k documents/s; resident memory (driver and
+//     emulator, the oplog holding every document) 4.15–4.41 → 4.24–4.50
+//     GiB; building {_id: "hashed"} over the 1M documents 256–312 ms; mode
+//     (A), min/max chunks of the hashed index, 159k–189k documents/s (in
+//     hashed order, so the documents are read and encoded in random memory
+//     order); mode (B), _id chunks of 4 partitions by $toHashedIndexKey,
+//     every key examined 4 times, 192k–349k documents/s. Before, (B)
+//     scanned and sorted the whole collection for each chunk: 18.4k
+//     documents/s over 100k documents, worse with more; (A) ignored
+//     min/max.
 package mongotest

@@ -80,6 +80,7 @@ const (
 	CodeShardCannotRefreshDueToLocksHeld   = 343
 	CodeChangeStreamFatalError             = 280
 	CodeChangeStreamHistoryLost            = 286
+	CodeNoQueryExecutionPlans              = 291
 	CodeUnsupportedOpQueryCommand          = 352
 	CodeInternalTransactionNotSupported    = 358
 	CodeConnectionError                    = 384
@@ -185,6 +186,7 @@ var names = map[int32]string{
 	CodeShardCannotRefreshDueToLocksHeld:   "ShardCannotRefreshDueToLocksHeld",
 	CodeChangeStreamFatalError:             "ChangeStreamFatalError",
 	CodeChangeStreamHistoryLost:            "ChangeStreamHistoryLost",
+	CodeNoQueryExecutionPlans:              "NoQueryExecutionPlans",
 	CodeUnsupportedOpQueryCommand:          "UnsupportedOpQueryCommand",
 	CodeInternalTransactionNotSupported:    "InternalTransactionNotSupported",
 	CodeConnectionError:                    "ConnectionError",

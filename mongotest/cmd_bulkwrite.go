@@ -179,5 +179,9 @@ func (e *engine) bulkInsert(r *request, db, name string, v any) error {
 	if err := e.validate(r, c, nil, doc); err != nil {
 		return err
 	}
-	return e.writeInsert(r, c, doc, nil)
+	if err := e.writeInsert(r, c, doc, nil); err != nil {
+		return err
+	}
+	e.metrics.inserted++
+	return nil
 }

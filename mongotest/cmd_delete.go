@@ -77,6 +77,7 @@ func (e *engine) applyDelete(r *request, db, name string, vars *mql.Vars, st del
 			return n, err
 		}
 		n++
+		e.metrics.deleted++
 	}
 	return n, nil
 }

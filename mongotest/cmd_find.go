@@ -26,7 +26,8 @@ func cmdFind(e *engine, r *request) (bson.D, error) {
 		return nil, err
 	}
 	var sortSpec *mql.Sort
-	if sd, ok := lookupD(r.cmd, "sort").(bson.D); ok && len(sd) > 0 {
+	sd, _ := lookupD(r.cmd, "sort").(bson.D)
+	if len(sd) > 0 {
 		if sortSpec, err = mql.CompileSort(sd); err != nil {
 			return nil, err
 		}
@@ -55,15 +56,25 @@ func cmdFind(e *engine, r *request) (bson.D, error) {
 	if err := checkHint(c, lookupD(r.cmd, "hint")); err != nil {
 		return nil, err
 	}
-	scanLimit := 0
-	if sortSpec == nil && limit > 0 {
-		scanLimit = int(skip + limit)
-	}
-	recs, err := e.scanDocs(r, c, f, fd, vars, scanLimit)
+	plan, err := e.planFind(r, c, fd, sd, vars)
 	if err != nil {
 		return nil, err
 	}
-	if sortSpec != nil {
+	sorted := sortSpec == nil || plan != nil && plan.sorted
+	scanLimit := 0
+	if sorted && limit > 0 {
+		scanLimit = int(skip + limit)
+	}
+	var recs []docRef
+	if plan != nil {
+		recs, err = e.scanIndex(r, c, plan, f, vars, scanLimit)
+	} else {
+		recs, err = e.scanDocs(r, c, f, fd, vars, scanLimit)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if !sorted {
 		sortRefs(recs, sortSpec)
 	}
 	if int(skip) >= len(recs) {
@@ -87,5 +98,5 @@ func cmdFind(e *engine, r *request) (bson.D, error) {
 	if limit > 0 && batchSize > 0 && int(limit) <= batchSize {
 		single = true
 	}
-	return e.firstBatchReply(db+"."+name, db, docs, batchSize, single), nil
+	return e.queryReply(db+"."+name, db, docs, batchSize, single), nil
 }

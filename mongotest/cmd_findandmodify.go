@@ -87,6 +87,7 @@ func cmdFindAndModify(e *engine, r *request) (bson.D, error) {
 		if err := e.writeDelete(r, c, refs[0]); err != nil {
 			return nil, err
 		}
+		e.metrics.deleted++
 		v, err := project(doc)
 		if err != nil {
 			return nil, err

@@ -87,6 +87,9 @@ func cmdCreateIndexes(e *engine, r *request) (bson.D, error) {
 				}
 			}
 		}
+		if ix.hashed != nil {
+			c.buildHashed(ix)
+		}
 		c.indexes = append(c.indexes, ix)
 		u := c.uuid
 		e.appendOplog(&oplogEntry{op: opCreateIndexes, db: db, coll: name, uuid: &u,
@@ -132,6 +135,9 @@ func parseIndexSpec(spec bson.D) (*index, error) {
 		}
 	}
 	ix := &index{key: key}
+	if isHashedID(key) {
+		ix.hashed = newOrdered(cmpHashEntry)
+	}
 	ix.name, _ = lookupD(spec, "name").(string)
 	if ix.name == "" {
 		ix.name = defaultIndexName(key)

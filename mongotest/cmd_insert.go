@@ -158,6 +158,7 @@ func cmdInsert(e *engine, r *request) (bson.D, error) {
 			continue
 		}
 		n++
+		e.metrics.inserted++
 	}
 	reply := bson.D{{Key: "n", Value: int32(n)}}
 	if len(writeErrors) > 0 {

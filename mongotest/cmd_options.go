@@ -168,6 +168,7 @@ func (e *engine) scanDocs(r *request, c *collection, f *mql.Filter, filter bson.
 			if rec == nil || rec.deleted {
 				continue
 			}
+			e.metrics.scan.docs++
 			ok, err := f.MatchErr(rec.doc, vars)
 			if err != nil {
 				return nil, err

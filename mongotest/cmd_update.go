@@ -24,8 +24,10 @@ func compileFilter(v any) (*mql.Filter, error) {
 
 // matching returns the records matching f in natural order, at most limit
 // (0 = all). A filter that pins _id (idKeys) is answered from the _id map;
-// filter is nil when it must not be (see scanDocs).
-func (c *collection) matching(f *mql.Filter, filter bson.D, vars *mql.Vars, limit int) []*record {
+// filter is nil when it must not be (see scanDocs). ex counts what the read
+// examined: every live document a scan passes, a key and a document for
+// each one the _id map finds.
+func (c *collection) matching(f *mql.Filter, filter bson.D, vars *mql.Vars, limit int, ex *examined) []*record {
 	if c == nil {
 		return nil
 	}
@@ -33,6 +35,7 @@ func (c *collection) matching(f *mql.Filter, filter bson.D, vars *mql.Vars, limi
 	if keys, ok := idKeys(filter); ok {
 		if found, ok := c.idLookup(keys); ok {
 			recs = found
+			ex.keys += int64(len(found))
 		}
 	}
 	var out []*record
@@ -40,6 +43,7 @@ func (c *collection) matching(f *mql.Filter, filter bson.D, vars *mql.Vars, limi
 		if rec == nil || rec.deleted {
 			continue
 		}
+		ex.docs++
 		if f.Match(rec.doc, vars) {
 			out = append(out, rec)
 			if limit > 0 && len(out) >= limit {
@@ -175,6 +179,7 @@ func (e *engine) applyUpdate(r *request, db, name string, spec *updateSpec) (*up
 	res := &updateResult{}
 	for _, ref := range refs {
 		res.matched++
+		e.metrics.updated++
 		old := ref.doc
 		doc, desc, err := spec.u.ApplyForQuery(old, vars, false, spec.filter)
 		if err != nil {

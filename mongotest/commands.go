@@ -501,6 +501,7 @@ func cmdServerStatus(e *engine, r *request) (bson.D, error) {
 		{Key: "repl", Value: bson.D{{Key: "setName", Value: e.cfg.replSetName}, {Key: "isWritablePrimary", Value: r.conn.member == 0}}},
 		{Key: "storageEngine", Value: bson.D{{Key: "name", Value: "mongotest"}, {Key: "supportsCommittedReads", Value: true}}},
 		{Key: "oplog", Value: bson.D{{Key: "entries", Value: int64(len(e.oplog.entries))}, {Key: "bytes", Value: e.oplog.bytes}}},
+		{Key: "metrics", Value: e.metrics.section()},
 	}, nil
 }
 

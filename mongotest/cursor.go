@@ -18,6 +18,9 @@ type cursor struct {
 	db     string
 	docs   []bson.D // remaining results of a materialised cursor
 	stream *changeStream
+	// query marks the cursor of a find or an aggregate: the documents
+	// its getMores return count in metrics.document.returned.
+	query bool
 
 	// mu serialises getMores on one cursor (a change-stream getMore waits
 	// without holding the engine lock).
@@ -74,6 +77,17 @@ func cursorReply(first bool, id int64, ns string, batch bson.A, extra ...bson.E)
 // firstBatchReply returns the first batch of a materialised result and opens
 // a cursor for the rest when needed. Callers hold e.mu.
 func (e *engine) firstBatchReply(ns, db string, docs []bson.D, batchSize int, single bool) bson.D {
+	return e.firstBatch(ns, db, docs, batchSize, single, false)
+}
+
+// queryReply is firstBatchReply for the result of a find or an aggregate:
+// the documents it returns, now and in the cursor's getMores, count in
+// metrics.document.returned. Callers hold e.mu.
+func (e *engine) queryReply(ns, db string, docs []bson.D, batchSize int, single bool) bson.D {
+	return e.firstBatch(ns, db, docs, batchSize, single, true)
+}
+
+func (e *engine) firstBatch(ns, db string, docs []bson.D, batchSize int, single, query bool) bson.D {
 	if batchSize < 0 {
 		batchSize = 101
 	}
@@ -83,7 +97,12 @@ func (e *engine) firstBatchReply(ns, db string, docs []bson.D, batchSize int, si
 	}
 	var id int64
 	if len(rest) > 0 && !single {
-		id = e.newCursor(ns, db, rest, nil).id
+		cur := e.newCursor(ns, db, rest, nil)
+		cur.query = query
+		id = cur.id
+	}
+	if query {
+		e.metrics.returned += int64(len(batch))
 	}
 	return cursorReply(true, id, ns, batch)
 }
@@ -148,6 +167,9 @@ func cmdGetMore(e *engine, r *request) (bson.D, error) {
 	defer e.mu.Unlock()
 	batch, rest := takeBatch(cur.docs, n)
 	cur.docs = rest
+	if cur.query {
+		e.metrics.returned += int64(len(batch))
+	}
 	if len(rest) == 0 {
 		delete(e.cursors, id)
 		id = 0

@@ -49,7 +49,10 @@
 //   - Costs follow a real server's where tests measure them: a filter whose
 //     top level pins _id (a value, $eq or $in) reads those documents from
 //     the _id index instead of scanning the collection, with the same
-//     results; other filters scan.
+//     results; a range of the _id index or of an {_id: "hashed"} index is
+//     read in key order and a limit stops it (see Index scans); other
+//     filters scan. serverStatus counts what reads examine and return as a
+//     real server does (see Counters).
 //   - Change-stream events are derived from the oplog, so every stream sees
 //     every write in its scope exactly once, in cluster-time order. Resume
 //     tokens are KeyString-encoded like a real server's (version 2): the same
@@ -95,8 +98,11 @@
 //	                     command; reads through views; names with dots
 //	                     and "$" stored as 5.0+ does ("$" refused inside
 //	                     _id, 52); hints must name an index (2 BadValue)
-//	                     and otherwise only choose a plan; rawData
-//	                     accepted (no time-series buckets to expose)
+//	                     and otherwise only choose a plan; min/max with a
+//	                     hint of the _id index or an {_id: "hashed"}
+//	                     index, and ranges of _id, read in index order
+//	                     (see Index scans); rawData accepted (no
+//	                     time-series buckets to expose)
 //	collation            per operation: locale (CLDR tables of            strength 4 and 5, caseLevel, caseFirst
 //	(approximated)       golang.org/x/text, the same algorithm as ICU;    upper/lower, alternate shifted, backwards
 //	                     table versions may differ in rare characters),   (238 NotImplemented); collection, view and
@@ -159,6 +165,7 @@
 //	                     createIndexes/listIndexes/dropIndexes with       NotImplemented), unique indexes with a
 //	                     unique indexes enforced (11000), TTL indexes,    partialFilterExpression (238)
 //	                     views (read through their pipeline),
+//	                     {_id: "hashed"} indexes kept in hashed order,
 //	                     query-operator validators enforced (121 with
 //	                     errInfo; validationLevel/Action,
 //	                     bypassDocumentValidation)
@@ -206,7 +213,65 @@
 //	server clock         Server.AdvanceClock (or ferryTestAdvanceClock,   -
 //	                     see above) moves $$NOW, wallTime, cluster times
 //	                     and TTL expiry without sleeping
+//	serverStatus         host, version, uptime, connections, repl,        the other sections and metrics
+//	                     oplog, metrics.document.{deleted, inserted,
+//	                     returned, updated}, metrics.queryExecutor.
+//	                     {scanned, scannedObjects} (see Counters)
 //	unknown commands     -                                                59 CommandNotFound
+//
+// # Index scans
+//
+// Every collection keeps its _id index ordered by _id (BSON comparison
+// order), and every {_id: "hashed"} index ordered by the hashed _id (the
+// int64 {$toHashedIndexKey: "$_id"} returns, MongoDB's hash); equal keys
+// are in insertion order, as a real server's RecordIds. Each holds an entry
+// per stored record, including the deleted ones kept for open snapshots,
+// so a write costs a few binary searches and moves at most one block of
+// 512 entries, and createIndexes of {_id: "hashed"} builds the index over
+// the existing documents in one sort (about 0.3 s for 1M documents).
+//
+// A find reads a range of one of them, in key order, testing each
+// document against the whole filter and stopping once skip + limit
+// documents matched when the index order is the sort order (or there is
+// no sort), when it has:
+//
+//   - min and/or max (inclusive, exclusive) with a hint (by key pattern or
+//     name) of the _id index or of an {_id: "hashed"} index: {hint: {_id:
+//     "hashed"}, min: {_id: NumberLong(a)}, max: {_id: NumberLong(b)}} reads
+//     the documents whose hashed _id is in [a, b) in hashed order (max
+//     {_id: MaxKey}: to the end). As on 8.0, min/max without a hint fail
+//     with 291 NoQueryExecutionPlans, bounds that are not the hinted
+//     index's fields in order with 51174, min not before max with 51175, a
+//     min or max that is not a document with 14 TypeMismatch; min/max of
+//     any other index: 238 NotImplemented.
+//   - a hint of the _id index, a sort {_id: 1}, or $gt/$gte/$lt/$lte/$eq on
+//     _id at the top level of the filter or inside a top-level $and (not
+//     pinned to values, which the _id map answers): the range of _id those
+//     bound, within each value's type bracket as the server's index bounds
+//     ({_id: {$gt: 5}} reads numbers only). Results come in _id order; a
+//     sort other than {_id: 1} sorts what the range holds. Under a
+//     collation other than "simple" these finds scan the collection.
+//
+// At a snapshot (readConcern "snapshot", a transaction) an index scan
+// reads each entry's record as it was then: a document deleted since is
+// read, one inserted since is not (and is not counted as examined); in a
+// transaction its own writes are read in their keys' places.
+//
+// # Counters
+//
+// serverStatus' metrics.document and metrics.queryExecutor are int64s
+// counted since the server started, as mongod counts them: returned, the
+// documents in the batches of find, aggregate and their getMores (not
+// change-stream events); inserted, by insert and bulkWrite (not upserts);
+// updated, matched by update statements (update, bulkWrite,
+// findAndModify), modified or not; deleted; scanned, index keys examined;
+// scannedObjects, documents examined. A collection scan examines each
+// document it passes (stopping at a limit without a sort) and no key; an
+// index scan one key and one document per entry it passes; an _id lookup
+// one of each per document found. The emulator reads a find's whole result
+// at the find, so a cursor's scan is counted then rather than getMore by
+// getMore: the totals agree once the cursor is exhausted or the limit
+// reached.
 //
 // # Measured
 //
@@ -232,4 +297,18 @@
 //     allocations → 3.2–4.2 µs, 29. BenchmarkDecodeCommand, decodeDoc
 //     against bson.Unmarshal on the same document in one run: 1.1–1.3 µs, 21
 //     allocations against 5.1–11.0 µs, 45.
+//   - BenchmarkSnapshotRead (MONGOTEST_BENCH_DOCS=1000000: 1M documents of
+//     1 KiB through the driver, chunks of 1001 at a snapshot), before (no
+//     ordered indexes) and after, three alternating runs, load average
+//     0.3 to 1.8: insertMany 47k–101k → 83k–97k documents/s; a find loop
+//     386k–796k → 388k–788k documents/s; resident memory (driver and
+//     emulator, the oplog holding every document) 4.15–4.41 → 4.24–4.50
+//     GiB; building {_id: "hashed"} over the 1M documents 256–312 ms; mode
+//     (A), min/max chunks of the hashed index, 159k–189k documents/s (in
+//     hashed order, so the documents are read and encoded in random memory
+//     order); mode (B), _id chunks of 4 partitions by $toHashedIndexKey,
+//     every key examined 4 times, 192k–349k documents/s. Before, (B)
+//     scanned and sorted the whole collection for each chunk: 18.4k
+//     documents/s over 100k documents, worse with more; (A) ignored
+//     min/max.
 package mongotest

@@ -37,7 +37,9 @@ type engine struct {
 	curTxn *txn
 	// snapHist keeps record versions for snapshot reads.
 	snapHist snapshotHistory
-	closed   bool
+	// metrics are serverStatus' document and queryExecutor counters.
+	metrics serverMetrics
+	closed  bool
 	// idScanOnly turns the _id index path off (benchmarks compare it
 	// with the scan it replaces).
 	idScanOnly bool

@@ -40,6 +40,8 @@ type collection struct {
 	oddIDs  int
 	live    int
 	indexes []*index
+	// idOrder is the _id index in _id order (recordindex.go).
+	idOrder *ordered[idEntry]
 	// pending holds _id keys that open transactions have inserted.
 	pending map[string]*txn
 }
@@ -65,6 +67,9 @@ type index struct {
 	expireAfterSeconds *int64
 	spec               bson.D         // the full spec as listIndexes shows it
 	keys               map[string]int // unique: index key -> count
+	// hashed holds the entries of an {_id: "hashed"} index in hashed
+	// order (recordindex.go); nil for other indexes.
+	hashed *ordered[hashEntry]
 }
 
 func (e *engine) db(name string, create bool) *database {
@@ -175,6 +180,7 @@ func (c *collection) insert(doc bson.D) error {
 	c.nextOrd++
 	r := &record{doc: doc, ord: c.nextOrd}
 	c.records = append(c.records, r)
+	c.indexRecord(r)
 	c.byID[k] = r
 	c.noteID(doc)
 	c.live++
@@ -199,6 +205,7 @@ func (c *collection) remove(r *record, keep bool) {
 			}
 		}
 		c.records = kept
+		c.unindexDeleted()
 		c.dead = nil
 		return
 	}

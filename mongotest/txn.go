@@ -298,15 +298,18 @@ func (t *txn) lock(rec *record) error {
 	return nil
 }
 
-// read returns the documents of c the transaction sees that match f.
-func (t *txn) read(c *collection, f *mql.Filter, filter bson.D, vars *mql.Vars, limit int) []docRef {
+// read returns the documents of c the transaction sees that match f. ex
+// counts what it examined (see collection.matching): only the documents
+// the transaction sees.
+func (t *txn) read(c *collection, f *mql.Filter, filter bson.D, vars *mql.Vars, limit int, ex *examined) []docRef {
 	loc := t.local[c]
 	recs := c.records
+	byID := false
 	// A filter that pins _id reads only the records, live or deleted since,
 	// with those _ids.
 	if keys, ok := idKeys(filter); ok {
 		if found, ok := c.idCandidates(keys); ok {
-			recs = found
+			recs, byID = found, true
 		}
 	}
 	var out []docRef
@@ -326,6 +329,10 @@ func (t *txn) read(c *collection, f *mql.Filter, filter bson.D, vars *mql.Vars, 
 				d = ld.doc
 			}
 		}
+		if byID {
+			ex.keys++
+		}
+		ex.docs++
 		if f.Match(d, vars) {
 			out = append(out, docRef{rec: rec, doc: d})
 			if limit > 0 && len(out) >= limit {
@@ -338,7 +345,15 @@ func (t *txn) read(c *collection, f *mql.Filter, filter bson.D, vars *mql.Vars, 
 		if ld == nil || ld.rec != nil || ld.doc == nil {
 			continue
 		}
-		if f.Match(ld.doc, vars) {
+		match := f.Match(ld.doc, vars)
+		switch {
+		case !byID:
+			ex.docs++
+		case match: // an _id lookup finds only the documents it names
+			ex.keys++
+			ex.docs++
+		}
+		if match {
 			out = append(out, docRef{doc: ld.doc})
 			if limit > 0 && len(out) >= limit {
 				return out
@@ -593,9 +608,9 @@ func (e *engine) read(r *request, c *collection, f *mql.Filter, filter bson.D, v
 		return nil
 	}
 	if r != nil && r.txn != nil {
-		return r.txn.read(c, f, filter, vars, limit)
+		return r.txn.read(c, f, filter, vars, limit, &e.metrics.scan)
 	}
-	recs := c.matching(f, filter, vars, limit)
+	recs := c.matching(f, filter, vars, limit, &e.metrics.scan)
 	out := make([]docRef, len(recs))
 	for i, rec := range recs {
 		out[i] = docRef{rec: rec, doc: rec.doc}

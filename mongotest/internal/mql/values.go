@@ -168,6 +168,11 @@ const (
 	rankUnknown
 )
 
+// TypeOrder is the rank of v's type in the BSON comparison order (Compare
+// orders values by it first): equal for every number type, for strings
+// and symbols, and for dates and time.Time.
+func TypeOrder(v any) int { return typeRank(v) }
+
 func typeRank(v any) int {
 	switch v.(type) {
 	case nil, bson.Null:

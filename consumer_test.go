@@ -662,6 +662,11 @@ func TestHistoryLost(t *testing.T) {
 		if cp.State != checkpoint.StateRunning || cp.Token == nil {
 			return fmt.Errorf("the checkpoint never left needs-backfill: state %q", cp.State)
 		}
+		// The stream runs beside the recovery snapshot: it is over (its
+		// sweep included) when the checkpoint says it finished.
+		if p, ok, err := ferry.SnapshotOf(cp); err != nil || !ok || p.Reason != ferry.SnapshotForHistoryLost || p.Finished.IsZero() {
+			return fmt.Errorf("recovery snapshot %+v %v (%v), want a finished history-lost one", p, ok, err)
+		}
 		return nil
 	})
 	if !sameDocs(t, c, proj) {

@@ -25,6 +25,7 @@ var layers = []string{
 	"event.go",             // change and backfill events
 	"fragments.go",         // reassembling split events
 	"failure.go",           // which stops are failures
+	"snapshotprogress.go",  // a snapshot's progress record and what Status shows of it
 	"hooks.go",             // observers and run states
 	"tracing.go",           // read and delivery hooks (trace context), read batches
 	"handler.go",           // Handler, BatchHandler and Sweeper
@@ -32,6 +33,7 @@ var layers = []string{
 	"options.go",           // options and their validation
 	"identity.go",          // the stream's identity digest
 	"consumer.go",          // the Consumer and its Status
+	"partition.go",         // which documents a partition holds
 	"aliasing.go",          // events alias the driver's replies, on the drivers checked
 	"window.go",            // stage: the bounded window between reader and lanes
 	"tracker.go",           // stage: read → finished, the checkpointable position
@@ -45,7 +47,9 @@ var layers = []string{
 	"delivery.go",          // one handler call: its trace context, hooks and logger
 	"lanes.go",             // stage: per-key lanes applying events, retries, poison
 	"committer.go",         // stage: the commit loop and compare-and-set saves
-	"backfill.go",          // the backfill scan
+	"backfill.go",          // what a snapshot needs of the source: namespaces, shard keys, server time
+	"snapshotread.go",      // reading a snapshot chunk
+	"snapshot.go",          // snapshots: chunks spliced into the stream, progress in the checkpoint
 	"fetch.go",             // stage: reading the server's batches ahead, into the window
 	"reader.go",            // stage: reading the stream into the window
 	"run.go",               // Run: the stages wired together, drain, final checkpoint

@@ -136,3 +136,40 @@ func (r *runner) draining() bool {
 		return false
 	}
 }
+
+// splice is one chunk's handshake between the snapshot and the reader.
+type splice struct {
+	gen int64
+	// at is the reader's position when it took the request (set before
+	// atSet is closed); from then until rows arrives, the reader
+	// dispatches no event after it.
+	at    bson.Timestamp
+	atSet chan struct{}
+	// rows is the chunk's documents as items (nil: nothing to splice, the
+	// hold ends); done is closed once they are dispatched or dropped.
+	rows chan []*item
+	done chan struct{}
+	// dropped: the reader let the hold go without dispatching (its
+	// position jumped: history lost).
+	dropped bool
+}
+
+func newSplice(gen int64) *splice {
+	return &splice{gen: gen, atSet: make(chan struct{}), rows: make(chan []*item, 1), done: make(chan struct{})}
+}
+
+// snapshotState is the runner's snapshot machinery.
+type snapshotState struct {
+	ask chan *splice // the snapshot's requests to the reader
+	// hold is the reader's splice in progress (the reader's own).
+	hold *splice
+	// gen changes when the snapshot's record is replaced by the reader
+	// (history lost): the snapshot goroutine then starts over from it.
+	mu  sync.Mutex
+	gen int64
+	// wake tells the snapshot goroutine to look at the record again.
+	wake chan struct{}
+	// rate: documents and time since this member took the snapshot up.
+	upDone  int64
+	upSince time.Time
+}

@@ -51,43 +51,6 @@ import (
 //
 // Nothing is written to the source: the snapshot's state is the checkpoint's.
 
-// splice is one chunk's handshake between the snapshot and the reader.
-type splice struct {
-	gen int64
-	// at is the reader's position when it took the request (set before
-	// atSet is closed); from then until rows arrives, the reader
-	// dispatches no event after it.
-	at    bson.Timestamp
-	atSet chan struct{}
-	// rows is the chunk's documents as items (nil: nothing to splice, the
-	// hold ends); done is closed once they are dispatched or dropped.
-	rows chan []*item
-	done chan struct{}
-	// dropped: the reader let the hold go without dispatching (its
-	// position jumped: history lost).
-	dropped bool
-}
-
-func newSplice(gen int64) *splice {
-	return &splice{gen: gen, atSet: make(chan struct{}), rows: make(chan []*item, 1), done: make(chan struct{})}
-}
-
-// snapshotState is the runner's snapshot machinery.
-type snapshotState struct {
-	ask chan *splice // the snapshot's requests to the reader
-	// hold is the reader's splice in progress (the reader's own).
-	hold *splice
-	// gen changes when the snapshot's record is replaced by the reader
-	// (history lost): the snapshot goroutine then starts over from it.
-	mu  sync.Mutex
-	gen int64
-	// wake tells the snapshot goroutine to look at the record again.
-	wake chan struct{}
-	// rate: documents and time since this member took the snapshot up.
-	upDone  int64
-	upSince time.Time
-}
-
 // snapshotRec returns the checkpoint's snapshot record (nil: none).
 func (r *runner) snapshotRec() *snapshotRecord {
 	r.saveMu.Lock()
@@ -329,7 +292,7 @@ func (r *runner) runSnapshot(ctx context.Context, rec *snapshotRecord, reqs chec
 			if err := r.throttle(ctx, rec); err != nil {
 				return err
 			}
-			n, last, err := r.snapshotChunk(ctx, gen, ns, rec, shardKey)
+			n, last, err := r.deliverChunk(ctx, gen, ns, rec, shardKey)
 			if err != nil {
 				return err
 			}
@@ -361,11 +324,11 @@ func (r *runner) runSnapshot(ctx context.Context, rec *snapshotRecord, reqs chec
 	return nil
 }
 
-// snapshotChunk reads one chunk at the reader's position and splices it
+// deliverChunk reads one chunk at the reader's position and splices it
 // into the stream there, then waits until every document of it is
 // finished. It returns how many it delivered and whether the collection
 // has no more; rec's position moves past the chunk.
-func (r *runner) snapshotChunk(ctx context.Context, gen int64, ns Namespace, rec *snapshotRecord, shardKey bson.Raw) (int, bool, error) {
+func (r *runner) deliverChunk(ctx context.Context, gen int64, ns Namespace, rec *snapshotRecord, shardKey bson.Raw) (int, bool, error) {
 	cfg := &r.c.cfg
 	s := newSplice(gen)
 	select {
@@ -508,7 +471,19 @@ func (r *runner) readTime() bson.Timestamp {
 	if err != nil {
 		return bson.Timestamp{}
 	}
-	return tok.ClusterTime
+	t := tok.ClusterTime
+	if tok.TokenType == resumetoken.TypeHighWaterMark {
+		// A high-water mark at t comes before the events at t: the
+		// position is the state after every event before t, one tick
+		// earlier (a fresh stream's first mark is the last write + 1).
+		switch {
+		case t.I > 0:
+			t.I--
+		case t.T > 0:
+			t = bson.Timestamp{T: t.T - 1, I: 1<<32 - 1}
+		}
+	}
+	return t
 }
 
 // holdsBefore reports whether an event at t must wait for the chunk in

@@ -350,7 +350,7 @@ func (r *runner) deliverChunk(ctx context.Context, gen int64, ns Namespace, rec 
 	c, err := r.readChunk(ctx, ns, rec, s.at)
 	if err != nil {
 		s.rows <- nil // the hold ends
-		<-s.done
+		awaitTaken(ctx, s)
 		var se mongo.ServerError
 		if errors.As(err, &se) && se.HasErrorCode(mongoerr.CodeSnapshotTooOld) {
 			// The reader's position is older than the server's snapshot
@@ -368,7 +368,7 @@ func (r *runner) deliverChunk(ctx context.Context, gen int64, ns Namespace, rec 
 		ev, err := newBackfillEvent(ns, doc, seed, cfg.partition, cfg.epoch, shardKey)
 		if err != nil {
 			s.rows <- nil
-			<-s.done
+			awaitTaken(ctx, s)
 			return 0, false, fmt.Errorf("ferry: snapshot: %s: %w", ns, err)
 		}
 		ev.ClusterTime, ev.ScanStarted, ev.ScanMarker = c.at, rec.Since, c.at
@@ -403,6 +403,14 @@ func (r *runner) deliverChunk(ctx context.Context, gen int64, ns Namespace, rec 
 		}
 	}
 	return len(items), c.last, nil
+}
+
+// awaitTaken waits until the reader took the chunk's rows (or ctx ends).
+func awaitTaken(ctx context.Context, s *splice) {
+	select {
+	case <-s.done:
+	case <-ctx.Done():
+	}
 }
 
 // throttle waits until reading another chunk keeps the snapshot within

@@ -26,11 +26,19 @@ func cmdCount(e *engine, r *request) (bson.D, error) {
 	if err := checkHint(c, lookupD(r.cmd, "hint")); err != nil {
 		return nil, err
 	}
-	refs, err := e.scanDocs(r, c, f, qd, vars, 0)
-	if err != nil {
-		return nil, err
+	var n int
+	if len(qd) == 0 && lookupD(r.cmd, "hint") == nil && r.txn == nil && c != nil && !c.isView {
+		// A count without a query reads the collection's record count
+		// (mongod's COUNT stage over numRecords): it examines nothing.
+		// estimatedDocumentCount is this count.
+		n = c.live
+	} else {
+		refs, err := e.scanDocs(r, c, f, qd, vars, 0)
+		if err != nil {
+			return nil, err
+		}
+		n = len(refs)
 	}
-	n := len(refs)
 	skip, _ := asInt64(lookupD(r.cmd, "skip"))
 	limit, _ := asInt64(lookupD(r.cmd, "limit"))
 	n = max(n-int(skip), 0)

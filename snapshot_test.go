@@ -1,0 +1,329 @@
+package ferry_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+
+	ferry "github.com/ferry-io/ferry"
+	"github.com/ferry-io/ferry/checkpoint"
+	"github.com/ferry-io/ferry/internal/poll"
+)
+
+// projection is a handler's view of the source: _id -> v, built from
+// snapshot rows and changes (replace and insert carry the whole document).
+type projection struct {
+	mu    sync.Mutex
+	docs  map[int32]int32
+	rows  map[int32]int // snapshot rows per _id
+	total int
+}
+
+func newProjection() *projection {
+	return &projection{docs: map[int32]int32{}, rows: map[int32]int{}}
+}
+
+func (p *projection) handle(_ context.Context, ev *ferry.Event) error {
+	id := ev.DocumentKey.Lookup("_id").Int32()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	switch ev.OperationType {
+	case "insert", "replace", ferry.OperationBackfill:
+		p.docs[id] = ev.FullDocument.Lookup("v").Int32()
+		if ev.Backfill {
+			p.rows[id]++
+			p.total++
+		}
+	case "delete":
+		delete(p.docs, id)
+	}
+	return nil
+}
+
+func (p *projection) rowsOf() (map[int32]int, int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make(map[int32]int, len(p.rows))
+	for k, v := range p.rows {
+		out[k] = v
+	}
+	return out, p.total
+}
+
+// sourceDocs reads the source as _id -> v.
+func sourceDocs(t *testing.T, c *mongo.Collection) map[int32]int32 {
+	t.Helper()
+	cur, err := c.Find(context.Background(), bson.D{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var docs []struct {
+		ID int32 `bson:"_id"`
+		V  int32 `bson:"v"`
+	}
+	if err := cur.All(context.Background(), &docs); err != nil {
+		t.Fatal(err)
+	}
+	out := make(map[int32]int32, len(docs))
+	for _, d := range docs {
+		out[d.ID] = d.V
+	}
+	return out
+}
+
+func insertN(t *testing.T, c *mongo.Collection, from, n int, v func(i int) bson.D) {
+	t.Helper()
+	docs := make([]any, 0, n)
+	for i := from; i < from+n; i++ {
+		docs = append(docs, append(bson.D{{Key: "_id", Value: int32(i)}, {Key: "v", Value: int32(i)}}, v(i)...))
+	}
+	if _, err := c.InsertMany(context.Background(), docs); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitSnapshot polls the checkpoint until its snapshot satisfies ok.
+func waitSnapshot(t *testing.T, store checkpoint.Store, stream string, partition int, what string, ok func(ferry.SnapshotProgress) bool) ferry.SnapshotProgress {
+	t.Helper()
+	var got ferry.SnapshotProgress
+	poll.Until(t, 60*time.Second, func() error {
+		cp, err := store.Load(context.Background(), stream, partition)
+		if err != nil {
+			return err
+		}
+		p, has, err := ferry.SnapshotOf(cp)
+		if err != nil {
+			return err
+		}
+		if !has || !ok(p) {
+			return fmt.Errorf("snapshot %+v, want %s", p, what)
+		}
+		got = p
+		return nil
+	})
+	return got
+}
+
+func finished(p ferry.SnapshotProgress) bool { return !p.Finished.IsZero() }
+
+// TestSnapshotConvergesUnderWrites: documents replaced, deleted and
+// inserted while the snapshot reads them end in their latest state: a
+// chunk's rows are read as of the reader's position and spliced there, so
+// an older row never follows a newer change of its document (no document
+// resurrected, none stale).
+func TestSnapshotConvergesUnderWrites(t *testing.T) {
+	e := newEnv(t)
+	c := e.db.Collection("c")
+	const n = 3000
+	insertN(t, c, 0, n, func(int) bson.D { return nil })
+	proj := newProjection()
+	r := start(t, e.client, proj.handle, e.opts(ferry.StartAt(ferry.StartWithBackfill()), ferry.SnapshotChunkSize(40))...)
+	// Writes while the snapshot runs, on documents all over the _id range.
+	rng := rand.New(rand.NewPCG(1, 2))
+	next := n
+	writes := 0
+	for {
+		cp, _ := e.store.Load(context.Background(), "s", 0)
+		if p, ok, _ := ferry.SnapshotOf(cp); ok && !p.Finished.IsZero() {
+			break
+		}
+		id := int32(rng.IntN(next))
+		var err error
+		switch rng.IntN(3) {
+		case 0:
+			_, err = c.ReplaceOne(context.Background(), bson.D{{Key: "_id", Value: id}}, bson.D{{Key: "v", Value: int32(1_000_000 + writes)}})
+		case 1:
+			_, err = c.DeleteOne(context.Background(), bson.D{{Key: "_id", Value: id}})
+		default:
+			_, err = c.InsertOne(context.Background(), bson.D{{Key: "_id", Value: int32(next)}, {Key: "v", Value: int32(next)}})
+			next++
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		writes++
+	}
+	if writes < 50 {
+		t.Logf("only %d writes during the snapshot", writes)
+	}
+	// The stream applies everything up to a last write.
+	insert(t, c, bson.D{{Key: "_id", Value: int32(10_000_000)}, {Key: "v", Value: int32(1)}})
+	want := sourceDocs(t, c)
+	poll.Until(t, 30*time.Second, func() error {
+		proj.mu.Lock()
+		defer proj.mu.Unlock()
+		var stale, resurrected, missing int
+		for id, v := range proj.docs {
+			w, ok := want[id]
+			switch {
+			case !ok:
+				resurrected++
+			case w != v:
+				stale++
+			}
+		}
+		for id := range want {
+			if _, ok := proj.docs[id]; !ok {
+				missing++
+			}
+		}
+		if stale+resurrected+missing > 0 {
+			return fmt.Errorf("after %d writes: %d stale, %d resurrected, %d missing of %d", writes, stale, resurrected, missing, len(want))
+		}
+		return nil
+	})
+	t.Logf("%d writes during the snapshot; projection equals the source (%d documents)", writes, len(want))
+	if err := r.stop(t); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestSnapshotResumesAtItsNextChunk: a snapshot stopped in the middle goes
+// on, in the next run, at the first chunk not finished: every document is
+// delivered, and at most one chunk again.
+func TestSnapshotResumesAtItsNextChunk(t *testing.T) {
+	e := newEnv(t)
+	c := e.db.Collection("c")
+	const n, chunk = 1000, 50
+	insertN(t, c, 0, n, func(int) bson.D { return nil })
+	proj := newProjection()
+	blocked := make(chan struct{})
+	var once sync.Once
+	handle := func(ctx context.Context, ev *ferry.Event) error {
+		if _, total := proj.rowsOf(); total >= 430 {
+			once.Do(func() { close(blocked) })
+			<-ctx.Done() // stuck until the drain gives up on it
+			return ctx.Err()
+		}
+		return proj.handle(ctx, ev)
+	}
+	r := start(t, e.client, handle, e.opts(ferry.StartAt(ferry.StartWithBackfill()), ferry.SnapshotChunkSize(chunk),
+		ferry.DrainTimeout(50*time.Millisecond))...)
+	<-blocked
+	if err := r.stop(t); err != nil && !errors.Is(err, context.Canceled) {
+		t.Fatal(err)
+	}
+	cp, _ := e.store.Load(context.Background(), "s", 0)
+	mid, _, _ := ferry.SnapshotOf(cp)
+	if !mid.Running() || mid.Done == 0 || mid.Done >= n {
+		t.Fatalf("snapshot after the stop: %+v, want one in progress, part done", mid)
+	}
+	r = start(t, e.client, proj.handle, e.opts(ferry.StartAt(ferry.StartWithBackfill()), ferry.SnapshotChunkSize(chunk))...)
+	done := waitSnapshot(t, e.store, "s", 0, "finished", finished)
+	rows, total := proj.rowsOf()
+	for i := range int32(n) {
+		if rows[i] == 0 {
+			t.Fatalf("document %d never delivered", i)
+		}
+	}
+	again := total - n
+	t.Logf("stopped at %d of %d done; finished %d documents in %d chunks; %d delivered again (chunk %d)", mid.Done, n, done.Done, done.Chunks, again, chunk)
+	if again > chunk {
+		t.Fatalf("%d documents delivered again, want at most one chunk (%d)", again, chunk)
+	}
+	if done.Done != n || done.ID != mid.ID {
+		t.Fatalf("finished snapshot %+v, want the same snapshot with %d done", done, n)
+	}
+	if err := r.stop(t); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestSnapshotRequestWithFilter: an operator's request with a filter,
+// recorded in the store while the stream runs, is picked up without a
+// restart and delivers exactly the matching documents, once.
+func TestSnapshotRequestWithFilter(t *testing.T) {
+	e := newEnv(t)
+	e.useMongoStore()
+	c := e.db.Collection("c")
+	const n = 900
+	insertN(t, c, 0, n, func(i int) bson.D { return bson.D{{Key: "k", Value: int32(i % 3)}} })
+	proj := newProjection()
+	r := start(t, e.client, proj.handle, e.opts(ferry.SnapshotPollInterval(20*time.Millisecond), ferry.SnapshotChunkSize(64))...)
+	waitStarted(t, e.store)
+	filter, _ := bson.Marshal(bson.D{{Key: "k", Value: int32(1)}})
+	req, err := e.store.(checkpoint.SnapshotRequests).RequestSnapshot(context.Background(), checkpoint.SnapshotRequest{Stream: "s", Filter: filter})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := waitSnapshot(t, e.store, "s", 0, "the request finished", func(p ferry.SnapshotProgress) bool {
+		return p.Request == req.ID && finished(p)
+	})
+	rows, total := proj.rowsOf()
+	for id, k := range rows {
+		if id%3 != 1 || k != 1 {
+			t.Fatalf("document %d delivered %d times (k = %d)", id, k, id%3)
+		}
+	}
+	if total != n/3 || p.Done != n/3 || p.Reason != ferry.SnapshotForRequest {
+		t.Fatalf("delivered %d rows, snapshot %+v; want %d", total, p, n/3)
+	}
+	if err := r.stop(t); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestSnapshotPartitionsReadOnce: four partitions together have the
+// server return each document once (serverStatus metrics.document
+// returned), and each gets exactly its own documents.
+func TestSnapshotPartitionsReadOnce(t *testing.T) {
+	e := newEnv(t)
+	c := e.db.Collection("c")
+	const n, parts = 2000, 4
+	insertN(t, c, 0, n, func(int) bson.D { return nil })
+	before := serverCounters(t, e.client)
+	projs := make([]*projection, parts)
+	for p := range parts {
+		projs[p] = newProjection()
+		start(t, e.client, projs[p].handle, e.opts(ferry.StartAt(ferry.StartWithBackfill()), ferry.Partition(p, parts), ferry.SnapshotChunkSize(100))...)
+	}
+	var mode string
+	for p := range parts {
+		mode = waitSnapshot(t, e.store, "s", p, "finished", finished).Mode
+	}
+	after := serverCounters(t, e.client)
+	seen := map[int32]int{}
+	for _, pr := range projs {
+		rows, _ := pr.rowsOf()
+		for id, k := range rows {
+			seen[id] += k
+		}
+	}
+	for i := range int32(n) {
+		if seen[i] != 1 {
+			t.Fatalf("document %d delivered %d times over the partitions", i, seen[i])
+		}
+	}
+	returned := after.returned - before.returned
+	examined := after.examined - before.examined
+	t.Logf("mode %s: server returned %d and examined %d documents for a collection of %d over %d partitions", mode, returned, examined, n, parts)
+	if float64(returned) > 1.1*n {
+		t.Fatalf("the server returned %d documents for %d", returned, n)
+	}
+}
+
+type counters struct{ returned, examined int64 }
+
+func serverCounters(t *testing.T, client *mongo.Client) counters {
+	t.Helper()
+	raw, err := client.Database("admin").RunCommand(context.Background(), bson.D{{Key: "serverStatus", Value: 1}}).Raw()
+	if err != nil {
+		t.Fatal(err)
+	}
+	num := func(path ...string) int64 {
+		v, err := raw.LookupErr(path...)
+		if err != nil {
+			t.Fatalf("serverStatus has no %v", path)
+		}
+		n, _ := v.AsInt64OK()
+		return n
+	}
+	return counters{returned: num("metrics", "document", "returned"), examined: num("metrics", "queryExecutor", "scannedObjects")}
+}

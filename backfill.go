@@ -284,7 +284,7 @@ func (r *runner) scanNamespace(ctx context.Context, ns Namespace, marker bson.Ra
 			if err != nil {
 				return n, fmt.Errorf("ferry: backfill: hash _id in %s: %w", ns, err)
 			}
-			if p := h % int64(cfg.partitions); p != int64(cfg.partition) && -p != int64(cfg.partition) {
+			if !r.c.partitionOf(h) {
 				continue
 			}
 		}

@@ -1,117 +1,156 @@
 package ferry
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"math"
-	"math/bits"
 
+	"github.com/ferry-io/ferry/checkpoint"
 	"go.mongodb.org/mongo-driver/v2/bson"
 )
 
-// Partitioning says how a stream's documents are split among its
-// partitions, by the hashed-index key of their _id ({$toHashedIndexKey:
-// _id}, the int64 a {_id: "hashed"} index stores). It only matters with
-// more than one partition.
-type Partitioning string
-
-const (
-	// HashRange (the default) cuts the hashed-_id space [-2^63, 2^63) into
-	// n contiguous ranges of equal size, as MongoDB's hashed sharding cuts
-	// it into chunks: partition p holds the hashes in PartitionRange(p, n).
-	// A partition is then a range of a {_id: "hashed"} index, so the
-	// server can read one partition's documents, and only those, through
-	// such an index (hint with min and max).
-	HashRange Partitioning = "hash-range"
-	// HashMod is the partitioning of streams created before HashRange:
-	// partition p holds the documents whose |hash mod n| is p. A
-	// partition is no range of any index: reading one partition's
-	// documents means reading every document and keeping 1/n of them.
-	// Part of no identity: a stream that checkpointed under it keeps it
-	// (see WithPartitioning).
-	HashMod Partitioning = "hash-mod"
-)
-
-// PartitionRange returns the inclusive range [lo, hi] of hashed-_id
-// values partition p of n holds under HashRange: lo is MinInt64 +
-// ⌊p·2^64/n⌋, computed exactly, and hi is one less than the next
-// partition's lo, MaxInt64 for the last partition. The n ranges cover the
-// whole int64 space without overlap, and their sizes differ by at most
-// one. For p outside [0, n) it returns an empty range (lo > hi).
-func PartitionRange(p, n int) (lo, hi int64) {
-	if n < 1 || p < 0 || p >= n {
-		return 0, -1
-	}
-	lo = rangeStart(p, n)
-	if p == n-1 {
-		return lo, math.MaxInt64
-	}
-	return lo, rangeStart(p+1, n) - 1
+// partitionExpr is the aggregation expression (for $expr) that is true
+// when {$toHashedIndexKey: value} falls in this consumer's partition,
+// under the partitioning in effect (see PartitionMatch).
+func (c *Consumer) partitionExpr(value any) bson.D {
+	return PartitionMatch(c.Partitioning(), value, c.cfg.partition, c.cfg.partitions)
 }
 
-// rangeStart is MinInt64 + ⌊p·2^64/n⌋ for 0 <= p < n: the 128-bit p·2^64
-// divided by n (the quotient fits 64 bits as p < n), offset by 2^63 in
-// two's complement.
-func rangeStart(p, n int) int64 {
-	q, _ := bits.Div64(uint64(p), 0, uint64(n))
-	return int64(q + 1<<63)
+// partitionRange is the inclusive range of hashed-_id values this
+// consumer's partition holds: PartitionRange under HashRange, the whole
+// int64 space with one partition; ok is false under HashMod, where a
+// partition is no range.
+func (c *Consumer) partitionRange() (lo, hi int64, ok bool) {
+	switch {
+	case c.cfg.partitions <= 1:
+		return math.MinInt64, math.MaxInt64, true
+	case c.Partitioning() == HashMod:
+		return 0, 0, false
+	}
+	lo, hi = PartitionRange(c.cfg.partition, c.cfg.partitions)
+	return lo, hi, true
 }
 
-// PartitionMatch returns the aggregation expression (for $expr) that is
-// true when {$toHashedIndexKey: value} falls in partition p of n under
-// scheme; value is an expression such as "$documentKey._id" or "$_id".
-// With n = 1 it is {$literal: true}; for p outside [0, n), {$literal:
-// false}. An empty scheme is HashRange.
+// partitionOf reports whether a hashed _id belongs to this consumer's
+// partition, under the partitioning in effect.
+func (c *Consumer) partitionOf(hash int64) bool {
+	return InPartition(c.Partitioning(), hash, c.cfg.partition, c.cfg.partitions)
+}
+
+// ResolvePartitioning returns the partitioning the consumers opts describe
+// run with, given the stream's checkpoints in store: the one
+// WithPartitioning sets; when none is set and there is more than one
+// partition, HashMod when a checkpoint of the stream was written under its
+// definition with HashMod (adopted is then true: a stream created before
+// HashRange keeps its partitioning), else HashRange. opts must name the
+// stream (Stream) and the partition count (Partition); the rest of the
+// definition (scope, pipeline, options) decides the digests compared, and
+// the stores and policies in opts play no part. Checkpoints written under
+// both partitionings are an error matching ErrIdentityChanged (a failure,
+// FailIdentityChanged). A corrupt checkpoint record is skipped.
 //
-//   - HashRange: {$lte: [hash, hi]} for the first partition, {$gte: [hash,
-//     lo]} for the last, both (the hash computed once, with $let) for the
-//     others, lo and hi from PartitionRange.
-//   - HashMod: {$eq: [{$abs: {$mod: [hash, n]}}, p]}.
-func PartitionMatch(scheme Partitioning, value any, p, n int) bson.D {
-	switch {
-	case n < 1 || p < 0 || p >= n:
-		return bson.D{{Key: "$literal", Value: false}}
-	case n == 1:
-		return bson.D{{Key: "$literal", Value: true}}
+// A Run does the same for its own consumer. A consumer group resolves it
+// once for its partitions and passes the result to each (WithPartitioning),
+// so that they agree; tools that open the stream as its consumers do
+// (reconciliation, a status page's digest) use it too.
+func ResolvePartitioning(ctx context.Context, store checkpoint.Store, opts ...Option) (p Partitioning, adopted bool, err error) {
+	cfg := defaultConfig()
+	for _, o := range opts {
+		if o != nil {
+			o.apply(&cfg)
+		}
 	}
-	hash := bson.D{{Key: "$toHashedIndexKey", Value: value}}
-	if scheme == HashMod {
-		return bson.D{{Key: "$eq", Value: bson.A{
-			bson.D{{Key: "$abs", Value: bson.D{{Key: "$mod", Value: bson.A{hash, int64(n)}}}}}, int64(p)}}}
+	def, adopted, err := cfg.resolvePartitioning(ctx, store)
+	if err != nil {
+		return "", false, err
 	}
-	lo, hi := PartitionRange(p, n)
-	switch p {
-	case 0:
-		return bson.D{{Key: "$lte", Value: bson.A{hash, hi}}}
-	case n - 1:
-		return bson.D{{Key: "$gte", Value: bson.A{hash, lo}}}
-	}
-	return bson.D{{Key: "$let", Value: bson.D{
-		{Key: "vars", Value: bson.D{{Key: "h", Value: hash}}},
-		{Key: "in", Value: bson.D{{Key: "$and", Value: bson.A{
-			bson.D{{Key: "$gte", Value: bson.A{"$$h", lo}}},
-			bson.D{{Key: "$lte", Value: bson.A{"$$h", hi}}},
-		}}}},
-	}}}
+	return def.scheme, adopted, nil
 }
 
-// InPartition reports whether a hashed-_id value belongs to partition p
-// of n under scheme (an empty scheme is HashRange): the same test
-// PartitionMatch makes on the server.
-func InPartition(scheme Partitioning, hash int64, p, n int) bool {
-	switch {
-	case n < 1 || p < 0 || p >= n:
-		return false
-	case n == 1:
-		return true
-	case scheme == HashMod:
-		r := hash % int64(n)
-		return r == int64(p) || r == -int64(p)
+// resolvePartitioning returns the definition the stream runs under, given
+// its checkpoints in store (see ResolvePartitioning).
+func (c *config) resolvePartitioning(ctx context.Context, store checkpoint.Store) (*streamDef, bool, error) {
+	cur, err := c.identity(c.scheme())
+	if err != nil || c.partitioning != "" || c.partitions <= 1 {
+		return cur, false, err
 	}
-	lo, hi := PartitionRange(p, n)
-	return lo <= hash && hash <= hi
+	mod, err := c.identity(HashMod)
+	if err != nil {
+		return nil, false, err
+	}
+	if store == nil {
+		return nil, false, fmt.Errorf("ferry: stream %q: no checkpoint store to find its partitioning in", c.name)
+	}
+	cps, err := storedCheckpoints(ctx, store, c.name, c.partitions)
+	if err != nil {
+		return nil, false, fmt.Errorf("ferry: stream %q: read its checkpoints to find its partitioning: %w", c.name, err)
+	}
+	var modParts, rangeParts []int
+	for _, cp := range cps {
+		switch cp.Identity {
+		case mod.identity:
+			modParts = append(modParts, cp.Partition)
+		case cur.identity:
+			rangeParts = append(rangeParts, cp.Partition)
+		}
+	}
+	switch {
+	case len(modParts) > 0 && len(rangeParts) > 0:
+		detail := fmt.Sprintf("stream %q: its checkpoints were written under two partitionings (partitioning was %s for partitions %v, "+
+			"%s for partitions %v), and every partition of a stream must use one", c.name, HashMod, modParts, HashRange, rangeParts)
+		return nil, false, &stopError{kind: ErrIdentityChanged, detail: detail, msg: "ferry: " + detail + ". " +
+			"Choose one: give the stream a new name started where this one stopped (StartAt(StartAtCheckpointsOf(store, oldName))), " +
+			"or set the partitioning (WithPartitioning) and set every partition's position again (ferry position set)"}
+	case len(modParts) > 0:
+		return mod, true, nil
+	}
+	return cur, false, nil
 }
 
-// validPartitioning reports whether p names a partitioning ("" is the
-// default).
-func validPartitioning(p Partitioning) bool {
-	return p == "" || p == HashRange || p == HashMod
+// storedCheckpoints returns the stream's checkpoints: List's, or, when a
+// record of the stream is corrupt, every partition's that Load can read.
+func storedCheckpoints(ctx context.Context, store checkpoint.Store, name string, n int) ([]checkpoint.Checkpoint, error) {
+	cps, err := store.List(ctx, name)
+	if !errors.Is(err, checkpoint.ErrCorrupt) {
+		return cps, err
+	}
+	cps = cps[:0]
+	for p := range n {
+		cp, err := store.Load(ctx, name, p)
+		switch {
+		case err == nil:
+			cps = append(cps, cp)
+		case errors.Is(err, checkpoint.ErrNotFound), errors.Is(err, checkpoint.ErrCorrupt):
+		default:
+			return nil, err
+		}
+	}
+	return cps, nil
+}
+
+// adoptPartitioning sets the definition this Run uses from the stream's
+// checkpoints (see WithPartitioning), and logs once per Consumer that the
+// stream keeps HashMod.
+func (c *Consumer) adoptPartitioning(ctx context.Context) error {
+	def, adopted, err := c.cfg.resolvePartitioning(ctx, c.cfg.store)
+	if err != nil {
+		return err
+	}
+	c.def.Store(def)
+	if adopted && c.keptMod.CompareAndSwap(false, true) {
+		c.log.Info(HashModNote(c.cfg.name, c.cfg.partitions))
+	}
+	return nil
+}
+
+// HashModNote is the line logged (at Info) when a stream keeps HashMod
+// because its checkpoints were written under it: what it costs and how to
+// move to HashRange without losing a change.
+func HashModNote(stream string, partitions int) string {
+	return fmt.Sprintf("stream %q keeps hash-mod partitioning: its checkpoints were written under it (before Ferry partitioned by "+
+		"ranges of the hashed _id). A snapshot of it (start_at: backfill, on_history_lost: backfill) reads every document at the "+
+		"server %d times, once per partition, where hash-range reads each once. To move it to hash-range without losing a "+
+		"change, give it a new name with source.start_at: {checkpoints_of: %s} (ferry.StartAtCheckpointsOf) and restart the members",
+		stream, partitions, stream)
 }

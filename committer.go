@@ -79,7 +79,8 @@ func (r *runner) flush(ctx context.Context) error {
 func (r *runner) save(ctx context.Context, next checkpoint.Checkpoint, idle bool) error {
 	cfg := &r.c.cfg
 	next.Stream, next.Partition, next.Epoch = cfg.name, cfg.partition, cfg.epoch
-	next.Identity, next.Definition = r.c.identity, r.c.def
+	def := r.c.def.Load()
+	next.Identity, next.Definition = def.identity, def.raw
 	next.Version = r.cp.Version
 	saved, err := cfg.store.Save(ctx, next)
 	var fe *checkpoint.FenceError

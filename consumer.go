@@ -19,14 +19,17 @@ import (
 // its handler. Create it with NewConsumer (a Handler, one event per call)
 // or NewBatchConsumer (a BatchHandler) and call Run.
 type Consumer struct {
-	cfg      config
-	client   *mongo.Client
-	handler  BatchHandler
-	log      *slog.Logger
-	hooks    hooks
-	identity string
-	def      bson.Raw
-	debug    bool // the logger has debug enabled
+	cfg     config
+	client  *mongo.Client
+	handler BatchHandler
+	log     *slog.Logger
+	hooks   hooks
+	// def is the stream's definition under the partitioning in effect:
+	// the configured one (HashRange when unset), or the HashMod a Run
+	// adopted from the stream's checkpoints (see WithPartitioning).
+	def     atomic.Pointer[streamDef]
+	keptMod atomic.Bool // the adoption of HashMod was logged
+	debug   bool        // the logger has debug enabled
 	// running is set while a Run is in progress: a second concurrent Run
 	// is refused (ErrAlreadyRunning).
 	running atomic.Bool
@@ -140,7 +143,7 @@ func newConsumer(client *mongo.Client, handler BatchHandler, noHandler, batches 
 	if problems := p.List(); len(problems) > 0 {
 		return nil, &ConfigError{Problems: problems}
 	}
-	id, def, err := cfg.identity()
+	def, err := cfg.identity(cfg.scheme())
 	if err != nil {
 		return nil, err
 	}
@@ -149,19 +152,28 @@ func newConsumer(client *mongo.Client, handler BatchHandler, noHandler, batches 
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	log = log.With("stream", cfg.name, "partition", cfg.partition)
-	return &Consumer{cfg: cfg, client: client, handler: handler, log: log, hooks: hooks(cfg.hooks), identity: id, def: def,
+	c := &Consumer{cfg: cfg, client: client, handler: handler, log: log, hooks: hooks(cfg.hooks),
 		debug: log.Enabled(context.Background(), slog.LevelDebug),
-		state: Status{Stream: cfg.name, Partition: cfg.partition, Epoch: cfg.epoch}}, nil
+		state: Status{Stream: cfg.name, Partition: cfg.partition, Epoch: cfg.epoch}}
+	c.def.Store(def)
+	return c, nil
 }
 
-// Identity returns the stream's identity digest.
-func (c *Consumer) Identity() string { return c.identity }
+// Identity returns the stream's identity digest: under the partitioning
+// set, or HashRange when none is set, until a Run adopts HashMod from the
+// stream's checkpoints (see WithPartitioning); from then on under HashMod.
+func (c *Consumer) Identity() string { return c.def.Load().identity }
 
 // Definition returns the canonical encoding of the stream's definition
 // the identity digest is computed from, as checkpoints record it (for
 // tools that write a checkpoint for the stream, such as ferry position
 // set). The caller must not modify it.
-func (c *Consumer) Definition() bson.Raw { return c.def }
+func (c *Consumer) Definition() bson.Raw { return c.def.Load().raw }
+
+// Partitioning returns the partitioning the consumer's partition filter
+// uses: the one set, or HashRange when none is set, until a Run adopts
+// HashMod from the stream's checkpoints (see WithPartitioning).
+func (c *Consumer) Partitioning() Partitioning { return c.def.Load().scheme }
 
 // Status returns the consumer's current state.
 func (c *Consumer) Status() Status {

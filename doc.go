@@ -121,7 +121,10 @@
 // # Stream identity
 //
 // A stream is identified by its name and a digest of its definition: scope,
-// pipeline, options and partition count (canonical BSON, sha256). A
+// pipeline, options, partition count and, with more than one partition
+// under HashRange, its partitioning (canonical BSON, sha256; HashMod, the
+// partitioning of streams created before HashRange, is left out, so their
+// digest is the one they checkpointed under). A
 // checkpoint written under one definition is never used by another: change
 // the pipeline and Run refuses, saying what changed and how to proceed (a
 // new stream name started at the old one's checkpoints, a backfill, or an
@@ -129,14 +132,24 @@
 //
 // # Partitions and control events
 //
-// Partition p of n appends DESIGN.md's filter
-// {$expr: {$eq: [{$abs: {$mod: [{$toHashedIndexKey: "$documentKey._id"},
-// n]}}, p]}} to the pipeline, so each document's events land in one
-// partition. Events without a documentKey (drop, rename, dropDatabase,
-// invalidate) would evaluate $documentKey._id as missing, which hashes like
-// null, and reach only the one partition null hashes to; the server would
-// close every other partition's cursor on invalidation without telling it
-// why. Ferry therefore widens the filter with
+// Partition p of n appends a filter on the hashed-index key of the
+// document's _id, {$toHashedIndexKey: "$documentKey._id"}, to the
+// pipeline, so each document's events land in one partition. Under
+// HashRange, the default, the int64 hash space is cut into n contiguous
+// ranges of equal size, as MongoDB's hashed sharding cuts it into chunks:
+// partition p holds [lo, hi] = PartitionRange(p, n), lo = MinInt64 +
+// ⌊p·2^64/n⌋, and its filter is {$expr: {$and: [{$gte: [hash, lo]},
+// {$lte: [hash, hi]}]}} (PartitionMatch). A partition is then a range of a
+// {_id: "hashed"} index, which a snapshot of one partition can read alone.
+// Streams created before HashRange used HashMod, {$expr: {$eq: [{$abs:
+// {$mod: [hash, n]}}, p]}}, which no index range serves (each partition's
+// snapshot reads the whole collection); such a stream keeps it, and a Run
+// logs so once (see WithPartitioning and ResolvePartitioning: a stream's
+// partitions always agree). Events without a documentKey (drop, rename,
+// dropDatabase, invalidate) would evaluate $documentKey._id as missing,
+// which hashes like null, and reach only the one partition null hashes to;
+// the server would close every other partition's cursor on invalidation
+// without telling it why. Ferry therefore widens the filter with
 // {documentKey: {$exists: false}}: every partition sees the control events
 // and applies the invalidate policy itself, and only partition 0 hands them
 // to the handler, so they take effect once.
@@ -233,5 +246,6 @@
 // A checkpoint's token is never reused under another definition. The
 // lossless way to a new definition is a new stream name started with
 // StartAt(StartAtCheckpointsOf(store, old)): the old stream's oldest
-// position as a cluster time (startAtOperationTime).
+// position as a cluster time (startAtOperationTime). It is also how a
+// stream moves from HashMod to HashRange partitioning.
 package ferry

@@ -30,10 +30,11 @@ var layers = []string{
 	"tracing.go",           // read and delivery hooks (trace context), read batches
 	"handler.go",           // Handler, BatchHandler and Sweeper
 	"batcherr.go",          // BatchError: per-event failures of a batch
+	"partitioning.go",      // partitionings: a partition's hashed-_id range and match expression
 	"options.go",           // options and their validation
 	"identity.go",          // the stream's identity digest
 	"consumer.go",          // the Consumer and its Status
-	"partition.go",         // which documents a partition holds
+	"partition.go",         // which documents a partition holds, and the partitioning a stream keeps
 	"aliasing.go",          // events alias the driver's replies, on the drivers checked
 	"window.go",            // stage: the bounded window between reader and lanes
 	"tracker.go",           // stage: read → finished, the checkpointable position

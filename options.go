@@ -222,6 +222,7 @@ type config struct {
 	start          StartPosition
 	partition      int
 	partitions     int
+	partitioning   Partitioning // as set (WithPartitioning); "": not set
 	epoch          int64
 	concurrency    int
 	maxEvents      int
@@ -347,10 +348,35 @@ func DeadLetters(s deadletter.Store) Option {
 func StartAt(p StartPosition) Option { return option("StartAt", func(c *config) { c.start = p }) }
 
 // Partition makes the consumer read partition p of n (default 0 of 1): the
-// server filters events by the hash of documentKey._id, so one document's
-// events always land in one partition.
+// server filters events by the hashed-index key of documentKey._id (see
+// WithPartitioning), so one document's events always land in one
+// partition.
 func Partition(p, n int) Option {
 	return option("Partition", func(c *config) { c.partition, c.partitions = p, n })
+}
+
+// WithPartitioning sets how the stream's documents are split among its
+// partitions: HashRange or HashMod (see Partitioning). It matters only
+// with more than one partition, and every partition of a stream must use
+// the same one.
+//
+// Left unset, a new stream uses HashRange, and a stream that checkpointed
+// under HashMod (one created before Ferry partitioned by ranges) keeps
+// HashMod: each Run reads the stream's checkpoints and, when one of them
+// was written under the stream's definition with HashMod, runs with
+// HashMod and logs so once (a Consumer whose stream has checkpoints of
+// both is refused with ErrIdentityChanged). Under HashMod a snapshot
+// (StartWithBackfill, HistoryLostBackfill) reads every document once per
+// partition at the server; the lossless way to HashRange is a new stream
+// name started at the old one's checkpoints (StartAtCheckpointsOf).
+//
+// HashRange is part of the stream's identity (with more than one
+// partition) and HashMod is not, so a stream that checkpointed before
+// this option existed keeps its identity under HashMod. Set to HashRange
+// on such a stream, Run stops with ErrIdentityChanged naming the
+// partitioning.
+func WithPartitioning(p Partitioning) Option {
+	return option("WithPartitioning", func(c *config) { c.partitioning = p })
 }
 
 // Epoch sets the lease epoch the consumer writes checkpoints with (fencing
@@ -663,6 +689,9 @@ func (c *config) validate(p *optcheck.Problems) {
 		p.Add("Partition", "the partition count must be at least 1, got %d", c.partitions)
 	} else if c.partition < 0 || c.partition >= c.partitions {
 		p.Add("Partition", "partition %d is out of range [0, %d)", c.partition, c.partitions)
+	}
+	if !validPartitioning(c.partitioning) {
+		p.Add("WithPartitioning", "%q is not a partitioning (use HashRange, %q, or HashMod, %q)", c.partitioning, HashRange, HashMod)
 	}
 	if c.epoch < 0 {
 		p.Add("Epoch", "must not be negative, got %d", c.epoch)

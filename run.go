@@ -72,9 +72,12 @@ func (c *Consumer) run(ctx context.Context) error {
 		}
 		return fmt.Errorf("ferry: load checkpoint: %w", err)
 	}
-	if exists && cp.Identity != "" && cp.Identity != c.identity {
+	if err := c.adoptPartitioning(ctx); err != nil {
+		return err
+	}
+	if def := c.def.Load(); exists && cp.Identity != "" && cp.Identity != def.identity {
 		detail := fmt.Sprintf("stream %q partition %d: the checkpoint was written by a different stream definition (%s)",
-			c.cfg.name, c.cfg.partition, describeChange(cp.Definition, c.def))
+			c.cfg.name, c.cfg.partition, describeChange(cp.Definition, def.raw))
 		return &stopError{kind: ErrIdentityChanged, detail: detail, msg: "ferry: " + detail + ". " +
 			"Its token is never reused under another definition. Choose one: give the new definition a new stream name and " +
 			"start it where this one stopped (StartAt(StartAtCheckpointsOf(store, oldName)), the ledger absorbing the overlap); " +

@@ -129,7 +129,7 @@ func (c *Consumer) findInvalidate(ctx context.Context, after bson.Raw) (bson.Raw
 func (c *Consumer) watchPipeline(drop ...int) []bson.D {
 	out := append([]bson.D(nil), c.cfg.pipeline...)
 	if c.cfg.partitions > 1 {
-		out = append(out, partitionStage(c.cfg.partition, c.cfg.partitions))
+		out = append(out, c.partitionStage())
 	}
 	switch d := append(drop, dropNone)[0]; d {
 	case dropImages:
@@ -145,18 +145,15 @@ func (c *Consumer) watchPipeline(drop ...int) []bson.D {
 	return out
 }
 
-// partitionStage is DESIGN.md's partition filter, widened to let events
-// without a documentKey (drop, rename, dropDatabase, invalidate) reach every
-// partition: each partition must see the invalidate that ends its cursor.
-// Only partition 0 hands such control events to the handler.
-func partitionStage(p, n int) bson.D {
+// partitionStage is the partition filter (PartitionMatch on
+// documentKey._id under the partitioning in effect), widened to let
+// events without a documentKey (drop, rename, dropDatabase, invalidate)
+// reach every partition: each partition must see the invalidate that ends
+// its cursor. Only partition 0 hands such control events to the handler.
+func (c *Consumer) partitionStage() bson.D {
 	return bson.D{{Key: "$match", Value: bson.D{{Key: "$or", Value: bson.A{
 		bson.D{{Key: "documentKey", Value: bson.D{{Key: "$exists", Value: false}}}},
-		bson.D{{Key: "$expr", Value: bson.D{{Key: "$eq", Value: bson.A{
-			bson.D{{Key: "$abs", Value: bson.D{{Key: "$mod", Value: bson.A{
-				bson.D{{Key: "$toHashedIndexKey", Value: "$documentKey._id"}}, int64(n)}}}}},
-			int64(p),
-		}}}}},
+		bson.D{{Key: "$expr", Value: c.partitionExpr("$documentKey._id")}},
 	}}}}}
 }
 

@@ -37,7 +37,13 @@
 //     release. Partitions that do not move keep running. OnAssigned,
 //     OnRevoked and OnLost are never called concurrently.
 //   - Each owned partition runs a ferry.Consumer with the partition filter
-//     and the lease epoch. A new owner claims the partition's checkpoint
+//     and the lease epoch. Every partition runs with one partitioning
+//     (ferry.Partitioning): the one Partitioning sets, else the one the
+//     member resolves from the stream's checkpoints before it runs any
+//     partition (ferry.HashRange for a new stream; ferry.HashMod, logged
+//     once, for a stream that checkpointed under it), so partitions agree
+//     even where one has no checkpoint of its own; checkpoints of both
+//     fail the stream. A new owner claims the partition's checkpoint
 //     under its epoch before reading, so a previous owner's checkpoint
 //     writes are rejected (ferry.ErrFenced) from then on.
 //   - Control events (drop, rename, dropDatabase, invalidate) have no
@@ -53,7 +59,8 @@
 //   - Lost history: with ferry.OnHistoryLost(ferry.HistoryLostBackfill) a
 //     partition whose checkpoint fell off the oplog rescans its own slice of
 //     the source, under its lease and delivery mode. Its sweeper (what the
-//     scan did not touch) must be given per partition with Sweeper, not
+//     scan did not touch) must be given per partition with Sweeper (which
+//     passes the partitioning, the partition and the count), not
 //     through ConsumerOptions(ferry.WithSweeper(...)): a shared sweeper
 //     does not know which partition swept, and would delete the others'
 //     documents.

@@ -46,15 +46,14 @@ func newFenv(t *testing.T) *fenv {
 // join starts a member of stream "s" with the given consumer options.
 func (e *fenv) join(id string, partitions int, copts ...ferry.Option) *fmember {
 	e.t.Helper()
+	return e.joinWith(id, partitions, nil, copts...)
+}
+
+// joinWith is join with group options added.
+func (e *fenv) joinWith(id string, partitions int, gopts []group.Option, copts ...ferry.Option) *fmember {
+	e.t.Helper()
 	m := &fmember{applied: map[int32]int{}, done: make(chan error, 1)}
-	g, err := group.New(e.client, func(_ context.Context, ev *ferry.Event) error {
-		m.mu.Lock()
-		if v, ok := ev.DocumentKey.Lookup("_id").Int32OK(); ok {
-			m.applied[v]++
-		}
-		m.mu.Unlock()
-		return nil
-	},
+	opts := append([]group.Option{
 		group.Name("s"), group.Partitions(partitions), group.MemberID(id), group.StateDatabase(e.state),
 		group.LeaseTTL(time.Second),
 		group.OnStateChange(func(s group.Status) {
@@ -63,7 +62,16 @@ func (e *fenv) join(id string, partitions int, copts ...ferry.Option) *fmember {
 			m.mu.Unlock()
 		}),
 		group.ConsumerOptions(append([]ferry.Option{ferry.WatchCollection(e.source.Name(), "c"), ferry.MaxAwaitTime(50 * time.Millisecond),
-			ferry.CommitEvery(1, 20*time.Millisecond)}, copts...)...))
+			ferry.CommitEvery(1, 20*time.Millisecond)}, copts...)...),
+	}, gopts...)
+	g, err := group.New(e.client, func(_ context.Context, ev *ferry.Event) error {
+		m.mu.Lock()
+		if v, ok := ev.DocumentKey.Lookup("_id").Int32OK(); ok {
+			m.applied[v]++
+		}
+		m.mu.Unlock()
+		return nil
+	}, opts...)
 	if err != nil {
 		e.t.Fatal(err)
 	}

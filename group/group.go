@@ -69,6 +69,9 @@ type Group struct {
 	st      *status
 	records *failureRecords
 	from    string // the stream this one started from (ferry.StartAtCheckpointsOf), for the ledger
+	// scheme is the partitioning every partition runs with, resolved by
+	// Run before it runs any (partitioning.go); "" before.
+	scheme ferry.Partitioning
 
 	ledgerDuplicates atomic.Int64
 	poolWarned       atomic.Bool // warnPool logged
@@ -295,10 +298,7 @@ func (g *Group) prepare(ctx context.Context, recheck *backoff.Backoff) bool {
 			if err := g.records.ensureIndex(ctx); err != nil {
 				return fmt.Errorf("group: create the index of %s: %w", FailuresCollection, err)
 			}
-			if start := ferry.StartOf(cfg.consumer...); start.IsNow() || start.FromStream() != "" {
-				return g.seedOrigin(ctx, start)
-			}
-			return nil
+			return g.ready(ctx)
 		}()
 		if err == nil {
 			g.transient("", nil)
@@ -309,7 +309,7 @@ func (g *Group) prepare(ctx context.Context, recheck *backoff.Backoff) bool {
 		}
 		if f, ok := ferry.AsFailure(err); ok {
 			for g.failed(ctx, &streamFailure{partition: -1, failure: f}, recheck) {
-				if err := g.seedOrigin(ctx, ferry.StartOf(cfg.consumer...)); err == nil {
+				if err := g.ready(ctx); err == nil {
 					return true
 				}
 			}
@@ -319,6 +319,19 @@ func (g *Group) prepare(ctx context.Context, recheck *backoff.Backoff) bool {
 		backoff.Sleep(ctx, b.Next())
 	}
 	return false
+}
+
+// ready gives the stream its origin (seedOrigin, when the consumers start
+// now or at another stream's checkpoints) and resolves its partitioning
+// (resolvePartitioning): what must hold before any partition runs. A
+// failure of either fails the stream's start.
+func (g *Group) ready(ctx context.Context) error {
+	if start := ferry.StartOf(g.cfg.consumer...); start.IsNow() || start.FromStream() != "" {
+		if err := g.seedOrigin(ctx, start); err != nil {
+			return err
+		}
+	}
+	return g.resolvePartitioning(ctx)
 }
 
 // transient records (and logs, when it changes) a transient problem; an

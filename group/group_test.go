@@ -529,12 +529,13 @@ func TestQuietPartitionsKeepTheirPlace(t *testing.T) {
 }
 
 // idsOf returns n int32 _ids from from on that fall in partition p of
-// partitions (|hash mod partitions|, as the consumer's filter computes it).
+// partitions (under HashRange, a new stream's partitioning, as the
+// consumer's filter computes it).
 func idsOf(p, partitions int, from int32, n int) []int32 {
 	var ids []int32
 	for i := from; len(ids) < n; i++ {
 		h, _ := hashkey.Hash(i)
-		if r := h % int64(partitions); r == int64(p) || r == -int64(p) {
+		if ferry.InPartition(ferry.HashRange, h, p, partitions) {
 			ids = append(ids, i)
 		}
 	}
@@ -604,12 +605,12 @@ func TestSweeperPerPartition(t *testing.T) {
 	g, err := group.New(c.client, c.handler,
 		group.Name("orders"), group.Partitions(partitions), group.MemberID("solo"), group.StateDatabase(c.state),
 		group.LeaseTTL(2*time.Second), group.RebalanceInterval(50*time.Millisecond),
-		group.Sweeper(func(p, n int) ferry.Sweeper {
+		group.Sweeper(func(scheme ferry.Partitioning, p, n int) ferry.Sweeper {
 			mu.Lock()
 			made++
 			mu.Unlock()
-			if n != partitions {
-				t.Errorf("sweeper made for partition %d of %d, want of %d", p, n, partitions)
+			if n != partitions || scheme != ferry.HashRange {
+				t.Errorf("sweeper made for partition %d of %d under %q, want of %d under hash-range", p, n, scheme, partitions)
 			}
 			return func(context.Context, time.Time) error {
 				c.mu.Lock()

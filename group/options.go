@@ -51,8 +51,11 @@ type config struct {
 	drain       time.Duration // explicit DrainTimeout; 0: the default (drainTimeout)
 	drainSet    bool
 	ledgerStore *ledger.Store // opened by Run (prepare)
-	sweeper     func(partition, partitions int) ferry.Sweeper
+	sweeper     func(scheme ferry.Partitioning, partition, partitions int) ferry.Sweeper
 	onState     func(Status)
+	// partitioning is group.Partitioning's ("": not set, resolved from
+	// the stream's checkpoints by Run).
+	partitioning ferry.Partitioning
 }
 
 func defaultConfig() config {
@@ -94,6 +97,12 @@ func (c *config) validate(p *optcheck.Problems) {
 	default:
 		p.Add("DeliveryMode", "%q is not a mode (use AtLeastOnce, Idempotent or Transactional)", c.mode)
 	}
+	switch c.partitioning {
+	case "", ferry.HashRange, ferry.HashMod:
+	default:
+		p.Add("Partitioning", "%q is not a partitioning (use ferry.HashRange, %q, or ferry.HashMod, %q)", c.partitioning,
+			ferry.HashRange, ferry.HashMod)
+	}
 	if c.intervalSet && c.interval <= 0 {
 		p.Add("RebalanceInterval", "must be positive, got %v (leave it out for a quarter of the lease TTL)", c.interval)
 	}
@@ -122,6 +131,8 @@ var setByGroup = map[string]string{
 	"DeadLetters":  "dead letters go to StateDatabase, collection dlq",
 	"DrainTimeout": "use group.DrainTimeout",
 	"LogStops":     "it reports its partitions' stops itself, once per state change",
+	"WithPartitioning": "use group.Partitioning: every partition of the stream must use the same one, " +
+		"which the group resolves once for all of them",
 }
 
 // Name names the group and its stream (required).
@@ -184,16 +195,34 @@ func ConsumerOptions(opts ...ferry.Option) Option {
 
 // Sweeper sets the sweeper of each partition's backfill (see
 // ferry.WithSweeper and ferry.OnHistoryLost): f is called with the
-// partition and the partition count each time this member starts a
-// partition. A backfill scans only its own partition, so its sweep must
-// only remove that partition's documents; a sweeper passed through
-// ConsumerOptions(ferry.WithSweeper(...)) is shared by every partition,
-// does not know which one is sweeping, and (with more than one partition)
-// would delete the documents other partitions wrote before the scan began.
-// The group checks that the lease is still provably valid before each
-// sweep. mongoproj.Sink.SweepPartition fits.
-func Sweeper(f func(partition, partitions int) ferry.Sweeper) Option {
+// stream's partitioning, the partition and the partition count each time
+// this member starts a partition. A backfill scans only its own
+// partition, so its sweep must only remove that partition's documents, as
+// the partitioning splits them (a stream created before
+// ferry.HashRange keeps ferry.HashMod: see Partitioning); a sweeper
+// passed through ConsumerOptions(ferry.WithSweeper(...)) is shared by
+// every partition, does not know which one is sweeping, and (with more
+// than one partition) would delete the documents other partitions wrote
+// before the scan began. The group checks that the lease is still
+// provably valid before each sweep. mongoproj.Sink.SweepPartition fits.
+func Sweeper(f func(scheme ferry.Partitioning, partition, partitions int) ferry.Sweeper) Option {
 	return option(func(c *config) { c.sweeper = f })
+}
+
+// Partitioning sets how the stream's documents are split among its
+// partitions (see ferry.Partitioning and ferry.WithPartitioning; it
+// matters only with more than one partition). Left unset, Run resolves it
+// once from the stream's checkpoints before it runs any partition
+// (ferry.ResolvePartitioning): ferry.HashRange for a new stream,
+// ferry.HashMod for one that checkpointed under it (created before
+// HashRange), logged once; checkpoints of both fail the stream
+// (identity-changed). Every partition's consumer then gets the same one,
+// and so does each partition's sweeper (Sweeper). Set to HashRange on a
+// stream that checkpointed under HashMod, its partitions fail with
+// identity-changed naming the partitioning. ferry.WithPartitioning in
+// ConsumerOptions is refused: the group sets it.
+func Partitioning(p ferry.Partitioning) Option {
+	return option(func(c *config) { c.partitioning = p })
 }
 
 // DeliveryMode sets the delivery mode (default AtLeastOnce).

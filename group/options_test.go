@@ -111,7 +111,7 @@ func TestOptionsTheGroupSetsAreRefused(t *testing.T) {
 	// group.Sweeper beside a shared sweeper: one of them would be dropped.
 	sweep := func(context.Context, time.Time) error { return nil }
 	got = groupProblems(t, c, group.Name("orders"), group.StateDatabase(c.state),
-		group.Sweeper(func(int, int) ferry.Sweeper { return sweep }),
+		group.Sweeper(func(ferry.Partitioning, int, int) ferry.Sweeper { return sweep }),
 		group.ConsumerOptions(ferry.WatchCollection(c.source.Name(), "orders"), ferry.WithSweeper(sweep)))
 	wantProblems(t, got, "ConsumerOptions: WithSweeper: group.Sweeper is set too")
 	if len(got) != 1 {

@@ -164,9 +164,13 @@ func (g *Group) logLevel() slog.Level {
 func (g *Group) consumerOptions(p int, epoch int64) []ferry.Option {
 	cfg := &g.cfg
 	opts := append([]ferry.Option{}, cfg.consumer...)
-	return append(opts, ferry.Stream(cfg.name), ferry.Partition(p, cfg.partitions), ferry.Epoch(epoch),
+	opts = append(opts, ferry.Stream(cfg.name), ferry.Partition(p, cfg.partitions), ferry.Epoch(epoch),
 		ferry.Checkpoints(g.cps), ferry.DeadLetters(g.dlq), ferry.DrainTimeout(cfg.drainTimeout()),
 		ferry.WithHooks(partitionStates{g.st}), ferry.LogStops(false))
+	if s := g.partitioning(); s != "" {
+		opts = append(opts, ferry.WithPartitioning(s))
+	}
+	return opts
 }
 
 func (g *Group) start(ctx context.Context, runs map[int]*running, p int, ended chan<- int) {
@@ -184,7 +188,7 @@ func (g *Group) start(ctx context.Context, runs map[int]*running, p int, ended c
 	epoch := held.Epoch()
 	opts := g.consumerOptions(p, epoch)
 	if cfg.sweeper != nil {
-		if sweep := cfg.sweeper(p, cfg.partitions); sweep != nil {
+		if sweep := cfg.sweeper(g.partitioning(), p, cfg.partitions); sweep != nil {
 			opts = append(opts, ferry.WithSweeper(func(ctx context.Context, since time.Time) error {
 				if !held.Valid() {
 					return ferry.StopPartition(ErrLeaseLost)

@@ -68,7 +68,9 @@ type Config struct {
 	Client *mongo.Client
 	// Stream is the stream's name; Options its definition (scope,
 	// pipeline, change-stream options), as the consumers run it. Stream,
-	// Partition, Checkpoints and DeadLetters are set by Stream itself.
+	// Partition, Checkpoints and DeadLetters are set by Stream itself, and
+	// so is the partitioning when Options sets none: the one the stream's
+	// checkpoints resolve to (ferry.ResolvePartitioning).
 	Stream  string
 	Options []ferry.Option
 	// Partitions is the stream's partition count (default 1).
@@ -213,6 +215,15 @@ func Stream(ctx context.Context, cfg Config) (Report, error) {
 	if err != nil {
 		return Report{}, fmt.Errorf("verify: read the checkpoints of %s: %w", cfg.Stream, err)
 	}
+	// The partitions are re-read as the consumers read them: under the
+	// partitioning they run with (a stream that checkpointed under
+	// HashMod keeps it when none is set).
+	scheme, _, err := ferry.ResolvePartitioning(ctx, cfg.Checkpoints, append(append([]ferry.Option(nil), cfg.Options...),
+		ferry.Stream(cfg.Stream), ferry.Partition(0, cfg.Partitions))...)
+	if err != nil {
+		return Report{}, fmt.Errorf("verify: the partitioning of %s: %w", cfg.Stream, err)
+	}
+	cfg.Options = append(append([]ferry.Option(nil), cfg.Options...), ferry.WithPartitioning(scheme))
 	dlq, err := cfg.DeadLetters.List(ctx, cfg.Stream, 0)
 	if err != nil {
 		return Report{}, fmt.Errorf("verify: read the dead letters of %s: %w", cfg.Stream, err)

@@ -5,12 +5,17 @@
 // Guarantee: for every BSON value v, Hash(v) equals what a real server
 // returns for {$toHashedIndexKey: v} (and stores in a hashed index built
 // with the default seed 0 and the simple collation). Ferry relies on this to
-// partition change streams with
+// partition change streams by ranges of the hash (ferry.HashRange)
+//
+//	{$match: {$expr: {$and: [{$gte: [{$toHashedIndexKey: "$documentKey._id"}, lo]}, {$lte: [..., hi]}]}}}
+//
+// or, for streams created before, by its remainder (ferry.HashMod)
 //
 //	{$match: {$expr: {$eq: [{$abs: {$mod: [{$toHashedIndexKey: "$documentKey._id"}, N]}}, p]}}}
 //
 // so that a document is routed to the same partition on the mongotest
-// emulator and on a real MongoDB.
+// emulator and on a real MongoDB, and to compute on the client the
+// partition of a scanned document.
 //
 // The algorithm follows the server's BSONElementHasher::hash64
 // (src/mongo/db/hasher.cpp) exactly:

@@ -90,8 +90,9 @@
 //     else. Sweep(ctx, since), a ferry.Sweeper, then deletes every target
 //     document not written since the scan began (documents deleted while
 //     the history was lost, stale tombstones, documents the sink never
-//     wrote); SweepPartition(p, n) does the same for the documents of one
-//     partition only, for partitioned streams.
+//     wrote); SweepPartition(scheme, p, n) does the same for the documents
+//     of one partition only (under the stream's partitioning, which
+//     group.Sweeper passes), for partitioned streams.
 //   - Done means acknowledged: Write returns nil only after the server
 //     acknowledged the write (with the collection's write concern). A
 //     batch of several events is one ordered bulk write (one round trip,

@@ -127,20 +127,22 @@ func (s *Sink) Write(ctx context.Context, batch []*ferry.Event) error {
 // other partition's documents written before that scan began. Partitioned
 // streams use SweepPartition.
 func (s *Sink) Sweep(ctx context.Context, since time.Time) error {
-	return s.sweep(ctx, since, 0, 1)
+	return s.sweep(ctx, since, "", 0, 1)
 }
 
 var _ ferry.Sweeper = (*Sink)(nil).Sweep
 
-// SweepPartition returns the Sweeper for partition p of n: like Sweep, but
-// it deletes only the documents whose _id falls in that partition (the
-// same $toHashedIndexKey filter the stream and the backfill scan use), so
-// one partition's backfill leaves the others' documents alone. Its
-// signature fits group.Sweeper:
+// SweepPartition returns the Sweeper for partition p of n under
+// partitioning scheme: like Sweep, but it deletes only the documents whose
+// _id falls in that partition (the same filter, ferry.PartitionMatch, the
+// stream and the backfill scan use), so one partition's backfill leaves
+// the others' documents alone. The scheme must be the one the stream runs
+// with (a stream created before ferry.HashRange keeps ferry.HashMod); its
+// signature fits group.Sweeper, which passes the stream's:
 //
 //	group.NewBatch(client, sink.BatchHandler(s), group.Partitions(8), group.Sweeper(s.SweepPartition), ...)
-func (s *Sink) SweepPartition(p, n int) ferry.Sweeper {
-	return func(ctx context.Context, since time.Time) error { return s.sweep(ctx, since, p, n) }
+func (s *Sink) SweepPartition(scheme ferry.Partitioning, p, n int) ferry.Sweeper {
+	return func(ctx context.Context, since time.Time) error { return s.sweep(ctx, since, scheme, p, n) }
 }
 
 // sourceID is the source document's _id of a target document: its _id, or
@@ -148,7 +150,7 @@ func (s *Sink) SweepPartition(p, n int) ferry.Sweeper {
 var sourceID = bson.D{{Key: "$cond", Value: bson.A{
 	bson.D{{Key: "$eq", Value: bson.A{"$" + Field + ".key", true}}}, "$_id._id", "$_id"}}}
 
-func (s *Sink) sweep(ctx context.Context, since time.Time, p, n int) error {
+func (s *Sink) sweep(ctx context.Context, since time.Time, scheme ferry.Partitioning, p, n int) error {
 	if !s.connected.Load() {
 		return sink.ErrNotConnected
 	}
@@ -157,15 +159,17 @@ func (s *Sink) sweep(ctx context.Context, since time.Time, p, n int) error {
 		if p < 0 || p >= n {
 			return fmt.Errorf("mongoproj: sweep %s: partition %d is out of range [0, %d)", s.ns(), p, n)
 		}
-		filter = append(filter, bson.E{Key: "$expr", Value: bson.D{{Key: "$eq", Value: bson.A{
-			bson.D{{Key: "$abs", Value: bson.D{{Key: "$mod", Value: bson.A{bson.D{{Key: "$toHashedIndexKey", Value: sourceID}}, int64(n)}}}}},
-			int64(p),
-		}}}})
+		switch scheme {
+		case ferry.HashRange, ferry.HashMod:
+		default:
+			return fmt.Errorf("mongoproj: sweep %s: %q is not a partitioning (ferry.HashRange or ferry.HashMod)", s.ns(), scheme)
+		}
+		filter = append(filter, bson.E{Key: "$expr", Value: ferry.PartitionMatch(scheme, sourceID, p, n)})
 	}
 	_, err := s.target.DeleteMany(ctx, filter)
 	if err != nil {
 		if n > 1 {
-			return fmt.Errorf("mongoproj: sweep partition %d of %d of %s: %w", p, n, s.ns(), err)
+			return fmt.Errorf("mongoproj: sweep partition %d of %d (%s) of %s: %w", p, n, scheme, s.ns(), err)
 		}
 		return fmt.Errorf("mongoproj: sweep %s: %w", s.ns(), err)
 	}

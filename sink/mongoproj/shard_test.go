@@ -87,7 +87,7 @@ func TestShardedDocumentsAreKeyedByDocumentKey(t *testing.T) {
 	// Sweeping one partition of 8 takes every target document of a source
 	// _id or none: the hash is of the source _id, not of the documentKey.
 	for p := range 8 {
-		if err := e.s.SweepPartition(p, 8)(ctx, time.Now().Add(time.Hour)); err != nil {
+		if err := e.s.SweepPartition(ferry.HashRange, p, 8)(ctx, time.Now().Add(time.Hour)); err != nil {
 			t.Fatal(err)
 		}
 		for _, id := range []int{1, 2} {

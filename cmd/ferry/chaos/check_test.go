@@ -11,6 +11,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
+	"github.com/ferry-io/ferry"
 	"github.com/ferry-io/ferry/mongotest"
 )
 
@@ -176,8 +177,8 @@ func TestCheckUnrecoverable(t *testing.T) {
 }
 
 // TestPartitionOf agrees with the members' partition filter, the
-// expression ferry's stream matches on ({$abs: {$mod:
-// [{$toHashedIndexKey: _id}, partitions]}}), evaluated by the emulator
+// expression ferry's stream matches on (ferry.PartitionMatch under
+// HashRange, the partitioning of a new stream), evaluated by the emulator
 // over the writer's _ids.
 func TestPartitionOf(t *testing.T) {
 	srv, err := mongotest.Start()
@@ -199,17 +200,24 @@ func TestPartitionOf(t *testing.T) {
 	if _, err := coll.InsertMany(ctx, docs); err != nil {
 		t.Fatal(err)
 	}
-	cur, err := coll.Aggregate(ctx, mongo.Pipeline{{{Key: "$project", Value: bson.D{{Key: "p", Value: bson.D{{Key: "$abs", Value: bson.D{
-		{Key: "$mod", Value: bson.A{bson.D{{Key: "$toHashedIndexKey", Value: "$_id"}}, int64(partitions)}}}}}}}}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got []struct {
+	type doc struct {
 		ID string `bson:"_id"`
 		P  int64  `bson:"p"`
 	}
-	if err := cur.All(ctx, &got); err != nil {
-		t.Fatal(err)
+	var got []doc
+	for p := range partitions {
+		cur, err := coll.Aggregate(ctx, mongo.Pipeline{
+			{{Key: "$match", Value: bson.D{{Key: "$expr", Value: ferry.PartitionMatch(ferry.HashRange, "$_id", p, partitions)}}}},
+			{{Key: "$project", Value: bson.D{{Key: "p", Value: bson.D{{Key: "$literal", Value: int64(p)}}}}}},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var in []doc
+		if err := cur.All(ctx, &in); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, in...)
 	}
 	seen := map[int]bool{}
 	for _, d := range got {

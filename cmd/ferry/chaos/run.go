@@ -11,6 +11,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
+	"github.com/ferry-io/ferry"
 	"github.com/ferry-io/ferry/internal/hashkey"
 	"github.com/ferry-io/ferry/verify"
 )
@@ -236,18 +237,21 @@ func (r *run) givenUp(fs []historyFailure) map[int]bool {
 }
 
 // partitionOf is the partition of a document of the writer (its _id is a
-// string): the one whose change stream and backfill carry it, |hash(_id)
-// mod partitions| as in ferry's partition filter.
+// string): the one whose change stream and backfill carry it, the
+// partition whose range of the hashed _id holds it (ferry.HashRange, the
+// partitioning of the new streams the members run), as in ferry's
+// partition filter.
 func partitionOf(doc string) int {
 	h, err := hashkey.Hash(doc)
 	if err != nil {
 		return -1 // a string always hashes
 	}
-	p := h % partitions
-	if p < 0 {
-		p = -p
+	for p := range partitions {
+		if ferry.InPartition(ferry.HashRange, h, p, partitions) {
+			return p
+		}
 	}
-	return int(p)
+	return -1
 }
 
 // drain waits until every change is delivered (after lost history: the

@@ -105,6 +105,7 @@ func TestBadConfigs(t *testing.T) {
 		{"partitions zero", edit("    sink:", "    group: {partitions: 0}\n    sink:"), "streams[0].group.partitions", "between 1 and"},
 		{"partitions mistyped", edit("    sink:", "    group: {partitions: four}\n    sink:"), "streams[0].group.partitions", "whole number"},
 		{"partitions a list", edit("    sink:", "    group: {partitions: [1]}\n    sink:"), "streams[0].group.partitions", "single value"},
+		{"unknown partitioning", edit("    sink:", "    group: {partitioning: mod}\n    sink:"), "streams[0].group.partitioning", "must be one of hash-range, hash-mod, got \"mod\""},
 		{"negative lease ttl", edit("    sink:", "    group: {lease_ttl: -10s}\n    sink:"), "streams[0].group.lease_ttl", "at least 100ms"},
 		{"tiny lease ttl", edit("    sink:", "    group: {lease_ttl: 1ms}\n    sink:"), "streams[0].group.lease_ttl", "at least 100ms"},
 		{"group not a mapping", edit("    sink:", "    group: 3\n    sink:"), "streams[0].group", "must be a mapping"},

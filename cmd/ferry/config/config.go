@@ -138,6 +138,10 @@ type Group struct {
 	Partitions int           `yaml:"partitions"`
 	LeaseTTL   time.Duration `yaml:"lease_ttl"`
 	MemberID   string        `yaml:"member_id,omitempty"` // empty: lease.DefaultMemberID; must be unique per process
+	// Partitioning is how documents are split among the partitions:
+	// ferry.HashRange or ferry.HashMod; empty: not set (a new stream gets
+	// HashRange, one that checkpointed under HashMod keeps it).
+	Partitioning ferry.Partitioning `yaml:"partitioning,omitempty"`
 }
 
 // Delivery configures the delivery mode.

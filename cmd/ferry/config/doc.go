@@ -154,6 +154,25 @@
 //	                         restarted after a crash under its old id waits
 //	                         for the dead registration to expire (at most
 //	                         lease_ttl) and starts.
+//	      partitioning: hash-range   hash-range | hash-mod: how the
+//	                         documents are split among the partitions, by
+//	                         the hashed _id ($toHashedIndexKey). hash-range:
+//	                         equal contiguous ranges of the hash space, as
+//	                         MongoDB's hashed sharding cuts it (a snapshot
+//	                         reads each document once). hash-mod: |hash mod
+//	                         partitions|, the only one before (a snapshot
+//	                         reads every document once per partition).
+//	                         Leave unset: a new stream gets hash-range; a
+//	                         stream that checkpointed under hash-mod keeps
+//	                         it, and its members log so once at start (its
+//	                         partitions always agree; checkpoints of both
+//	                         fail the stream, identity-changed). hash-range
+//	                         is part of the stream identity (partitions >
+//	                         1): set on a hash-mod stream, it fails
+//	                         identity-changed. To move a hash-mod stream to
+//	                         hash-range without losing a change: rename it
+//	                         with source.start_at: {checkpoints_of: <old
+//	                         name>}, as for any definition change.
 //	    delivery:
 //	      mode: at-least-once   at-least-once | idempotent | transactional
 //	                         (default at-least-once). transactional needs a

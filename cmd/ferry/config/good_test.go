@@ -6,6 +6,7 @@ import (
 	"math"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -540,6 +541,56 @@ func TestGroupOptions(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("want a group error naming %q, got %v", tc.want, err)
 		}
+	}
+}
+
+// TestPartitioning: group.partitioning parses, prints back as written,
+// and reaches both the consumers (the stream's identity under it) and the
+// group (an invalid value set by hand is named as group.Partitioning's).
+// Unset, the consumers get none (a new stream runs hash-range, one that
+// checkpointed under hash-mod keeps it).
+func TestPartitioning(t *testing.T) {
+	for _, p := range []ferry.Partitioning{ferry.HashRange, ferry.HashMod} {
+		cfg, err := config.Parse([]byte(strings.Replace(minimal, "    sink:", "    group: {partitions: 4, partitioning: "+string(p)+"}\n    sink:", 1)), testEnv(nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := &cfg.Streams[0]
+		if s.Group.Partitioning != p {
+			t.Errorf("partitioning %q, want %q", s.Group.Partitioning, p)
+		}
+		if !strings.Contains(cfg.Redacted(), "partitioning: "+string(p)) {
+			t.Errorf("the printed configuration lacks partitioning: %s:\n%s", p, cfg.Redacted())
+		}
+		c, err := consumer(t, s, ferry.OnPoison(ferry.PoisonStall))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.Partitioning() != p || c.Identity() != identity(t, s, ferry.OnPoison(ferry.PoisonStall), ferry.WithPartitioning(p)) {
+			t.Errorf("%s: the consumer runs %q with identity %s, want the stream's under %s", p, c.Partitioning(), c.Identity(), p)
+		}
+		if p == ferry.HashMod && c.Identity() == identity(t, s, ferry.OnPoison(ferry.PoisonStall), ferry.WithPartitioning(ferry.HashRange)) {
+			t.Errorf("hash-mod and hash-range give the same identity")
+		}
+		cl := client(t)
+		copts, _ := s.GroupConsumerOptions(nil)
+		s.Group.Partitioning = "x"
+		_, err = group.New(cl, func(context.Context, *ferry.Event) error { return nil },
+			append(s.GroupOptions(), group.StateDatabase(cl.Database("ferry")), group.ConsumerOptions(copts...))...)
+		if err == nil || !strings.Contains(err.Error(), `Partitioning: "x" is not a partitioning`) {
+			t.Errorf("a group with partitioning x: %v", err)
+		}
+	}
+	cfg, err := config.Parse([]byte(strings.Replace(minimal, "    sink:", "    group: {partitions: 4}\n    sink:", 1)), testEnv(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &cfg.Streams[0]
+	if s.Group.Partitioning != "" || strings.Contains(cfg.Redacted(), "partitioning") {
+		t.Errorf("unset partitioning parsed as %q", s.Group.Partitioning)
+	}
+	if opts, _ := s.ConsumerOptions(nil); slices.Contains(ferry.OptionNames(opts...), "WithPartitioning") {
+		t.Error("an unset partitioning reaches the consumers as WithPartitioning")
 	}
 }
 

@@ -12,14 +12,20 @@ import (
 )
 
 // ConsumerOptions returns the ferry options of the stream for a single
-// consumer: its name (ferry.Stream) and GroupConsumerOptions'. Pass them
-// to ferry.NewConsumer with Checkpoints, DeadLetters and Partition added.
+// consumer: its name (ferry.Stream), GroupConsumerOptions' and, when
+// group.partitioning is set, its partitioning (ferry.WithPartitioning).
+// Pass them to ferry.NewConsumer with Checkpoints, DeadLetters and
+// Partition added.
 func (s *Stream) ConsumerOptions(cps checkpoint.Store) ([]ferry.Option, error) {
 	opts, err := s.GroupConsumerOptions(cps)
 	if err != nil {
 		return nil, err
 	}
-	return append([]ferry.Option{ferry.Stream(s.Name)}, opts...), nil
+	opts = append([]ferry.Option{ferry.Stream(s.Name)}, opts...)
+	if s.Group.Partitioning != "" {
+		opts = append(opts, ferry.WithPartitioning(s.Group.Partitioning))
+	}
+	return opts, nil
 }
 
 // GroupConsumerOptions returns the ferry options of the stream's
@@ -109,7 +115,7 @@ func (s *Stream) BatchOptions() []ferry.Option {
 
 // GroupOptions returns the consumer-group options of the stream: its name
 // (the group's and the stream's), partition count, lease TTL, member id
-// (when set) and delivery mode. The daemon adds StateDatabase, Consumer
+// and partitioning (when set) and delivery mode. The daemon adds StateDatabase, Consumer
 // (with ConsumerOptions), a logger and callbacks.
 func (s *Stream) GroupOptions() []group.Option {
 	opts := []group.Option{
@@ -120,6 +126,9 @@ func (s *Stream) GroupOptions() []group.Option {
 	}
 	if s.Group.MemberID != "" {
 		opts = append(opts, group.MemberID(s.Group.MemberID))
+	}
+	if s.Group.Partitioning != "" {
+		opts = append(opts, group.Partitioning(s.Group.Partitioning))
 	}
 	return opts
 }

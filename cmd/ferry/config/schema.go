@@ -194,6 +194,11 @@ func (d *decoder) stream(path string, n *yaml.Node) Stream {
 				"partitions": func(p string, v *yaml.Node) { d.intField(p, v, &s.Group.Partitions, 1, 1<<20) },
 				"lease_ttl":  func(p string, v *yaml.Node) { d.duration(p, v, &s.Group.LeaseTTL, MinLeaseTTL) },
 				"member_id":  func(p string, v *yaml.Node) { d.str(p, v, &s.Group.MemberID) },
+				"partitioning": func(p string, v *yaml.Node) {
+					m := string(s.Group.Partitioning)
+					d.enum(p, v, &m, string(ferry.HashRange), string(ferry.HashMod))
+					s.Group.Partitioning = ferry.Partitioning(m)
+				},
 			})
 		},
 		"delivery": func(p string, v *yaml.Node) {

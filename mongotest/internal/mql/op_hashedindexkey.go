@@ -9,8 +9,9 @@ import (
 // $toHashedIndexKey returns, as an int64, the key a hashed index stores for
 // its argument; a missing argument hashes as null, like on the server
 // (ExpressionToHashedIndexKey). hashkey.Hash reproduces the server's hash
-// bit for bit, so partition filters such as
-// {$abs: {$mod: [{$toHashedIndexKey: "$documentKey._id"}, N]}} route the
+// bit for bit, so partition filters on it (Ferry's ranges of the hash,
+// {$gte: [{$toHashedIndexKey: "$documentKey._id"}, lo]}, or its older
+// {$abs: {$mod: [{$toHashedIndexKey: "$documentKey._id"}, N]}}) route the
 // same documents as on a real MongoDB.
 func init() {
 	RegisterOperator("$toHashedIndexKey", 1, 1, func(args []any) (any, error) {

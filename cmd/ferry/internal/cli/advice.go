@@ -21,7 +21,7 @@ func advice(cfgPath string, st *config.Stream, f ferry.Failure) string {
 	switch f.Class {
 	case ferry.FailIdentityChanged:
 		return fmt.Sprintf("the stream's definition (source.scope, source.pipeline, source.full_document, "+
-			"source.full_document_before_change, source.show_expanded_events or group.partitions) differs from the one "+
+			"source.full_document_before_change, source.show_expanded_events, group.partitions or group.partitioning) differs from the one "+
 			"that wrote its checkpoints, whose tokens are never reused under another definition. To move without losing "+
 			"a change: give the new definition a new name (streams[].name) with source.start_at: {checkpoints_of: %s}, "+
 			"then restart the members (the ledger absorbs the overlap in idempotent and transactional delivery). "+

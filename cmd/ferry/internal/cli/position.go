@@ -170,7 +170,7 @@ func sourceClient(st *config.Stream) (*mongo.Client, func(), error) {
 
 // toolConsumer is a consumer of the stream as configured, for tools that
 // read its definition or probe its source; it is never run.
-func toolConsumer(st *config.Stream, src *mongo.Client, cps checkpoint.Store) (*ferry.Consumer, error) {
+func toolConsumer(st *config.Stream, src *mongo.Client, cps checkpoint.Store, extra ...ferry.Option) (*ferry.Consumer, error) {
 	copts, err := st.ConsumerOptions(cps)
 	if err != nil {
 		return nil, err
@@ -178,7 +178,41 @@ func toolConsumer(st *config.Stream, src *mongo.Client, cps checkpoint.Store) (*
 	// Never run: what it would write to and do with poison does not matter.
 	copts = append(copts, ferry.Stream(st.Name), ferry.Partition(0, max(st.Group.Partitions, 1)),
 		ferry.Checkpoints(cps), ferry.OnPoison(ferry.PoisonStall))
+	copts = append(copts, extra...)
 	return ferry.NewConsumer(src, func(context.Context, *ferry.Event) error { return nil }, copts...)
+}
+
+// positionConsumer is the consumer whose definition ferry position set
+// writes: the stream as configured, under the partitioning its members
+// run with. With group.partitioning unset that is the one its checkpoints
+// resolve to (ferry.ResolvePartitioning: a stream that checkpointed under
+// hash-mod keeps it, as its members do), said on stdout; with checkpoints
+// of both, hash-range, the default: every partition is set to the one
+// position, so the partitioning changes there without losing a change.
+func positionConsumer(ctx context.Context, st *config.Stream, src *mongo.Client, cps checkpoint.Store, stdout io.Writer) (*ferry.Consumer, error) {
+	cons, err := toolConsumer(st, src, cps)
+	if err != nil || st.Group.Partitioning != "" || st.Group.Partitions <= 1 {
+		return cons, err
+	}
+	copts, err := st.ConsumerOptions(cps)
+	if err != nil {
+		return nil, err
+	}
+	copts = append(copts, ferry.Partition(0, st.Group.Partitions))
+	p, adopted, err := ferry.ResolvePartitioning(ctx, cps, copts...)
+	switch {
+	case errors.Is(err, ferry.ErrIdentityChanged):
+		fmt.Fprintf(stdout, "the checkpoints were written under two partitionings: the positions are written under %s, the default "+
+			"(set group.partitioning to choose)\n", ferry.HashRange)
+		return cons, nil
+	case err != nil:
+		return nil, err
+	case !adopted:
+		return cons, nil
+	}
+	fmt.Fprintf(stdout, "the stream keeps %s partitioning (its checkpoints were written under it; set group.partitioning: %s "+
+		"to move it to %s at this position)\n", p, ferry.HashRange, ferry.HashRange)
+	return toolConsumer(st, src, cps, ferry.WithPartitioning(p))
 }
 
 // positionOf is where a checkpoint resumes: its resume token's cluster
@@ -348,7 +382,7 @@ func runPositionSet(ctx context.Context, args []string, stdout, stderr io.Writer
 			return err
 		}
 		defer closeSrc()
-		cons, err := toolConsumer(st, src, cps)
+		cons, err := positionConsumer(ctx, st, src, cps, stdout)
 		if err != nil {
 			return err
 		}

@@ -135,7 +135,7 @@ type statusSource struct {
 	cps     checkpoint.Store
 	// digest returns a stream's configured definition digest ("" when it
 	// cannot be computed).
-	digest func(*config.Stream) string
+	digest func(context.Context, *config.Stream) string
 	// local is the local member's view of a stream (bolt: the only member).
 	local func(name string) (group.Status, string, bool)
 }
@@ -239,7 +239,7 @@ func (s statusSource) stream(ctx context.Context, sc *config.Stream, now time.Ti
 
 	// Definition: the configured digest against the checkpoints'.
 	if s.digest != nil {
-		sd.Definition.Configured = s.digest(sc)
+		sd.Definition.Configured = s.digest(ctx, sc)
 	}
 	sd.Definition.Checkpoints = []string{}
 	for _, cp := range cps {
@@ -554,18 +554,25 @@ func sinkType(s *config.Sink) string {
 }
 
 // configuredDigest is a stream's definition digest as its members compute
-// it (the partition count is part of it; the partition index is not).
-func configuredDigest(client *mongo.Client, cps checkpoint.Store) func(*config.Stream) string {
-	return func(sc *config.Stream) string {
+// it (the partition count is part of it; the partition index is not),
+// under the partitioning they run with: group.partitioning when set, else
+// the one the stream's checkpoints resolve to (hash-mod for a stream that
+// checkpointed under it, ferry.ResolvePartitioning); hash-range when they
+// cannot say (checkpoints of both partitionings).
+func configuredDigest(client *mongo.Client, cps checkpoint.Store) func(context.Context, *config.Stream) string {
+	return func(ctx context.Context, sc *config.Stream) string {
 		opts, err := sc.ConsumerOptions(cps)
 		if err != nil {
 			return ""
 		}
 		n := max(sc.Group.Partitions, 1)
-		c, err := ferry.NewConsumer(client, func(context.Context, *ferry.Event) error { return nil },
-			// The stores and policies are not part of the definition.
-			append(opts, ferry.Partition(0, n), ferry.Checkpoints(cps), ferry.OnPoison(ferry.PoisonStall),
-				ferry.OnOversize(ferry.OversizeFail))...)
+		// The stores and policies are not part of the definition.
+		opts = append(opts, ferry.Partition(0, n), ferry.Checkpoints(cps), ferry.OnPoison(ferry.PoisonStall),
+			ferry.OnOversize(ferry.OversizeFail))
+		if p, _, err := ferry.ResolvePartitioning(ctx, cps, opts...); err == nil {
+			opts = append(opts, ferry.WithPartitioning(p))
+		}
+		c, err := ferry.NewConsumer(client, func(context.Context, *ferry.Event) error { return nil }, opts...)
 		if err != nil {
 			return ""
 		}

@@ -274,10 +274,26 @@ func TestSnapshotRequestWithFilter(t *testing.T) {
 // server return each document once (serverStatus metrics.document
 // returned), and each gets exactly its own documents.
 func TestSnapshotPartitionsReadOnce(t *testing.T) {
+	for _, hashed := range []bool{true, false} {
+		t.Run(fmt.Sprintf("hashed_index=%v", hashed), func(t *testing.T) { testPartitionsReadOnce(t, hashed) })
+	}
+}
+
+// testPartitionsReadOnce: with an {_id: "hashed"} index each partition
+// reads its hashed range (the server examines each document once over all
+// partitions); without one, each walks the _id index and the server
+// evaluates the partition filter (it examines each document once per
+// partition, and returns it once).
+func testPartitionsReadOnce(t *testing.T, hashed bool) {
 	e := newEnv(t)
 	c := e.db.Collection("c")
 	const n, parts = 2000, 4
 	insertN(t, c, 0, n, func(int) bson.D { return nil })
+	if hashed {
+		if _, err := c.Indexes().CreateOne(context.Background(), mongo.IndexModel{Keys: bson.D{{Key: "_id", Value: "hashed"}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	before := serverCounters(t, e.client)
 	projs := make([]*projection, parts)
 	for p := range parts {
@@ -306,6 +322,13 @@ func TestSnapshotPartitionsReadOnce(t *testing.T) {
 	t.Logf("mode %s: server returned %d and examined %d documents for a collection of %d over %d partitions", mode, returned, examined, n, parts)
 	if float64(returned) > 1.1*n {
 		t.Fatalf("the server returned %d documents for %d", returned, n)
+	}
+	wantMode, maxExamined := ferry.SnapshotByID, 1.1*n*parts
+	if hashed {
+		wantMode, maxExamined = ferry.SnapshotByHashedIndex, 1.1*n
+	}
+	if mode != wantMode || float64(examined) > maxExamined {
+		t.Fatalf("mode %s examined %d documents, want mode %s and at most %.0f", mode, examined, wantMode, maxExamined)
 	}
 }
 

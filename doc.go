@@ -185,24 +185,54 @@
 // after a takeover, a network error writing a checkpoint) is a hand-off or
 // a transient error: restart with backoff.
 //
-// # Backfill
+// # Snapshots
 //
-// A backfill (OnHistoryLost(HistoryLostBackfill), StartAt(StartWithBackfill()))
-// takes a start marker, scans the source and hands every document to the
-// handler as a backfill event, and resumes streaming from the marker. With
-// a sweeper (WithSweeper: a sink that can tell a scanned copy from a newer
-// streamed change, such as the mongodb projection) the stream is applied
-// from the marker while the scan runs: the marker is the first position of
-// the stream that goes on being read, so the oplog only has to hold the
-// marker until that stream's next read, not for the whole scan; the
-// checkpoint stays needs-backfill until the scan and its sweep are done.
-// Without a sweeper the scan runs first and the stream resumes from the
-// marker after it, so every backfill event of a document reaches the
-// handler before that document's newer changes; the oplog must then hold
-// the marker for the whole scan. A backfill whose marker left the oplog
-// before streaming got past it is tried once more; after two in a row the
-// stream fails with FailHistoryLost (it does not clear), saying how long
-// the scan ran.
+// A snapshot delivers the documents already in the stream's scope, each as
+// a backfill event (OperationType "backfill", FullDocument the document as
+// of the chunk's cluster time, ClusterTime that time), while the stream
+// goes on. It starts with StartAt(StartWithBackfill()) (the first load of
+// a new sink: the stream starts now, the snapshot beside it), with
+// OnHistoryLost(HistoryLostBackfill) (the stream starts again from now and
+// the partition is snapshotted; a sweeper, WithSweeper, then removes what
+// the snapshot did not touch), or on an operator's request recorded in the
+// checkpoint store (checkpoint.SnapshotRequests: `ferry snapshot`, with an
+// optional filter), which the partition's owner picks up within
+// SnapshotPollInterval, and which can be cancelled.
+//
+// Its guarantees:
+//
+//   - Chunks with a checkpoint. A partition reads SnapshotChunkSize
+//     documents at a time (less when a reply reaches 16 MiB); after every
+//     document of a chunk is finished, where the next chunk starts is
+//     written with the checkpoint (Checkpoint.Snapshot), fenced by the
+//     lease epoch like a checkpoint. A crash, takeover or redeploy goes on
+//     at the first chunk not finished: at most one chunk per partition is
+//     delivered again. Memory holds one chunk per partition beside the
+//     window.
+//   - Ordered with the stream. Each chunk is read as of the reader's
+//     position (readConcern snapshot at that cluster time) while the
+//     reader holds back later events, and its documents are dispatched
+//     there: per document, its changes before that time, its snapshot copy,
+//     then its changes after, in the source's order. A document changed or
+//     deleted during the snapshot ends in its latest state: never
+//     resurrected, never stale. The stream is held for one chunk read at
+//     most, so its lag stays bounded however long the snapshot runs, and
+//     the oplog only has to hold the stream's own window.
+//   - Read once. With hash-range partitions (WithPartitioning, the
+//     default) and an {_id: "hashed"} index, each partition reads its
+//     range of that index (find with hint, min and max): over all
+//     partitions the server examines and returns each document once. Without
+//     the index, each partition walks the _id index with the partition
+//     filter evaluated by the server: each document is returned once and
+//     examined once per partition (and so N times for N partitions).
+//   - Read-only on the source: all of its state is in the checkpoint store.
+//   - Progress: Status.Snapshot (done, estimated total, rate, ETA, the
+//     collection being read), HookSnapshot after every chunk; a
+//     documents-per-second cap per partition with SnapshotMaxRate.
+//
+// A stream that loses its own place in the oplog three times in a row
+// before its recovery snapshot finished a chunk fails with FailHistoryLost
+// (the oplog holds less than the stream needs to keep up).
 //
 // # Lag
 //

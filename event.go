@@ -105,13 +105,13 @@ type Event struct {
 	Epoch     int64
 	// Backfill is set for documents handed over by a backfill scan.
 	Backfill bool
-	// ScanStarted and ScanMarker are set on the backfill events of a scan
-	// that runs while the stream is applied from its start marker (a
-	// consumer with a sweeper): when the scan began (the server's clock)
-	// and the marker's cluster time. Such an event must not overwrite what
-	// a streamed event applied since the scan began put there (a change at
-	// or after the marker is newer than the scanned document may be); the
-	// mongodb projection guards its backfill writes so.
+	// ScanStarted and ScanMarker are set on a snapshot's rows: when the
+	// snapshot began (the server's clock) and the cluster time its chunk
+	// was read at (also ClusterTime). Rows are dispatched in order with
+	// the stream's events of the same document, so a row never follows a
+	// newer change; a sink that applies events out of order can still
+	// keep a change at or after ScanMarker, written since ScanStarted,
+	// over the row, as the mongodb projection does.
 	ScanStarted time.Time
 	ScanMarker  bson.Timestamp
 	// ImagesDropped is set on an event the server could not return whole

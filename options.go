@@ -167,9 +167,10 @@ func StartOf(opts ...Option) StartPosition {
 	return c.start
 }
 
-// StartWithBackfill scans the watched collections first, handing every
-// document to the handler as a backfill event, then streams from the point
-// the scan began.
+// StartWithBackfill streams from now and snapshots the watched
+// collections beside the stream: every document reaches the handler as a
+// backfill event, ordered with its changes (see Snapshots in the package
+// documentation).
 func StartWithBackfill() StartPosition { return StartPosition{kind: "backfill"} }
 
 // PoisonPolicy says what happens to an event that failed MaxAttempts times.
@@ -191,8 +192,9 @@ const (
 	// HistoryLostFail stops with ErrHistoryLost and marks the checkpoint
 	// needs-backfill. It never silently starts from now.
 	HistoryLostFail HistoryLostPolicy = "fail"
-	// HistoryLostBackfill rescans the source and resumes from the scan's
-	// start.
+	// HistoryLostBackfill streams again from now and snapshots the
+	// partition beside the stream (its sweeper, if any, then removes what
+	// the snapshot did not touch).
 	HistoryLostBackfill HistoryLostPolicy = "backfill"
 )
 

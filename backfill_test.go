@@ -202,9 +202,9 @@ func TestBackfillStreamsFromItsMarkerAtOnce(t *testing.T) {
 		}
 		select {
 		case err := <-failed:
-			t.Fatalf("Run = %v; the backfill never ended (%d backfills):\n%s", err, strings.Count(logs.String(), "backfill started"), logs.String())
+			t.Fatalf("Run = %v; the backfill never ended (%d backfills):\n%s", err, strings.Count(logs.String(), "snapshot started"), logs.String())
 		case <-deadline:
-			t.Fatalf("the checkpoint never left needs-backfill in 30 s (%d backfills)", strings.Count(logs.String(), "backfill started"))
+			t.Fatalf("the checkpoint never left needs-backfill in 30 s (%d backfills)", strings.Count(logs.String(), "snapshot started"))
 		case <-time.After(20 * time.Millisecond):
 		}
 	}

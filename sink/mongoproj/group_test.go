@@ -86,7 +86,7 @@ func (w logLines) Write(b []byte) (int, error) {
 		return 0, err
 	}
 	switch {
-	case rec.Msg == "backfill finished":
+	case rec.Msg == "snapshot finished":
 		w.say("BFDONE %d %d", rec.Partition, rec.Documents)
 	case rec.Level == "WARN" || rec.Level == "ERROR":
 		w.say("LOG %s", strings.TrimSpace(string(b)))

@@ -191,7 +191,7 @@ func readLog(path string) (memberLog, error) {
 		case l.Msg == "partition lost", strings.HasPrefix(l.Msg, "partition stopped"), strings.HasPrefix(l.Msg, "membership lost"):
 			// A lost membership gives up every partition the member held.
 			ml.restarts = append(ml.restarts, l.Time)
-		case l.Msg == "backfill started":
+		case l.Msg == "snapshot started":
 			ml.backfills++
 			ml.lastBackfill = l.Time
 		case strings.HasPrefix(l.Msg, "stream failed") && l.Class == string(ferry.FailHistoryLost):

@@ -18,13 +18,13 @@ func TestMemberLog(t *testing.T) {
 		`{"time":"2026-12-01T10:00:00Z","level":"INFO","msg":"partition assigned","partition":1,"epoch":1}`,
 		`{"time":"2026-12-01T10:00:01Z","level":"WARN","msg":"partition lost","partition":1,"err":"lease: lost"}`,
 		`{"time":"2026-12-01T10:00:02Z","level":"WARN","msg":"partition stopped; restarting it after a backoff","partition":2}`,
-		`{"time":"2026-12-01T10:00:03Z","level":"INFO","msg":"backfill started","partition":3}`,
+		`{"time":"2026-12-01T10:00:03Z","level":"INFO","msg":"snapshot started","partition":3}`,
 		`{"time":"2026-12-01T10:00:04Z","level":"ERROR","msg":"stream failed: its leases are released and this member takes none of them while failed"}`,
 		`{"time":"2026-12-01T10:00:05Z","level":"WARN","msg":"membership lost; rejoining"}`,
 		`panic: not a log line`,
 		// A history-lost failure: the group's line names the partition,
 		// the daemon's advice line repeats it.
-		`{"time":"2026-12-01T10:00:06Z","level":"INFO","msg":"backfill started","partition":2}`,
+		`{"time":"2026-12-01T10:00:06Z","level":"INFO","msg":"snapshot started","partition":2}`,
 		`{"time":"2026-12-01T10:00:07Z","level":"ERROR","msg":"stream failed: its leases are released and this member takes none of them while failed","class":"history-lost","partition":2,"err":"stream \"chaos\" partition 2: 2 backfills in a row ended with their start marker outside the oplog"}`,
 		`{"time":"2026-12-01T10:00:07Z","level":"WARN","msg":"stream failed: what to do","stream":"chaos","class":"history-lost","advice":"..."}`,
 	}

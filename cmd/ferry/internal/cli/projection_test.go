@@ -127,7 +127,7 @@ func TestRunMongoProjectionAfterHistoryLost(t *testing.T) {
 	converged(run)
 	run.stop(t)
 	logs := run.errOut.String()
-	if n := strings.Count(logs, `"msg":"backfill started"`); n < 2 {
+	if n := strings.Count(logs, `"msg":"snapshot started"`); n < 2 {
 		t.Fatalf("%d backfills started, want one per partition (the history was lost on both):\n%s", n, logs)
 	}
 	n, _ := src.CountDocuments(ctx, bson.D{})
@@ -339,10 +339,10 @@ func TestBackfillFinishesWhileItsWritesRollTheOplog(t *testing.T) {
 	poll.Until(t, 2*time.Minute, func() error {
 		run.alive(t)
 		n, _ := cps.CountDocuments(ctx, bson.D{{Key: "stream", Value: "orders"}, {Key: "state", Value: ""}, {Key: "token", Value: bson.D{{Key: "$ne", Value: nil}}}})
-		finished := strings.Count(run.errOut.String(), `"msg":"backfill finished"`)
+		finished := strings.Count(run.errOut.String(), `"msg":"snapshot finished"`)
 		if n != 2 || finished != 2 {
 			return fmt.Errorf("%d of 2 checkpoints running, %d of 2 backfills finished, %d started; log tail:\n%s",
-				n, finished, strings.Count(run.errOut.String(), `"msg":"backfill started"`), tail(run.errOut.String(), 3000))
+				n, finished, strings.Count(run.errOut.String(), `"msg":"snapshot started"`), tail(run.errOut.String(), 3000))
 		}
 		return nil
 	})
@@ -352,12 +352,12 @@ func TestBackfillFinishesWhileItsWritesRollTheOplog(t *testing.T) {
 	time.Sleep(3 * time.Second) // the window observed, not synchronisation
 	close(stop)
 	<-writerDone
-	if later := run.errOut.String()[marker:]; strings.Contains(later, `"msg":"backfill started"`) || strings.Contains(later, "history-lost") {
-		t.Fatalf("the backfill started again after it had finished:\n%s", later)
+	if later := run.errOut.String()[marker:]; strings.Contains(later, `"msg":"snapshot started"`) || strings.Contains(later, "history-lost") {
+		t.Fatalf("the snapshot started again after it had finished:\n%s", later)
 	}
 	poll.Until(t, 30*time.Second, run.converged(t, env.src, env.proj))
 	run.stop(t)
-	if n := strings.Count(run.errOut.String(), `"msg":"backfill started"`); n > 2 {
+	if n := strings.Count(run.errOut.String(), `"msg":"snapshot started"`); n > 2 {
 		t.Fatalf("%d backfills started for 2 partitions: the backfill restarted", n)
 	}
 }

@@ -99,13 +99,21 @@ func (r *runner) setSnapshotLocked(rec *snapshotRecord) error {
 }
 
 // saveSnapshot writes rec with the checkpoint (compare-and-set, fenced).
-func (r *runner) saveSnapshot(ctx context.Context, rec *snapshotRecord) error {
+//
+// gen is the record's generation as the caller read it: when the reader
+// replaced the record since (history lost), nothing is written and
+// errSnapshotReplaced returned, so an older snapshot's progress never
+// overwrites the newer record.
+func (r *runner) saveSnapshot(ctx context.Context, rec *snapshotRecord, gen int64) error {
 	raw, err := rec.encode()
 	if err != nil {
 		return err
 	}
 	r.saveMu.Lock()
 	defer r.saveMu.Unlock()
+	if r.snapGen() != gen {
+		return errSnapshotReplaced
+	}
 	next := r.cp
 	next.Snapshot = raw
 	return r.save(ctx, next, false)
@@ -135,12 +143,13 @@ func (r *runner) snapshotLoop(ctx context.Context) {
 	wait := cfg.backoffMin
 	var lastPoll time.Time
 	for ctx.Err() == nil {
+		gen := r.snapGen()
 		rec := r.snapshotRec()
 		if rec != nil {
 			r.showSnapshot(rec)
 		}
 		if rec.running() {
-			err := r.runSnapshot(ctx, rec, reqs)
+			err := r.runSnapshot(ctx, gen, rec, reqs)
 			if err == nil {
 				wait = cfg.backoffMin
 				continue
@@ -177,12 +186,14 @@ func (r *runner) snapshotLoop(ctx context.Context) {
 				}
 				r.c.log.Warn("snapshot: cannot read the operator's requests", "err", err)
 			} else if next != nil {
-				if err := r.saveSnapshot(ctx, next); err != nil {
+				if err := r.saveSnapshot(ctx, next, gen); err != nil {
 					if errors.Is(err, checkpoint.ErrFenced) {
 						r.fail(err)
 						return
 					}
-					r.c.log.Warn("snapshot: cannot record the requested snapshot; retrying", "err", err)
+					if !errors.Is(err, errSnapshotReplaced) {
+						r.c.log.Warn("snapshot: cannot record the requested snapshot; retrying", "err", err)
+					}
 				} else {
 					r.c.log.Info("snapshot requested", "snapshot", next.ID, "request", next.Request, "filtered", len(next.Filter) > 0)
 				}
@@ -230,10 +241,10 @@ var errSpliceNotReady = errors.New("ferry: snapshot: the stream has no position 
 // lost, or a newer request): it starts over from the new one.
 var errSnapshotReplaced = errors.New("ferry: snapshot replaced")
 
-// runSnapshot reads rec's chunks, from where it stands, to its end.
-func (r *runner) runSnapshot(ctx context.Context, rec *snapshotRecord, reqs checkpoint.SnapshotRequests) error {
+// runSnapshot reads rec's chunks, from where it stands, to its end (gen:
+// the record's generation when it was read).
+func (r *runner) runSnapshot(ctx context.Context, gen int64, rec *snapshotRecord, reqs checkpoint.SnapshotRequests) error {
 	cfg := &r.c.cfg
-	gen := r.snapGen()
 	namespaces, err := r.scopeNamespaces(ctx)
 	if err != nil {
 		return err
@@ -282,7 +293,7 @@ func (r *runner) runSnapshot(ctx context.Context, rec *snapshotRecord, reqs chec
 						rec.Cancelled = true
 					}
 					rec.Finished = time.Now()
-					if err := r.saveSnapshot(ctx, rec); err != nil {
+					if err := r.saveSnapshot(ctx, rec, gen); err != nil {
 						return err
 					}
 					r.showSnapshot(rec)
@@ -300,7 +311,7 @@ func (r *runner) runSnapshot(ctx context.Context, rec *snapshotRecord, reqs chec
 			rec.Chunks++
 			rec.Retries = 0
 			r.snap.upDone += int64(n)
-			if err := r.saveSnapshot(ctx, rec); err != nil {
+			if err := r.saveSnapshot(ctx, rec, gen); err != nil {
 				return err
 			}
 			r.showSnapshot(rec)
@@ -315,7 +326,7 @@ func (r *runner) runSnapshot(ctx context.Context, rec *snapshotRecord, reqs chec
 		}
 	}
 	rec.Finished = time.Now()
-	if err := r.saveSnapshot(ctx, rec); err != nil {
+	if err := r.saveSnapshot(ctx, rec, gen); err != nil {
 		return err
 	}
 	r.showSnapshot(rec)

@@ -172,4 +172,7 @@ type snapshotState struct {
 	// rate: documents and time since this member took the snapshot up.
 	upDone  int64
 	upSince time.Time
+	// announced is the snapshot whose start this member has logged: a
+	// retry after a failed chunk does not announce it again.
+	announced string
 }

@@ -262,7 +262,15 @@ func (r *runner) runSnapshot(ctx context.Context, gen int64, rec *snapshotRecord
 		rec.Total = r.estimate(ctx, namespaces, rec)
 	}
 	r.snap.upDone, r.snap.upSince = 0, time.Now()
-	r.c.log.Info("snapshot started", "snapshot", rec.ID, "reason", rec.Reason, "done", rec.Done, "estimated", rec.Total)
+	switch {
+	case r.snap.announced == rec.ID:
+		// A retry after a failed chunk, logged as such.
+	case rec.Done > 0 || rec.Chunks > 0:
+		r.c.log.Info("snapshot resumed", "snapshot", rec.ID, "reason", rec.Reason, "done", rec.Done, "chunks", rec.Chunks, "estimated", rec.Total)
+	default:
+		r.c.log.Info("snapshot started", "snapshot", rec.ID, "reason", rec.Reason, "estimated", rec.Total)
+	}
+	r.snap.announced = rec.ID
 	r.showSnapshot(rec)
 	lastPoll := time.Now()
 	for _, ns := range namespaces {

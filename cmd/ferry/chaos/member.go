@@ -194,6 +194,9 @@ func readLog(path string) (memberLog, error) {
 		case l.Msg == "snapshot started":
 			ml.backfills++
 			ml.lastBackfill = l.Time
+		case l.Msg == "snapshot resumed":
+			// A takeover's member goes on with a snapshot another started.
+			ml.lastBackfill = l.Time
 		case strings.HasPrefix(l.Msg, "stream failed") && l.Class == string(ferry.FailHistoryLost):
 			// The group's line names the partition; the daemon's advice
 			// line ("stream failed: what to do") repeats the failure.

@@ -143,8 +143,8 @@ type Event struct {
 func (e *Event) Lane() int { return e.laneIdx }
 
 // ID returns the event id: the hex sha256 of the resume token's bytes
-// (for a backfill event, of the backfill's start marker, namespace and
-// documentKey). The same change has the same id whoever reads it and however
+// (for a snapshot row, a backfill event, of the snapshot's id, its chunk's
+// read time, the namespace and the documentKey). The same change has the same id whoever reads it and however
 // often, so it serves as an idempotency key. It is computed on first use.
 func (e *Event) ID() string {
 	e.idOnce.Do(func() {

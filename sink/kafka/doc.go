@@ -15,6 +15,7 @@
 //	headers:
 //	        ferry-event-id: <event id>   (ferry.Event.ID, the idempotency key)
 //	        ferry-epoch:    <lease epoch>
+//	        ferry-operation: <operationType> (insert, update, delete, ...; "backfill" for a snapshot row)
 //	        traceparent:    <W3C traceparent> (only when tracing is on: the delivery's span)
 //
 // The key is rendered canonically whatever Canonical says, so the partition

@@ -24,6 +24,9 @@ const (
 	EventIDHeader = "ferry-event-id"
 	// EpochHeader carries the lease epoch the event was produced under.
 	EpochHeader = "ferry-epoch"
+	// OperationHeader carries the event's operationType ("backfill" for a
+	// snapshot row, whose value is the bare document).
+	OperationHeader = "ferry-operation"
 	// TraceParentHeader carries the W3C traceparent of the delivery's span
 	// (ferry.DeliveryTraceParent of the event), when tracing is on.
 	TraceParentHeader = "traceparent"
@@ -242,7 +245,7 @@ func newRecordArena(batch []*ferry.Event) *recordArena {
 	}
 	return &recordArena{
 		recs: make([]kgo.Record, len(batch)),
-		hdrs: make([]kgo.RecordHeader, 0, 2*len(batch)),
+		hdrs: make([]kgo.RecordHeader, 0, 3*len(batch)),
 		buf:  make([]byte, 0, size),
 	}
 }
@@ -275,6 +278,11 @@ func (s *Sink) record(ctx context.Context, ev *ferry.Event, rec *kgo.Record, a *
 	start = len(a.buf)
 	a.buf = strconv.AppendInt(a.buf, ev.Epoch, 10)
 	a.header(EpochHeader, start)
+	if ev.OperationType != "" {
+		start = len(a.buf)
+		a.buf = append(a.buf, ev.OperationType...)
+		a.header(OperationHeader, start)
+	}
 	if tp := ferry.DeliveryTraceParent(ctx, ev); tp != "" {
 		start = len(a.buf)
 		a.buf = append(a.buf, tp...)

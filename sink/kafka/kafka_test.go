@@ -75,6 +75,10 @@ func TestRecordShape(t *testing.T) {
 		for i := range 12 {
 			evs = append(evs, sinktest.NewEvent(i, fmt.Sprintf("doc%d", i%3), 2))
 		}
+		// A snapshot row: the bare document, operation "backfill".
+		row := sinktest.NewEvent(99, "doc0", 2)
+		row.OperationType, row.Raw, row.Backfill, row.Token = "backfill", row.FullDocument, true, bson.Raw(row.FullDocument)
+		evs = append(evs, row)
 		if err := s.Write(ctx, evs); err != nil {
 			t.Fatal(err)
 		}
@@ -106,6 +110,9 @@ func TestRecordShape(t *testing.T) {
 			}
 			if rec.d.Epoch != 2 {
 				t.Errorf("epoch header %d, want 2", rec.d.Epoch)
+			}
+			if rec.operation != ev.OperationType {
+				t.Errorf("operation header %q, want %q", rec.operation, ev.OperationType)
 			}
 		}
 	}

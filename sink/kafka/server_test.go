@@ -39,6 +39,7 @@ type record struct {
 	key         string
 	d           sinktest.Delivery
 	traceParent string
+	operation   string
 }
 
 // receiver consumes the topic with its own kgo client.
@@ -143,8 +144,11 @@ func toRecord(rec *kgo.Record) record {
 	d.Body = rec.Value
 	out := record{partition: rec.Partition, offset: rec.Offset, key: string(rec.Key), d: d}
 	for _, h := range rec.Headers {
-		if h.Key == kafka.TraceParentHeader {
+		switch h.Key {
+		case kafka.TraceParentHeader:
 			out.traceParent = string(h.Value)
+		case kafka.OperationHeader:
+			out.operation = string(h.Value)
 		}
 	}
 	return out

@@ -79,15 +79,16 @@
 //     or aborts together with the ledger and checkpoint. A write that fails
 //     inside a transaction is returned retryable when the server labels it
 //     TransientTransactionError, so the whole transaction is retried.
-//   - Backfill: backfill events (documents scanned after a lost history)
-//     replace whatever the target holds, tombstones included, and store no
-//     ct, so every streamed event after the scan's start marker supersedes
-//     them. With a sweeper the consumer streams from the marker while the
-//     scan runs (see package ferry, "Backfill"); a scanned copy then never
-//     overwrites what a streamed change since the scan began wrote (its
-//     stamp's ct at or after the marker, its at at or after the scan's
-//     start: the change may be newer than the copy), and replaces anything
-//     else. Sweep(ctx, since), a ferry.Sweeper, then deletes every target
+//   - Snapshots: snapshot rows (backfill events: start_at backfill,
+//     on_history_lost backfill, on-demand snapshots) replace whatever the
+//     target holds, tombstones included, and store no ct, so every
+//     streamed event after them supersedes them. The consumer splices
+//     each chunk's rows into the stream at the chunk's read time (see
+//     package ferry, "Snapshots"), so a row never follows a newer change of
+//     its document; a row still never overwrites what a streamed change
+//     since the snapshot began wrote (its stamp's ct at or after the row's
+//     ScanMarker, its at at or after ScanStarted: the change may be newer
+//     than the row), and replaces anything else. Sweep(ctx, since), a ferry.Sweeper, then deletes every target
 //     document not written since the scan began (documents deleted while
 //     the history was lost, stale tombstones, documents the sink never
 //     wrote); SweepPartition(scheme, p, n) does the same for the documents
@@ -126,9 +127,10 @@
 //     a document can briefly show an older state than the scan wrote
 //     (insert and replace events carry the document as of the event); it
 //     converges with the last event.
-//   - Backfill writes are unconditional: a zombie consumer (fenced off but
-//     still writing) could interleave with them; the group's fencing in
-//     transactional mode prevents that.
+//   - Snapshot rows are guarded only against newer streamed changes, not
+//     by lease epoch: a zombie consumer (fenced off but still writing)
+//     could interleave with them; the group's fencing in transactional
+//     mode prevents that.
 //
 // # Options
 //

@@ -40,7 +40,7 @@ func TestRenderingUnchanged(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			want = append(want, `{"id":"`+ev.ID()+`","epoch":`+strconv.FormatInt(ev.Epoch, 10)+`,"event":`...)
+			want = append(want, `{"id":"`+ev.ID()+`","epoch":`+strconv.FormatInt(ev.Epoch, 10)+`,"op":"`+ev.OperationType+`","event":`...)
 			want = append(want, js...)
 			want = append(want, "}\n"...)
 		}

@@ -1,7 +1,10 @@
 // Package stdout is a sink that writes one JSON line per change event, for
 // debugging and piping into other tools:
 //
-//	{"id":"<event id>","epoch":3,"event":{...the change event, relaxed Extended JSON...}}
+//	{"id":"<event id>","epoch":3,"op":"update","event":{...the change event, relaxed Extended JSON...}}
+//
+// op is the event's operationType; "backfill" marks a snapshot row, whose
+// event is the bare document (apply it as an upsert of the document).
 //
 // A batch's lines are rendered first, then written with a single Write
 // call on the underlying writer (os.Stdout by default), under a lock, so
@@ -20,6 +23,7 @@ package stdout
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -204,10 +208,32 @@ func (s *Sink) appendLine(b []byte, ev *ferry.Event) ([]byte, error) {
 	b = append(b, ev.ID()...) // hex: needs no escaping
 	b = append(b, `","epoch":`...)
 	b = strconv.AppendInt(b, ev.Epoch, 10)
+	if ev.OperationType != "" {
+		b = append(b, `,"op":`...)
+		b = appendJSONString(b, ev.OperationType)
+	}
 	b = append(b, `,"event":`...)
 	b, err := extjson.Append(b, ev.Raw, s.cfg.canonical)
 	if err != nil {
 		return b[:start], sink.Permanent(fmt.Errorf("stdout: event %s: rendering Extended JSON: %w", ev.ID(), err))
 	}
 	return append(b, "}\n"...), nil
+}
+
+// appendJSONString appends s as a JSON string. Operation types are plain
+// identifiers; anything else goes through encoding/json.
+func appendJSONString(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			q, err := json.Marshal(s)
+			if err != nil {
+				return append(b, `""`...)
+			}
+			return append(b, q...)
+		}
+	}
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"')
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"strings"
 	"sync"
@@ -31,6 +32,7 @@ type lines struct {
 type line struct {
 	ID    string          `json:"id"`
 	Epoch int64           `json:"epoch"`
+	Op    string          `json:"op"`
 	Event json.RawMessage `json:"event"`
 }
 
@@ -53,6 +55,12 @@ func (l *lines) Write(p []byte) (int, error) {
 		if err := dec.Decode(&ln); err != nil {
 			l.errs = append(l.errs, err)
 			return n, err
+		}
+		var head struct {
+			OperationType string `json:"operationType"`
+		}
+		if err := json.Unmarshal(ln.Event, &head); err == nil && head.OperationType != ln.Op {
+			l.errs = append(l.errs, fmt.Errorf("line op %q, event operationType %q", ln.Op, head.OperationType))
 		}
 		if l.fail[ln.ID] {
 			return n, errors.New("disk full")
@@ -125,7 +133,7 @@ func TestLineFormat(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := buf.String()
-	want := `{"id":"` + ev.ID() + `","epoch":12,"event":{"_id":{"_data":"`
+	want := `{"id":"` + ev.ID() + `","epoch":12,"op":"update","event":{"_id":{"_data":"`
 	if !strings.HasPrefix(out, want) {
 		t.Errorf("line = %q, want prefix %q", out, want)
 	}
@@ -143,6 +151,16 @@ func TestLineFormat(t *testing.T) {
 	}
 	if !strings.Contains(buf.String(), `"seq":{"$numberInt":"7"}`) {
 		t.Errorf("canonical line %q lacks $numberInt", buf.String())
+	}
+	// A snapshot row: op "backfill", the event is the bare document.
+	buf.Reset()
+	row := sinktest.NewEvent(8, "a", 12)
+	row.OperationType, row.Raw, row.Backfill = "backfill", row.FullDocument, true
+	if err := s.Write(ctx, []*ferry.Event{row}); err != nil {
+		t.Fatal(err)
+	}
+	if want := `","epoch":12,"op":"backfill","event":{"_id":"a","seq":8,`; !strings.Contains(buf.String(), want) {
+		t.Errorf("snapshot row line %q lacks %q", buf.String(), want)
 	}
 }
 

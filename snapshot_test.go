@@ -350,3 +350,49 @@ func serverCounters(t *testing.T, client *mongo.Client) counters {
 	}
 	return counters{returned: num("metrics", "document", "returned"), examined: num("metrics", "queryExecutor", "scannedObjects")}
 }
+
+// TestSnapshotChunksOfLargeDocuments: a chunk holds what one server reply
+// holds (16 MiB), whatever SnapshotChunkSize says, so memory stays bounded
+// with large documents: 48 documents of 1 MiB are read in at least 3
+// chunks, each document once.
+func TestSnapshotChunksOfLargeDocuments(t *testing.T) {
+	e := newEnv(t)
+	c := e.db.Collection("c")
+	const n = 48
+	pad := string(make([]byte, 1<<20))
+	insertN(t, c, 0, n, func(int) bson.D { return bson.D{{Key: "pad", Value: pad}} })
+	if k, err := c.CountDocuments(context.Background(), bson.D{}); err != nil || k != n {
+		t.Fatalf("%d documents inserted (%v), want %d", k, err, n)
+	}
+	proj := newProjection()
+	var mu sync.Mutex
+	var largest, prevDone, prevChunks int64 // the most rows one chunk delivered
+	hook := snapshotHook(func(i ferry.SnapshotInfo) {
+		mu.Lock()
+		defer mu.Unlock()
+		if i.Progress.Chunks == prevChunks+1 {
+			largest = max(largest, i.Progress.Done-prevDone)
+		}
+		prevDone, prevChunks = i.Progress.Done, i.Progress.Chunks
+	})
+	r := start(t, e.client, proj.handle, e.opts(ferry.StartAt(ferry.StartWithBackfill()), ferry.SnapshotChunkSize(1000), ferry.WithHooks(hook))...)
+	done := waitSnapshot(t, e.store, "s", 0, "finished", finished)
+	rows, total := proj.rowsOf()
+	if total != n || len(rows) != n {
+		t.Fatalf("%d rows for %d documents, want each once", total, n)
+	}
+	t.Logf("%d documents of 1 MiB in %d chunks", done.Done, done.Chunks)
+	mu.Lock()
+	defer mu.Unlock()
+	t.Logf("largest chunk: %d documents", largest)
+	if done.Chunks < 3 || largest == 0 || largest > 16 {
+		t.Fatalf("%d MiB read in %d chunks, the largest %d documents: a chunk held more than one 16 MiB reply", n, done.Chunks, largest)
+	}
+	if err := r.stop(t); err != nil {
+		t.Fatal(err)
+	}
+}
+
+type snapshotHook func(ferry.SnapshotInfo)
+
+func (h snapshotHook) OnSnapshot(i ferry.SnapshotInfo) { h(i) }

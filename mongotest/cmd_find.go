@@ -95,8 +95,8 @@ func cmdFind(e *engine, r *request) (bson.D, error) {
 		}
 		docs = append(docs, d)
 	}
-	if limit > 0 && batchSize > 0 && int(limit) <= batchSize {
-		single = true
-	}
+	// A limit within the batch size still leaves a cursor open when the
+	// first batch stops at 16 MiB, as on a real server: the rest of the
+	// limit comes in getMores.
 	return e.queryReply(db+"."+name, db, docs, batchSize, single), nil
 }

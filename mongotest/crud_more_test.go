@@ -416,3 +416,42 @@ func TestClientBulkWriteInTransaction(t *testing.T) {
 		t.Fatalf("an aborted transaction left writes: %d documents", n)
 	}
 }
+
+// TestFindLimitBeyondOneReply: a find whose limit fits its batch size but
+// whose documents pass 16 MiB returns the first 16 MiB and leaves a cursor
+// open for the rest of the limit, as a real server does (the cursor is
+// closed with the first batch only when it holds the whole result).
+func TestFindLimitBeyondOneReply(t *testing.T) {
+	_, db, _ := connect(t)
+	c := db.Collection("big")
+	pad := string(make([]byte, 1<<20))
+	for i := range 24 {
+		insertDocs(t, c, bson.D{{Key: "_id", Value: i}, {Key: "pad", Value: pad}})
+	}
+	reply, err := db.RunCommand(ctx(t), bson.D{{Key: "find", Value: "big"}, {Key: "filter", Value: bson.D{}},
+		{Key: "limit", Value: 20}, {Key: "batchSize", Value: 100}}).Raw()
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, _ := reply.Lookup("cursor", "firstBatch").Array().Values()
+	id := reply.Lookup("cursor", "id").Int64()
+	if len(first) >= 20 || id == 0 {
+		t.Fatalf("first batch %d documents, cursor %d: want under 16 MiB's worth and an open cursor", len(first), id)
+	}
+	more, err := db.RunCommand(ctx(t), bson.D{{Key: "getMore", Value: id}, {Key: "collection", Value: "big"}}).Raw()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rest, _ := more.Lookup("cursor", "nextBatch").Array().Values()
+	if len(first)+len(rest) != 20 || more.Lookup("cursor", "id").Int64() != 0 {
+		t.Fatalf("%d + %d documents, cursor %d: want the limit's 20 and the cursor closed", len(first), len(rest), more.Lookup("cursor", "id").Int64())
+	}
+	// Within one reply, the first batch closes the cursor.
+	small, err := db.RunCommand(ctx(t), bson.D{{Key: "find", Value: "big"}, {Key: "limit", Value: 3}, {Key: "batchSize", Value: 3}}).Raw()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := small.Lookup("cursor", "firstBatch").Array().Values(); len(n) != 3 || small.Lookup("cursor", "id").Int64() != 0 {
+		t.Fatalf("limit 3: %d documents, cursor %d; want 3 and closed", len(n), small.Lookup("cursor", "id").Int64())
+	}
+}

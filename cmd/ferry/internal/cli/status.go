@@ -175,7 +175,7 @@ func printStatus(ctx context.Context, cfgPath string, cfg *config.Config, db *mo
 // "snapshot running (start): 42% — 420,000 / 1,000,000 documents,
 // 12,000/s, ETA 48s, 420 chunks"; once over, when it finished and how
 // many documents it delivered.
-func snapshotText(s *snapshotDoc) string {
+func snapshotText(s *snapshotProgressDoc) string {
 	why := s.Reason
 	if s.Filtered {
 		why += ", filtered"

@@ -102,14 +102,14 @@ type partitionDoc struct {
 	LastError            string     `json:"last_error"`
 	// Snapshot is the partition's snapshot in progress, or its last one
 	// (null: none recorded).
-	Snapshot *snapshotDoc `json:"snapshot"`
+	Snapshot *snapshotProgressDoc `json:"snapshot"`
 }
 
-// snapshotDoc is a partition's snapshot as its checkpoint records it
+// snapshotProgressDoc is a partition's snapshot as its checkpoint records it
 // (ferry.SnapshotOf), after every finished chunk. It names the request
 // and whether it has a filter, never the filter itself (it may quote
 // values of the documents).
-type snapshotDoc struct {
+type snapshotProgressDoc struct {
 	ID        string `json:"id"`
 	State     string `json:"state"`  // running, finished or cancelled
 	Reason    string `json:"reason"` // start, history-lost or request
@@ -129,16 +129,16 @@ type snapshotDoc struct {
 	FinishedAt         *time.Time `json:"finished_at"`
 }
 
-// Snapshot states (snapshotDoc.State).
+// Snapshot states (snapshotProgressDoc.State).
 const (
 	snapshotRunning   = "running"
 	snapshotFinished  = "finished"
 	snapshotCancelled = "cancelled"
 )
 
-// newSnapshotDoc is the status document's view of a snapshot's progress.
-func newSnapshotDoc(p ferry.SnapshotProgress) *snapshotDoc {
-	d := &snapshotDoc{ID: p.ID, State: snapshotRunning, Reason: p.Reason, Request: p.Request, Filtered: p.Filter != "",
+// newSnapshotProgressDoc is the status document's view of a snapshot's progress.
+func newSnapshotProgressDoc(p ferry.SnapshotProgress) *snapshotProgressDoc {
+	d := &snapshotProgressDoc{ID: p.ID, State: snapshotRunning, Reason: p.Reason, Request: p.Request, Filtered: p.Filter != "",
 		Namespace: p.Namespace, Mode: p.Mode, DocumentsDone: p.Done, ChunksDone: p.Chunks, StartedAt: p.Started.UTC()}
 	switch {
 	case p.Cancelled:
@@ -412,7 +412,7 @@ func (s statusSource) stream(ctx context.Context, sc *config.Stream, now time.Ti
 				pd.LastError = pd.Note
 			}
 			if sp, ok, err := ferry.SnapshotOf(cp); err == nil && ok {
-				pd.Snapshot = newSnapshotDoc(sp)
+				pd.Snapshot = newSnapshotProgressDoc(sp)
 			}
 		}
 		// Its live owner says it waits for the sink (a partition stopped

@@ -104,7 +104,7 @@ func (s *stalledSnapshot) status(t *testing.T) (*statusDoc, []byte) {
 }
 
 // snapshot is catalog's partition 0 snapshot as /status shows it.
-func (s *stalledSnapshot) snapshot(t *testing.T) *snapshotDoc {
+func (s *stalledSnapshot) snapshot(t *testing.T) *snapshotProgressDoc {
 	t.Helper()
 	doc, _ := s.status(t)
 	c := findStream(doc, "catalog")

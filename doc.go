@@ -227,7 +227,9 @@
 //     examined once per partition (and so N times for N partitions).
 //   - Read-only on the source: all of its state is in the checkpoint store.
 //   - Progress: Status.Snapshot (done, estimated total, rate, ETA, the
-//     collection being read), HookSnapshot after every chunk; a
+//     collection being read), HookSnapshot after every chunk, and
+//     SnapshotOf on a checkpoint (its record carries the owner's rate as
+//     of its last chunk, so a reader of the store sees it too); a
 //     documents-per-second cap per partition with SnapshotMaxRate.
 //
 // A stream that loses its own place in the oplog three times in a row

@@ -169,7 +169,8 @@ type snapshotState struct {
 	gen int64
 	// wake tells the snapshot goroutine to look at the record again.
 	wake chan struct{}
-	// rate: documents and time since this member took the snapshot up.
+	// rate: documents and time since this member took snapshot upID up.
+	upID    string
 	upDone  int64
 	upSince time.Time
 	// announced is the snapshot whose start this member has logged: a

@@ -119,17 +119,28 @@ func (r *runner) saveSnapshot(ctx context.Context, rec *snapshotRecord, gen int6
 	return r.save(ctx, next, false)
 }
 
+// upRate is the documents per second since this member took rec up (0
+// until a chunk of it finished here).
+func (r *runner) upRate(rec *snapshotRecord) float64 {
+	if el := time.Since(r.snap.upSince); r.snap.upID == rec.ID && r.snap.upDone > 0 && el > 0 {
+		return float64(r.snap.upDone) / el.Seconds()
+	}
+	return 0
+}
+
 func (r *runner) snapGen() int64 {
 	r.snap.mu.Lock()
 	defer r.snap.mu.Unlock()
 	return r.snap.gen
 }
 
-// showSnapshot publishes rec in Status and to the hooks.
+// showSnapshot publishes rec in Status and to the hooks: while it runs,
+// with the rate since this member took it up; once finished, with the rate
+// its record froze at its last chunk.
 func (r *runner) showSnapshot(rec *snapshotRecord) {
 	p := rec.progress()
-	if el := time.Since(r.snap.upSince); r.snap.upDone > 0 && el > 0 {
-		p.Rate = float64(r.snap.upDone) / el.Seconds()
+	if rec.running() {
+		p.Rate = r.upRate(rec)
 	}
 	r.c.setStatus(func(s *Status) { s.Snapshot = &p })
 	r.c.hooks.snapshot(SnapshotInfo{Stream: r.c.cfg.name, Partition: r.c.cfg.partition, Progress: p})
@@ -261,7 +272,7 @@ func (r *runner) runSnapshot(ctx context.Context, gen int64, rec *snapshotRecord
 	if rec.Total == 0 && rec.Done == 0 {
 		rec.Total = r.estimate(ctx, namespaces, rec)
 	}
-	r.snap.upDone, r.snap.upSince = 0, time.Now()
+	r.snap.upID, r.snap.upDone, r.snap.upSince = rec.ID, 0, time.Now()
 	switch {
 	case r.snap.announced == rec.ID:
 		// A retry after a failed chunk, logged as such.
@@ -319,6 +330,7 @@ func (r *runner) runSnapshot(ctx context.Context, gen int64, rec *snapshotRecord
 			rec.Chunks++
 			rec.Retries = 0
 			r.snap.upDone += int64(n)
+			rec.Rate = r.upRate(rec)
 			if err := r.saveSnapshot(ctx, rec, gen); err != nil {
 				return err
 			}

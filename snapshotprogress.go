@@ -47,7 +47,9 @@ type SnapshotProgress struct {
 	// (0: unknown).
 	Done, Chunks, Total int64
 	// Rate is the documents per second since this member took the
-	// snapshot up (0 until a chunk finished here).
+	// snapshot up (0 until a chunk finished here). Read from a checkpoint
+	// (SnapshotOf), and once the snapshot finished, it is the rate of the
+	// member that finished its last chunk, as of that chunk.
 	Rate      float64
 	Started   time.Time // when the snapshot began
 	Finished  time.Time // zero while it runs
@@ -116,6 +118,10 @@ type snapshotRecord struct {
 	Done   int64    `bson:"done"`
 	Chunks int64    `bson:"chunks"`
 	Total  int64    `bson:"total"`
+	// Rate is the documents per second of the member that finished the
+	// last chunk, since it took the snapshot up: what a reader of the
+	// store (ferry status, /status) shows for a partition it does not run.
+	Rate float64 `bson:"rate,omitempty"`
 	// Finished is set when the last chunk (and the sweep) finished, or
 	// when it was cancelled.
 	Finished  time.Time `bson:"finished,omitempty"`
@@ -155,7 +161,7 @@ func (s *snapshotRecord) setAfter(v bson.RawValue) {
 
 func (s *snapshotRecord) progress() SnapshotProgress {
 	p := SnapshotProgress{ID: s.ID, Reason: s.Reason, Request: s.Request, Namespace: s.NS, Mode: s.Mode,
-		Done: s.Done, Chunks: s.Chunks, Total: s.Total, Started: s.Started, Finished: s.Finished, Cancelled: s.Cancelled}
+		Done: s.Done, Chunks: s.Chunks, Total: s.Total, Rate: s.Rate, Started: s.Started, Finished: s.Finished, Cancelled: s.Cancelled}
 	if len(s.Filter) > 0 {
 		p.Filter = s.Filter.String()
 	}

@@ -1,6 +1,6 @@
 // Package metrics exports a Ferry consumer's activity as Prometheus metrics.
 // It implements the consumer's hook interfaces (ferry.HookEvent,
-// HookResume, HookCheckpoint, HookQueue), so the core never imports
+// HookResume, HookCheckpoint, HookQueue, HookState, HookSnapshot), so the core never imports
 // Prometheus: pass the Metrics value to ferry.WithHooks.
 //
 //	m := metrics.New(prometheus.DefaultRegisterer)
@@ -23,6 +23,15 @@
 // stream fails with lost history (ChangeStreamHistoryLost). When a partition stops on this member (handed off,
 // lost, failed) every series labelled with it is removed, so a member
 // never exports a partition it no longer runs.
+//
+// Snapshots (HookSnapshot): ferry_snapshot_documents_total and
+// ferry_snapshot_chunks_total count what this member delivered, from the
+// progress reports' differences: a report repeated counts nothing, and the
+// first report of a snapshot on this member (a new one, from 0, or one
+// taken over from another member, part done) only sets the baseline, so
+// another member's documents are never counted here. The gauges
+// (ferry_snapshot_documents_done, _estimated, _per_second, ferry_snapshot_running)
+// are the snapshot's own figures, whoever delivered its chunks.
 package metrics
 
 import (
@@ -53,6 +62,12 @@ type Metrics struct {
 	noImage     *prometheus.CounterVec
 	headroom    *prometheus.Desc
 	window      *prometheus.Desc
+	snapDocs    *prometheus.CounterVec
+	snapChunks  *prometheus.CounterVec
+	snapDone    *prometheus.GaugeVec
+	snapTotal   *prometheus.GaugeVec
+	snapRate    *prometheus.GaugeVec
+	snapRunning *prometheus.GaugeVec
 
 	mu          sync.Mutex
 	checkpoints map[[2]string]time.Time  // (stream, partition) → last successful checkpoint write
@@ -60,7 +75,15 @@ type Metrics struct {
 	positions   map[[2]string]time.Time  // (stream, partition) → cluster time of the checkpointed position
 	oplogStart  map[string]time.Time     // stream → the start of its source's oplog window
 	skew        map[string]time.Duration // stream → its source's clock minus ours, when the start was found
+	snaps       map[[2]string]snapSeen   // (stream, partition) → the last snapshot report seen here
 	now         func() time.Time
+}
+
+// snapSeen is the last progress report of a partition's snapshot seen by
+// this member: the counters add what the next report adds to it.
+type snapSeen struct {
+	id           string
+	done, chunks int64
 }
 
 var (
@@ -69,6 +92,7 @@ var (
 	_ ferry.HookCheckpoint = (*Metrics)(nil)
 	_ ferry.HookQueue      = (*Metrics)(nil)
 	_ ferry.HookState      = (*Metrics)(nil)
+	_ ferry.HookSnapshot   = (*Metrics)(nil)
 )
 
 // New creates the metrics and registers them with reg.
@@ -110,15 +134,29 @@ func New(reg prometheus.Registerer) *Metrics {
 			"The partition's checkpointed position minus the start of the source's oplog window: how long until the oplog no longer holds it (negative: history already lost).", sp, nil),
 		window: prometheus.NewDesc("ferry_oplog_window_seconds",
 			"How much history the source's oplog holds: now minus the cluster time of its oldest entry.", []string{"stream"}, nil),
+		snapDocs: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ferry_snapshot_documents_total",
+			Help: "Documents delivered by snapshots on this member (counted when their chunk finished)."}, sp),
+		snapChunks: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ferry_snapshot_chunks_total",
+			Help: "Snapshot chunks finished on this member."}, sp),
+		snapDone: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "ferry_snapshot_documents_done",
+			Help: "Documents the partition's current (or last) snapshot delivered so far, by every member that ran it."}, sp),
+		snapTotal: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "ferry_snapshot_documents_estimated",
+			Help: "The estimated documents of the partition's current (or last) snapshot (0: unknown)."}, sp),
+		snapRate: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "ferry_snapshot_documents_per_second",
+			Help: "The snapshot's rate since this member took it up; once it finished, the rate of its last chunk."}, sp),
+		snapRunning: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "ferry_snapshot_running",
+			Help: "1 while a snapshot of the partition runs on this member, else 0."}, sp),
 		checkpoints: map[[2]string]time.Time{},
 		pending:     map[[2]string]time.Time{},
 		positions:   map[[2]string]time.Time{},
 		oplogStart:  map[string]time.Time{},
 		skew:        map[string]time.Duration{},
+		snaps:       map[[2]string]snapSeen{},
 		now:         time.Now,
 	}
 	reg.MustRegister(m.events, m.duration, m.retries, m.deadLetters, m.resumes, m.sinkUp, m.state, m.failures,
-		m.queueEvents, m.queueBytes, m.cpWrites, m.noImage, m)
+		m.queueEvents, m.queueBytes, m.cpWrites, m.noImage,
+		m.snapDocs, m.snapChunks, m.snapDone, m.snapTotal, m.snapRate, m.snapRunning, m)
 	return m
 }
 
@@ -209,6 +247,7 @@ func (m *Metrics) forget(stream, p string) {
 	labels := prometheus.Labels{"stream": stream, "partition": p}
 	for _, v := range []interface{ DeletePartialMatch(prometheus.Labels) int }{
 		m.events, m.retries, m.deadLetters, m.resumes, m.sinkUp, m.queueEvents, m.queueBytes, m.cpWrites, m.noImage,
+		m.snapDocs, m.snapChunks, m.snapDone, m.snapTotal, m.snapRate, m.snapRunning,
 	} {
 		v.DeletePartialMatch(labels)
 	}
@@ -216,7 +255,41 @@ func (m *Metrics) forget(stream, p string) {
 	delete(m.checkpoints, [2]string{stream, p})
 	delete(m.pending, [2]string{stream, p})
 	delete(m.positions, [2]string{stream, p})
+	delete(m.snaps, [2]string{stream, p})
 	m.mu.Unlock()
+}
+
+// OnSnapshot implements ferry.HookSnapshot: the counters add the
+// documents and chunks this report adds to the last one of the same
+// snapshot seen here; the first report of a snapshot on this member only
+// sets the baseline (a snapshot taken over part done: its documents so far
+// are another member's).
+func (m *Metrics) OnSnapshot(i ferry.SnapshotInfo) {
+	p, pr := part(i.Partition), i.Progress
+	k := [2]string{i.Stream, p}
+	docs, chunks := m.snapDocs.WithLabelValues(i.Stream, p), m.snapChunks.WithLabelValues(i.Stream, p)
+	m.mu.Lock()
+	prev, ok := m.snaps[k]
+	m.snaps[k] = snapSeen{id: pr.ID, done: pr.Done, chunks: pr.Chunks}
+	if ok && prev.id == pr.ID {
+		// A report repeated adds nothing; one that goes back (a chunk
+		// whose record was not written, read again) is the new baseline.
+		if d := pr.Done - prev.done; d > 0 {
+			docs.Add(float64(d))
+		}
+		if d := pr.Chunks - prev.chunks; d > 0 {
+			chunks.Add(float64(d))
+		}
+	}
+	m.mu.Unlock()
+	m.snapDone.WithLabelValues(i.Stream, p).Set(float64(pr.Done))
+	m.snapTotal.WithLabelValues(i.Stream, p).Set(float64(pr.Total))
+	m.snapRate.WithLabelValues(i.Stream, p).Set(pr.Rate)
+	running := 0.0
+	if pr.Running() {
+		running = 1
+	}
+	m.snapRunning.WithLabelValues(i.Stream, p).Set(running)
 }
 
 // StreamState sets ferry_stream_state for a stream: 1 for state, 0 for

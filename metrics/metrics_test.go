@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -150,4 +151,87 @@ ferry_oplog_window_seconds{stream="s"} 3605
 	if n, err := testutil.GatherAndCount(reg, "ferry_oplog_headroom_seconds"); err != nil || n != 1 {
 		t.Fatalf("head-room series after partition 1 stopped: %d, %v; want 1", n, err)
 	}
+}
+
+// TestSnapshotMetrics: the snapshot counters count what this member
+// delivered, from the reports' differences: a repeated report adds
+// nothing, a new snapshot starts from its own 0, and a snapshot taken over
+// part done counts only the documents delivered here after the takeover.
+// The gauges follow the snapshot; its series go with the partition.
+func TestSnapshotMetrics(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := New(reg)
+	started := time.Unix(1_000_000, 0)
+	snap := func(p int, id string, done, chunks, total int64, rate float64, finished bool) {
+		pr := ferry.SnapshotProgress{ID: id, Reason: ferry.SnapshotForStart, Done: done, Chunks: chunks, Total: total, Rate: rate, Started: started}
+		if finished {
+			pr.Finished = started.Add(time.Minute)
+		}
+		m.OnSnapshot(ferry.SnapshotInfo{Stream: "s", Partition: p, Progress: pr})
+	}
+	compare := func(step, want string) {
+		t.Helper()
+		if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "ferry_snapshot_documents_total", "ferry_snapshot_chunks_total",
+			"ferry_snapshot_documents_done", "ferry_snapshot_documents_estimated", "ferry_snapshot_documents_per_second",
+			"ferry_snapshot_running"); err != nil {
+			t.Fatalf("%s: %v", step, err)
+		}
+	}
+	const head = `
+# HELP ferry_snapshot_chunks_total Snapshot chunks finished on this member.
+# TYPE ferry_snapshot_chunks_total counter
+# HELP ferry_snapshot_documents_done Documents the partition's current (or last) snapshot delivered so far, by every member that ran it.
+# TYPE ferry_snapshot_documents_done gauge
+# HELP ferry_snapshot_documents_estimated The estimated documents of the partition's current (or last) snapshot (0: unknown).
+# TYPE ferry_snapshot_documents_estimated gauge
+# HELP ferry_snapshot_documents_per_second The snapshot's rate since this member took it up; once it finished, the rate of its last chunk.
+# TYPE ferry_snapshot_documents_per_second gauge
+# HELP ferry_snapshot_documents_total Documents delivered by snapshots on this member (counted when their chunk finished).
+# TYPE ferry_snapshot_documents_total counter
+# HELP ferry_snapshot_running 1 while a snapshot of the partition runs on this member, else 0.
+# TYPE ferry_snapshot_running gauge
+`
+	series := func(p string, docs, chunks, done, total, rate, running float64) string {
+		return fmt.Sprintf(`ferry_snapshot_chunks_total{partition=%[1]q,stream="s"} %[3]v
+ferry_snapshot_documents_done{partition=%[1]q,stream="s"} %[4]v
+ferry_snapshot_documents_estimated{partition=%[1]q,stream="s"} %[5]v
+ferry_snapshot_documents_per_second{partition=%[1]q,stream="s"} %[6]v
+ferry_snapshot_documents_total{partition=%[1]q,stream="s"} %[2]v
+ferry_snapshot_running{partition=%[1]q,stream="s"} %[7]v
+`, p, docs, chunks, done, total, rate, running)
+	}
+
+	// A new snapshot on partition 0, its chunks, reports repeated.
+	snap(0, "a", 0, 0, 2500, 0, false)
+	snap(0, "a", 0, 0, 2500, 0, false)
+	compare("started", head+series("0", 0, 0, 0, 2500, 0, 1))
+	snap(0, "a", 1000, 1, 2500, 500, false)
+	snap(0, "a", 1000, 1, 2500, 500, false)
+	compare("one chunk, reported twice", head+series("0", 1000, 1, 1000, 2500, 500, 1))
+	snap(0, "a", 2500, 3, 2500, 625, false)
+	snap(0, "a", 2500, 3, 2500, 625, true)
+	snap(0, "a", 2500, 3, 2500, 625, true)
+	snap(0, "a", 2500, 3, 2500, 625, true)
+	compare("finished, reported again at every poll", head+series("0", 2500, 3, 2500, 2500, 625, 0))
+
+	// The next snapshot of the partition starts from its own 0.
+	snap(0, "b", 0, 0, 2600, 0, false)
+	compare("a second snapshot", head+series("0", 2500, 3, 0, 2600, 0, 1))
+	snap(0, "b", 700, 1, 2600, 350, false)
+	compare("a second snapshot's chunk", head+series("0", 3200, 4, 700, 2600, 350, 1))
+
+	// Partition 1 taken over from another member with 5000 documents
+	// done: those are not this member's.
+	snap(1, "c", 5000, 5, 9000, 0, false)
+	compare("taken over", head+series("0", 3200, 4, 700, 2600, 350, 1)+series("1", 0, 0, 5000, 9000, 0, 1))
+	snap(1, "c", 5600, 6, 9000, 600, false)
+	compare("a chunk after the takeover", head+series("0", 3200, 4, 700, 2600, 350, 1)+series("1", 600, 1, 5600, 9000, 600, 1))
+
+	// Partition 1 leaves this member: its series go; when it comes back
+	// with more done elsewhere, that is not counted here either.
+	m.OnState(ferry.StateInfo{Stream: "s", Partition: 1, State: ferry.StateStopped})
+	compare("partition 1 handed off", head+series("0", 3200, 4, 700, 2600, 350, 1))
+	snap(1, "c", 8000, 9, 9000, 0, false)
+	snap(1, "c", 9000, 10, 9000, 800, true)
+	compare("partition 1 back, finished", head+series("0", 3200, 4, 700, 2600, 350, 1)+series("1", 1000, 1, 9000, 9000, 800, 0))
 }

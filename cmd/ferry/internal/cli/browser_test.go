@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"syscall"
@@ -355,4 +356,100 @@ func TestStatusPageEscapes(t *testing.T) {
 		t.Errorf("the page ran or built markup from the document (%d)", n)
 	}
 	screenshot(t, ctx, "status-escaped.png")
+}
+
+// snapshotView is a partition's snapshot as the status page shows it.
+type snapshotView struct {
+	Stream      string  `json:"stream"`
+	Partition   int     `json:"partition"`
+	State       string  `json:"state"`
+	Bar         bool    `json:"bar"`
+	Determinate bool    `json:"determinate"`
+	Value       float64 `json:"value"`
+	Max         float64 `json:"max"`
+	Width       float64 `json:"width"`
+	Label       string  `json:"label"`
+	ValueText   string  `json:"valueText"`
+	Text        string  `json:"text"`
+	Summary     string  `json:"summary"`
+}
+
+const snapshotProbeJS = `(() => [...document.querySelectorAll("section.stream [data-snapshot-state]")].map(d => {
+  const bar = d.querySelector("progress"), text = d.querySelector(".snap-text");
+  return {stream: d.closest("section.stream").dataset.stream, partition: Number(d.dataset.partition), state: d.dataset.snapshotState,
+    bar: !!bar, determinate: !!bar && bar.hasAttribute("value"), value: bar ? bar.value : -1, max: bar ? bar.max : -1,
+    width: bar ? bar.getBoundingClientRect().width : 0,
+    label: bar ? bar.getAttribute("aria-label") || "" : "", valueText: bar ? bar.getAttribute("aria-valuetext") || "" : "",
+    text: text ? text.textContent : d.textContent, summary: document.getElementById("summary").textContent};
+}))()`
+
+// waitSnapshotView polls the page until its first snapshot satisfies cond.
+func waitSnapshotView(t *testing.T, ctx context.Context, d time.Duration, what string, cond func(snapshotView) bool) snapshotView {
+	t.Helper()
+	var got snapshotView
+	poll.Until(t, d, func() error {
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		views, err := chromedp.Run(cctx, chromedp.Evaluate[[]snapshotView](snapshotProbeJS))
+		if err != nil {
+			t.Fatalf("read the page: %v", err)
+		}
+		if len(views) != 1 || !cond(views[0]) {
+			return fmt.Errorf("the page does not show %s; its snapshots: %+v", what, views)
+		}
+		got = views[0]
+		return nil
+	})
+	return got
+}
+
+// TestStatusPageSnapshotInBrowser: a `ferry run` member snapshots 2500
+// documents (start_at: backfill, one partition), its sink taking the
+// first chunk and refusing the next: the page it serves shows a progress
+// bar at 1000 of 2500 (40%), with the documents, rate and ETA as text and
+// for screen readers; once the sink takes the rest, the bar gives way to
+// the finished snapshot's line. Screenshots in the artifact directory.
+func TestStatusPageSnapshotInBrowser(t *testing.T) {
+	ctx := newBrowser(t)
+	s := startStalledSnapshot(t)
+	base := "http://" + s.m.addr() + "/"
+	nav, cancel := context.WithTimeout(ctx, 20*time.Second)
+	if err := chromedp.Do(nav, chromedp.Navigate(base)); err != nil {
+		t.Fatalf("load %s: %v", base, err)
+	}
+	cancel()
+	text := regexp.MustCompile(`^40% — 1,000 / 2,500 documents, [0-9,.]+/s, ETA [0-9.]+ (ms|s)$`)
+	v := waitSnapshotView(t, ctx, 30*time.Second, "a running snapshot's bar", func(v snapshotView) bool { return v.State == "running" })
+	if v.Stream != "catalog" || v.Partition != 0 || !v.Bar || !v.Determinate || v.Value != 1000 || v.Max != snapDocs || v.Width < 100 {
+		t.Errorf("the bar: %+v, want a visible <progress> at 1000 of %d", v, snapDocs)
+	}
+	if !text.MatchString(v.Text) || v.ValueText != v.Text || v.Label != "snapshot of partition 0" {
+		t.Errorf("the bar's text %q (for screen readers %q, label %q), want %s", v.Text, v.ValueText, v.Label, text)
+	}
+	if !strings.Contains(v.Summary, ", 1 snapshot(s) running") {
+		t.Errorf("the header does not count the running snapshot: %q", v.Summary)
+	}
+	t.Logf("running: %s", v.Text)
+	screenshot(t, ctx, "status-snapshot-running.png")
+	// At a phone's width the bar fits the screen.
+	if err := chromedp.Do(ctx, chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile, chromedp.EmulatePortrait, chromedp.EmulateScale(2))); err != nil {
+		t.Fatal(err)
+	}
+	gen := probe(t, ctx).Generation
+	if pv, _ := waitPage(t, ctx, pageRefresh+2*time.Second, "a refresh at phone width", func(v pageView) bool { return v.Generation > gen }); pv.Overflow {
+		t.Errorf("at 390 px the page with a snapshot is wider than the screen")
+	}
+	if v := waitSnapshotView(t, ctx, time.Second, "the bar at phone width", func(v snapshotView) bool { return v.Bar }); v.Width < 200 || v.Width > 390 {
+		t.Errorf("at 390 px the bar is %v px wide", v.Width)
+	}
+	screenshot(t, ctx, "status-snapshot-phone.png")
+
+	s.release()
+	v = waitSnapshotView(t, ctx, 60*time.Second, "the snapshot finished", func(v snapshotView) bool { return v.State == "finished" })
+	if v.Bar || !regexp.MustCompile(`^partition 0: last snapshot \(start\) finished [0-9.]+ (ms|s) ago: 2,500 documents$`).MatchString(v.Text) ||
+		strings.Contains(v.Summary, "snapshot(s) running") {
+		t.Errorf("finished: %+v", v)
+	}
+	t.Logf("finished: %s", v.Text)
+	screenshot(t, ctx, "status-snapshot-finished.png")
 }

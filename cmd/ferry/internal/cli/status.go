@@ -5,6 +5,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
+	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -159,8 +162,86 @@ func printStatus(ctx context.Context, cfgPath string, cfg *config.Config, db *mo
 			}
 			fmt.Fprintf(w, "  %d\t%s\t%s\t%s\t%s\t%s\n", p.Partition, owner, epoch, age, lag, state)
 		}
+		for _, p := range sd.Partitions {
+			if p.Snapshot != nil {
+				fmt.Fprintf(w, "  partition %d: %s\n", p.Partition, snapshotText(p.Snapshot))
+			}
+		}
 	}
 	return w.Flush()
+}
+
+// snapshotText is a partition's snapshot in one line: while it runs,
+// "snapshot running (start): 42% — 420,000 / 1,000,000 documents,
+// 12,000/s, ETA 48s, 420 chunks"; once over, when it finished and how
+// many documents it delivered.
+func snapshotText(s *snapshotProgressDoc) string {
+	why := s.Reason
+	if s.Filtered {
+		why += ", filtered"
+	}
+	switch s.State {
+	case snapshotRunning:
+		var b strings.Builder
+		fmt.Fprintf(&b, "snapshot running (%s): ", why)
+		if s.DocumentsEstimated != nil && s.Percent != nil {
+			fmt.Fprintf(&b, "%d%% — %s / %s documents", int(*s.Percent), thousands(s.DocumentsDone), thousands(*s.DocumentsEstimated))
+		} else {
+			fmt.Fprintf(&b, "%s documents (total unknown)", thousands(s.DocumentsDone))
+		}
+		if r := s.DocumentsPerSecond; r != nil && *r < 10 {
+			fmt.Fprintf(&b, ", %.1f/s", *r)
+		} else if r != nil {
+			fmt.Fprintf(&b, ", %s/s", thousands(int64(math.Round(*r))))
+		}
+		if s.ETASeconds != nil {
+			fmt.Fprintf(&b, ", ETA %s", shortDuration(*s.ETASeconds))
+		}
+		fmt.Fprintf(&b, ", %s done", plural(int(s.ChunksDone), "chunk"))
+		if s.Namespace != "" {
+			fmt.Fprintf(&b, ", reading %s (%s)", s.Namespace, s.Mode)
+		}
+		return b.String()
+	case snapshotCancelled:
+		at := ""
+		if s.FinishedAt != nil {
+			at = " at " + s.FinishedAt.Format(time.RFC3339)
+		}
+		return fmt.Sprintf("last snapshot (%s) cancelled%s: %s documents delivered", why, at, thousands(s.DocumentsDone))
+	}
+	at, took := "", ""
+	if s.FinishedAt != nil {
+		at = " at " + s.FinishedAt.Format(time.RFC3339)
+		if d := s.FinishedAt.Sub(s.StartedAt); d > 0 {
+			took = " in " + shortDuration(d.Seconds())
+		}
+	}
+	return fmt.Sprintf("last snapshot (%s) finished%s: %s documents%s", why, at, thousands(s.DocumentsDone), took)
+}
+
+// shortDuration is a number of seconds as a duration: to 0.1 s below 10 s,
+// to the second above.
+func shortDuration(sec float64) string {
+	if sec < 10 {
+		return secondsText(sec, 100*time.Millisecond)
+	}
+	return secondsText(sec, time.Second)
+}
+
+// thousands writes n with a comma between groups of three digits.
+func thousands(n int64) string {
+	s := strconv.FormatInt(n, 10)
+	neg := strings.HasPrefix(s, "-")
+	if neg {
+		s = s[1:]
+	}
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	if neg {
+		s = "-" + s
+	}
+	return s
 }
 
 // secondsText is a number of seconds as a duration, rounded to round.

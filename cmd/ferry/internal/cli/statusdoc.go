@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -99,6 +100,73 @@ type partitionDoc struct {
 	State                string     `json:"state"`
 	Note                 string     `json:"note"`
 	LastError            string     `json:"last_error"`
+	// Snapshot is the partition's snapshot in progress, or its last one
+	// (null: none recorded).
+	Snapshot *snapshotProgressDoc `json:"snapshot"`
+}
+
+// snapshotProgressDoc is a partition's snapshot as its checkpoint records it
+// (ferry.SnapshotOf), after every finished chunk. It names the request
+// and whether it has a filter, never the filter itself (it may quote
+// values of the documents).
+type snapshotProgressDoc struct {
+	ID        string `json:"id"`
+	State     string `json:"state"`  // running, finished or cancelled
+	Reason    string `json:"reason"` // start, history-lost or request
+	Request   string `json:"request"`
+	Filtered  bool   `json:"filtered"`
+	Namespace string `json:"namespace"`
+	Mode      string `json:"mode"`
+	// DocumentsEstimated, Percent, DocumentsPerSecond and ETASeconds are
+	// null when not known.
+	DocumentsDone      int64      `json:"documents_done"`
+	DocumentsEstimated *int64     `json:"documents_estimated"`
+	Percent            *float64   `json:"percent"`
+	ChunksDone         int64      `json:"chunks_done"`
+	DocumentsPerSecond *float64   `json:"documents_per_second"`
+	ETASeconds         *float64   `json:"eta_seconds"`
+	StartedAt          time.Time  `json:"started_at"`
+	FinishedAt         *time.Time `json:"finished_at"`
+}
+
+// Snapshot states (snapshotProgressDoc.State).
+const (
+	snapshotRunning   = "running"
+	snapshotFinished  = "finished"
+	snapshotCancelled = "cancelled"
+)
+
+// newSnapshotProgressDoc is the status document's view of a snapshot's progress.
+func newSnapshotProgressDoc(p ferry.SnapshotProgress) *snapshotProgressDoc {
+	d := &snapshotProgressDoc{ID: p.ID, State: snapshotRunning, Reason: p.Reason, Request: p.Request, Filtered: p.Filter != "",
+		Namespace: p.Namespace, Mode: p.Mode, DocumentsDone: p.Done, ChunksDone: p.Chunks, StartedAt: p.Started.UTC()}
+	switch {
+	case p.Cancelled:
+		d.State = snapshotCancelled
+	case !p.Running():
+		d.State = snapshotFinished
+	}
+	if !p.Finished.IsZero() {
+		t := p.Finished.UTC()
+		d.FinishedAt = &t
+	}
+	if p.Total > 0 {
+		total := p.Total
+		d.DocumentsEstimated = &total
+	}
+	if p.Total > 0 || d.State == snapshotFinished {
+		pc := math.Floor(p.Percent()*10) / 10
+		d.Percent = &pc
+	}
+	if p.Rate > 0 {
+		r := math.Round(p.Rate*10) / 10
+		d.DocumentsPerSecond = &r
+	}
+	if eta := p.ETA(); eta > 0 {
+		e := seconds(eta)
+		d.ETASeconds = &e
+	}
+	return d
 }
 
 type failureDoc struct {
@@ -342,6 +410,9 @@ func (s statusSource) stream(ctx context.Context, sc *config.Stream, now time.Ti
 			pd.Note = ferry.RedactTokens(cp.Note)
 			if pd.LastError == "" && cp.State != "" && cp.State != checkpoint.StateRunning {
 				pd.LastError = pd.Note
+			}
+			if sp, ok, err := ferry.SnapshotOf(cp); err == nil && ok {
+				pd.Snapshot = newSnapshotProgressDoc(sp)
 			}
 		}
 		// Its live owner says it waits for the sink (a partition stopped

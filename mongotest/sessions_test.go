@@ -414,3 +414,68 @@ func TestMisusedSessionFields(t *testing.T) {
 		t.Fatalf("%d documents, %v; want none (every command refused before running)", n, err)
 	}
 }
+
+// TestSnapshotReadBeforeTheFirstOne: a snapshot read at a cluster time
+// before any snapshot read (a change stream's position, say) reads that
+// state, as on a real server, whose history covers the last 300 s: the
+// emulator keeps versions from its first snapshot read on, and nothing
+// had changed since that time. Only a time whose versions it discarded
+// fails with SnapshotTooOld.
+func TestSnapshotReadBeforeTheFirstOne(t *testing.T) {
+	client, db, srv := connect(t)
+	ctx := ctx(t)
+	c, other := db.Collection("c"), db.Collection("other")
+	opTime := func() bson.Timestamp {
+		t.Helper()
+		s, err := client.StartSession()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.EndSession(ctx)
+		if _, err := other.InsertOne(mongo.NewSessionContext(ctx, s), bson.D{}); err != nil {
+			t.Fatal(err)
+		}
+		return *s.OperationTime()
+	}
+	if _, err := c.InsertOne(ctx, bson.D{{Key: "_id", Value: 1}, {Key: "x", Value: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	at := opTime() // later writes elsewhere change nothing c's snapshot needs
+	opTime()
+	readAt := func(at bson.Timestamp) (int32, error) {
+		t.Helper()
+		s, err := client.StartSession(options.Session().SetSnapshot(true).SetSnapshotTime(at))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.EndSession(ctx)
+		var d struct{ X int32 }
+		err = c.FindOne(mongo.NewSessionContext(ctx, s), bson.D{{Key: "_id", Value: 1}}).Decode(&d)
+		return d.X, err
+	}
+	if x, err := readAt(at); err != nil || x != 1 {
+		t.Fatalf("first snapshot read, at a time before it: x = %d, %v; want 1", x, err)
+	}
+	if _, err := c.UpdateOne(ctx, bson.D{{Key: "_id", Value: 1}}, bson.D{{Key: "$set", Value: bson.D{{Key: "x", Value: 2}}}}); err != nil {
+		t.Fatal(err)
+	}
+	if x, err := readAt(at); err != nil || x != 1 {
+		t.Fatalf("snapshot read after an update: x = %d, %v; want 1 (the state at %v)", x, err, at)
+	}
+	if srv == nil {
+		return
+	}
+	// Past the window with no snapshot read, the emulator keeps no
+	// versions: an update then discards the one a snapshot before it needs.
+	srv.AdvanceClock(301 * time.Second)
+	before := opTime()
+	if _, err := c.UpdateOne(ctx, bson.D{{Key: "_id", Value: 1}}, bson.D{{Key: "$set", Value: bson.D{{Key: "x", Value: 3}}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := readAt(before); codeOf(err) != 239 {
+		t.Fatalf("snapshot read before a write that kept no history: %v, want SnapshotTooOld (239)", err)
+	}
+	if x, err := readAt(opTime()); err != nil || x != 3 {
+		t.Fatalf("snapshot read after it: x = %d, %v; want 3", x, err)
+	}
+}

@@ -21,10 +21,11 @@ import (
 // A record keeps its earlier versions while a snapshot may still read
 // them: while transactions are open, and from the first snapshot read on
 // for minSnapshotHistoryWindowInSeconds (default 300 s, server clock)
-// after the last one. A snapshot older than the window, or older than the
-// history kept (before the first snapshot read of a period), fails with
+// after the last one. A snapshot older than the window, or one that needs
+// a version a write discarded while no history was kept, fails with
 // SnapshotTooOld (239) rather than reading a state the emulator no longer
-// has.
+// has; a snapshot before the first snapshot read whose versions are all
+// still there (nothing it reads changed since) reads as on a real server.
 
 // defaultSnapshotWindow is minSnapshotHistoryWindowInSeconds' default.
 const defaultSnapshotWindow = 300 * time.Second
@@ -37,6 +38,11 @@ type snapshotHistory struct {
 	// versions they replaced.
 	from    int64
 	lastUse time.Time
+	// dropped is the newest oplog sequence number whose write replaced
+	// (or whose trim discarded) a version without keeping it: a snapshot
+	// at or before it may lack a version it needs. A snapshot after it
+	// reads exactly what a real server's history would give it.
+	dropped int64
 }
 
 // snapshotReadCommands may read at a snapshot outside a transaction.
@@ -88,6 +94,7 @@ func (e *engine) trimHistory(rec *record) {
 		}
 	}
 	if k > 0 {
+		e.snapHist.dropped = max(e.snapHist.dropped, rec.history[k].seq)
 		rec.history = append(rec.history[:0:0], rec.history[k:]...)
 	}
 }
@@ -120,7 +127,10 @@ func (e *engine) snapshotAt(at bson.Timestamp) (int64, error) {
 			at.T, at.I, e.lastTS.T, e.lastTS.I)
 	}
 	snap := e.oplog.seqAfter(at)
-	if int64(at.T) < now.Add(-e.params.snapshotWindow).Unix() || snap < e.snapHist.from {
+	// A real server keeps every version for the window; the emulator keeps
+	// them from the first snapshot read on, and refuses only a snapshot
+	// whose versions it discarded (a write since then without history).
+	if int64(at.T) < now.Add(-e.params.snapshotWindow).Unix() || snap <= e.snapHist.dropped {
 		return 0, errorf(mongoerr.CodeSnapshotTooOld, "Read timestamp Timestamp(%d, %d) is older than the oldest available timestamp.", at.T, at.I)
 	}
 	return snap, nil

@@ -122,6 +122,7 @@ func (rec *record) versionAt(snap int64) bson.D {
 func (e *engine) noteVersion(rec *record) {
 	if !e.keepHistory() {
 		rec.history = nil
+		e.snapHist.dropped = max(e.snapHist.dropped, e.oplog.nextSeq)
 		return
 	}
 	var d bson.D

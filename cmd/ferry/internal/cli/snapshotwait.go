@@ -89,11 +89,15 @@ func (w *snapshotWait) view(ctx context.Context) (waitView, error) {
 	}
 	v.partitions = len(parts)
 	ended := v.replacedBy != "" || v.cancelledReq // partitions that did not take it up never will
+	estimated := 0                                // partitions whose estimate is known
 	for _, p := range parts {
 		mine := p.has && p.progress.Request == w.id
 		if mine {
 			v.done += p.progress.Done
 			v.total += max(p.progress.Total, p.progress.Done)
+			if p.progress.Total > 0 || !p.progress.Finished.IsZero() {
+				estimated++
+			}
 			if s := p.progress.Started; !s.IsZero() && (v.started.IsZero() || s.Before(v.started)) {
 				v.started = s
 			}
@@ -121,6 +125,11 @@ func (w *snapshotWait) view(ctx context.Context) (waitView, error) {
 		default:
 			v.waiting++
 		}
+	}
+	if estimated > 0 && estimated < v.partitions && !ended {
+		// A partition records its estimate with its first chunk: until
+		// every one did, the others are taken to be alike.
+		v.total = v.total * int64(v.partitions) / int64(estimated)
 	}
 	return v, nil
 }

@@ -457,14 +457,7 @@ func runSnapshotCancel(ctx context.Context, args []string, stdout, stderr io.Wri
 	if st == nil {
 		return code
 	}
-	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-	defer cancel()
-	err := func() error {
-		state, err := openSnapshotState(ctx, cfg)
-		if err != nil {
-			return err
-		}
-		defer state.close()
+	return withSnapshotState(ctx, "snapshot cancel", cfg, stderr, func(ctx context.Context, state *snapshotState) error {
 		req, err := state.reqs.SnapshotRequest(ctx, st.Name)
 		if errors.Is(err, checkpoint.ErrNotFound) {
 			return fmt.Errorf("stream %s has no snapshot request to cancel%s", st.Name, otherSnapshots(ctx, state, st))
@@ -495,9 +488,26 @@ func runSnapshotCancel(ctx context.Context, args []string, stdout, stderr io.Wri
 		}
 		fmt.Fprintf(stdout, "\nsee it:  ferry snapshot status -c %s -stream %s\n", fs.Lookup("c").Value.String(), st.Name)
 		return nil
+	})
+}
+
+// withSnapshotState opens the configuration's state store (with a 15 s
+// budget), runs fn and reports its error as "ferry <name>: ...", exit
+// code 1.
+func withSnapshotState(ctx context.Context, name string, cfg *config.Config, stderr io.Writer,
+	fn func(ctx context.Context, state *snapshotState) error) int {
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	err := func() error {
+		state, err := openSnapshotState(ctx, cfg)
+		if err != nil {
+			return err
+		}
+		defer state.close()
+		return fn(ctx, state)
 	}()
 	if err != nil {
-		fmt.Fprintln(stderr, "ferry snapshot cancel:", err)
+		fmt.Fprintf(stderr, "ferry %s: %v\n", name, err)
 		return 1
 	}
 	return 0

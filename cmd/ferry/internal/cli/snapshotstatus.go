@@ -161,14 +161,7 @@ func runSnapshotStatus(ctx context.Context, args []string, stdout, stderr io.Wri
 	if streams == nil {
 		return code
 	}
-	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-	defer cancel()
-	err := func() error {
-		state, err := openSnapshotState(ctx, cfg)
-		if err != nil {
-			return err
-		}
-		defer state.close()
+	return withSnapshotState(ctx, "snapshot status", cfg, stderr, func(ctx context.Context, state *snapshotState) error {
 		now := time.Now()
 		var doc snapshotStatusJSON
 		for _, st := range streams {
@@ -184,12 +177,7 @@ func runSnapshotStatus(ctx context.Context, args []string, stdout, stderr io.Wri
 			return enc.Encode(doc)
 		}
 		return printSnapshotStatus(stdout, doc, now)
-	}()
-	if err != nil {
-		fmt.Fprintln(stderr, "ferry snapshot status:", err)
-		return 1
-	}
-	return 0
+	})
 }
 
 // printSnapshotStatus prints the document as a table per stream.

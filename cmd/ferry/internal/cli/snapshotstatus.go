@@ -193,7 +193,7 @@ func printSnapshotStatus(stdout io.Writer, doc snapshotStatusJSON, now time.Time
 				if p.Problem != "" {
 					what = "snapshot record unreadable: " + p.Problem
 				}
-				fmt.Fprintf(w, "  %d\t-\t-\t%s\t\t\t\t\t\t\n", p.Partition, what)
+				fmt.Fprintf(w, "  %d\t-\t-\t%s\n", p.Partition, what)
 				continue
 			}
 			est := "?"

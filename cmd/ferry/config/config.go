@@ -87,6 +87,7 @@ type Stream struct {
 	Queue    Queue                `yaml:"queue"`
 	Batch    Batch                `yaml:"batch"`
 	Verify   Verify               `yaml:"verify"`
+	Snapshot Snapshot             `yaml:"snapshot"`
 	Sink     Sink                 `yaml:"sink"`
 }
 
@@ -170,6 +171,23 @@ type Verify struct {
 	// at least 1m; a window the oplog does not hold starts at the
 	// oplog's start).
 	Window time.Duration `yaml:"window"`
+}
+
+// Snapshot paces the stream's snapshots: the first load of start_at:
+// backfill, the recovery of on_history_lost: backfill and the operator's
+// `ferry snapshot` requests (ferry.SnapshotChunkSize, SnapshotMaxRate,
+// SnapshotPollInterval).
+type Snapshot struct {
+	// ChunkSize is the documents a partition reads per chunk: the unit
+	// that is read at one cluster time, checkpointed, and read again
+	// after a crash.
+	ChunkSize int `yaml:"chunk_size"`
+	// MaxRate caps each partition's snapshot reads, in documents per
+	// second (0: no cap).
+	MaxRate float64 `yaml:"max_rate"`
+	// PollInterval is how often each partition's owner reads the state
+	// store for an operator's request or cancellation.
+	PollInterval time.Duration `yaml:"poll_interval"`
 }
 
 // Batch bounds what a lane hands its sink in one Write (ferry.BatchSize,
@@ -345,6 +363,20 @@ const (
 	fullDocumentBeforeOff  = "off"
 	encodingCanonical      = "canonical"
 	encodingRelaxed        = "relaxed"
+)
+
+// Snapshot pacing (the snapshot block of a stream).
+const (
+	// DefaultSnapshotChunk is snapshot.chunk_size's default.
+	DefaultSnapshotChunk = ferry.DefaultSnapshotChunk
+	// MaxSnapshotChunk bounds snapshot.chunk_size (ferry.SnapshotChunkSize's bound).
+	MaxSnapshotChunk = 1_000_000
+	// DefaultSnapshotPoll and MinSnapshotPoll are snapshot.poll_interval's
+	// default and least value (each poll is one read of the state store
+	// per partition).
+	DefaultSnapshotPoll = 2 * time.Second
+	MinSnapshotPoll     = 100 * time.Millisecond
+	maxSnapshotRate     = 1e9
 )
 
 // Problem is one thing wrong with a configuration, at Path (for example

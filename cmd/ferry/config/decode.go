@@ -303,6 +303,28 @@ func (d *decoder) duration(path string, n *yaml.Node, dst *time.Duration, min ti
 	*dst = v
 }
 
+// rate decodes a non-negative number of documents per second (0: no cap),
+// whole or decimal.
+func (d *decoder) rate(path string, n *yaml.Node, dst *float64) {
+	if isNull(n) {
+		return
+	}
+	s, ok := d.scalar(path, n)
+	if !ok {
+		return
+	}
+	v, err := strconv.ParseFloat(strings.ReplaceAll(s, "_", ""), 64)
+	if err != nil || math.IsNaN(v) || math.IsInf(v, 0) {
+		d.add(path, "must be a number of documents per second such as 500 or 12.5 (0: no cap), got %s", quote(s))
+		return
+	}
+	if v < 0 || v > maxSnapshotRate {
+		d.add(path, "must be 0 (no cap) or a positive number of documents per second up to %g, got %s", float64(maxSnapshotRate), quote(s))
+		return
+	}
+	*dst = v
+}
+
 // size decodes a byte count: a whole number, or one with a unit (KB, MB,
 // GB: powers of 1000; KiB, MiB, GiB: powers of 1024).
 func (d *decoder) size(path string, n *yaml.Node, dst *int64) {

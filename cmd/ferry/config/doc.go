@@ -228,6 +228,27 @@
 //	      window: 1h         >= 1m: how far back each run reads (from
 //	                         the oplog's start, to the increment, when
 //	                         the oplog holds less)
+//	    snapshot:            how the stream's snapshots read the source: the
+//	                         first load (source.start_at: backfill), the
+//	                         recovery of on_history_lost: backfill, and
+//	                         the operator's requests (ferry snapshot)
+//	      chunk_size: 1000   1 to 1000000 (default 1000): documents a
+//	                         partition reads at one cluster time; each
+//	                         finished chunk is checkpointed, so a crash or
+//	                         takeover reads at most one chunk per partition
+//	                         again. Memory holds one chunk per partition
+//	                         (a chunk also ends at the server's 16 MiB
+//	                         reply)
+//	      max_rate: 0        documents per second per partition, a whole
+//	                         or decimal number (default 0: no cap); the
+//	                         source's snapshot load is at most partitions
+//	                         times this
+//	      poll_interval: 2s  >= 100ms (default 2s): how often each
+//	                         partition's owner reads the state store for a
+//	                         `ferry snapshot` request or cancellation (one
+//	                         point read per partition); a request starts,
+//	                         and a cancellation stops it at its next chunk,
+//	                         within about this long
 //	    sink:                required, exactly one of:
 //	      webhook:
 //	        url: https://…   required: absolute http(s) URL
@@ -339,7 +360,7 @@
 //
 // For each stream, ConsumerOptions returns the ferry options (scope,
 // pipeline, change-stream options, start position, retry, handler timeout,
-// policies, queue limits, stream name), GroupOptions the group options
+// policies, queue limits, snapshot pacing, stream name), GroupOptions the group options
 // (name, partitions, lease TTL, member id, delivery mode) and NewSink the
 // sink, unconnected (the sink section mapped onto the sink package's
 // options; Kafka SASL through KafkaSASL.SASL):

@@ -53,6 +53,7 @@ streams:
     on_invalidate: restart
     queue: {events: 500, bytes: 8MiB}
     batch: {events: 50, bytes: 1MiB, linger: 5ms}
+    snapshot: {chunk_size: 250, max_rate: 12.5, poll_interval: 500ms}
     sink:
       webhook:
         url: https://user:hook-url-pass@hooks.example.com/ferry?token=abc
@@ -116,6 +117,7 @@ func TestFullConfig(t *testing.T) {
 			Queue:         config.Queue{Events: 500, Bytes: 8 << 20},
 			Batch:         config.Batch{Events: 50, Bytes: 1 << 20, Linger: 5 * time.Millisecond},
 			Verify:        config.Verify{Window: time.Hour},
+			Snapshot:      config.Snapshot{ChunkSize: 250, MaxRate: 12.5, PollInterval: 500 * time.Millisecond},
 			Sink: config.Sink{Type: "webhook", Webhook: &config.Webhook{
 				URL:      "https://user:hook-url-pass@hooks.example.com/ferry?token=abc",
 				Secret:   config.Secret(hookSecret),
@@ -136,6 +138,7 @@ func TestFullConfig(t *testing.T) {
 			Queue:         config.Queue{Events: 4000, Bytes: 64 << 20},
 			Batch:         config.Batch{Events: 100, Bytes: 4 << 20},
 			Verify:        config.Verify{Window: time.Hour},
+			Snapshot:      config.Snapshot{ChunkSize: 1000, PollInterval: 2 * time.Second},
 			Sink:          config.Sink{Type: "stdout", Stdout: &config.Stdout{Encoding: "relaxed"}},
 		}},
 	}
@@ -185,6 +188,7 @@ func TestDefaults(t *testing.T) {
 		{"policies", []string{string(s.OnPoison), string(s.OnHistoryLost), string(s.OnInvalidate)}, []string{"dead-letter", "fail", "stop"}},
 		{"queue", s.Queue, config.Queue{Events: 4000, Bytes: 64 << 20}},
 		{"batch", s.Batch, config.Batch{Events: 100, Bytes: 4 << 20}},
+		{"snapshot", s.Snapshot, config.Snapshot{ChunkSize: 1000, MaxRate: 0, PollInterval: 2 * time.Second}},
 		{"webhook", *s.Sink.Webhook, config.Webhook{URL: "https://hooks.example.com/ferry", Secret: config.Secret(hookSecret), Timeout: 10 * time.Second, Encoding: "canonical"}},
 		{"pipeline", len(s.Source.Pipeline), 0},
 	}
@@ -437,6 +441,9 @@ func TestConsumerOptions(t *testing.T) {
 		{func(s *config.Stream) { s.OnPoison = ferry.PoisonDeadLetter }, "DeadLetters"},
 		{func(s *config.Stream) { s.OnHistoryLost = "x" }, "OnHistoryLost"},
 		{func(s *config.Stream) { s.OnInvalidate = "x" }, "OnInvalidate"},
+		{func(s *config.Stream) { s.Snapshot.ChunkSize = 2_000_000 }, "SnapshotChunkSize"},
+		{func(s *config.Stream) { s.Snapshot.MaxRate = -1 }, "SnapshotMaxRate"},
+		{func(s *config.Stream) { s.Snapshot.PollInterval = -time.Second }, "SnapshotPollInterval"},
 	} {
 		c := *s
 		tc.edit(&c)

@@ -31,7 +31,8 @@ func (s *Stream) ConsumerOptions(cps checkpoint.Store) ([]ferry.Option, error) {
 // GroupConsumerOptions returns the ferry options of the stream's
 // definition and policies: scope, pipeline, change-stream options, start
 // position, retry policy, handler timeout, poison / lost-history /
-// invalidate / oversize policies and queue limits; not its name, which
+// invalidate / oversize policies, queue limits and snapshot pacing
+// (snapshot.chunk_size, max_rate, poll_interval); not its name, which
 // group.Name gives (GroupOptions). Pass them to group.ConsumerOptions,
 // which refuses the options the group sets itself (the stream's name, the
 // partition, epoch, checkpoint and dead-letter stores, the drain timeout).
@@ -101,6 +102,15 @@ func (s *Stream) GroupConsumerOptions(cps checkpoint.Store) ([]ferry.Option, err
 		ferry.OnOversize(s.Oversize),
 		ferry.SplitLargeEvents(s.Source.SplitLargeEvents),
 		ferry.QueueLimit(s.Queue.Events, s.Queue.Bytes),
+		ferry.SnapshotMaxRate(s.Snapshot.MaxRate),
+	}
+	// A Stream built by hand without its snapshot block keeps ferry's
+	// defaults; Parse always fills them in.
+	if s.Snapshot.ChunkSize != 0 {
+		opts = append(opts, ferry.SnapshotChunkSize(s.Snapshot.ChunkSize))
+	}
+	if s.Snapshot.PollInterval != 0 {
+		opts = append(opts, ferry.SnapshotPollInterval(s.Snapshot.PollInterval))
 	}
 	return opts, nil
 }

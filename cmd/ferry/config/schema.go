@@ -177,6 +177,7 @@ func (d *decoder) stream(path string, n *yaml.Node) Stream {
 		Queue:         Queue{Events: DefaultQueueEvents, Bytes: DefaultQueueBytes},
 		Batch:         Batch{Events: DefaultBatchEvents, Bytes: DefaultBatchBytes},
 		Verify:        Verify{Window: DefaultVerifyWindow},
+		Snapshot:      Snapshot{ChunkSize: DefaultSnapshotChunk, PollInterval: DefaultSnapshotPoll},
 	}
 	seen := map[string]bool{}
 	ok := d.mapping(path, n, map[string]field{
@@ -281,6 +282,17 @@ func (d *decoder) stream(path string, n *yaml.Node) Stream {
 					d.duration(p, v, &s.Verify.Interval, time.Minute)
 				},
 				"window": func(p string, v *yaml.Node) { d.duration(p, v, &s.Verify.Window, time.Minute) },
+			})
+		},
+		"snapshot": func(p string, v *yaml.Node) {
+			d.mapping(p, v, map[string]field{
+				"chunk_size": func(p string, v *yaml.Node) {
+					d.intField(p, v, &s.Snapshot.ChunkSize, 1, MaxSnapshotChunk)
+				},
+				"max_rate": func(p string, v *yaml.Node) { d.rate(p, v, &s.Snapshot.MaxRate) },
+				"poll_interval": func(p string, v *yaml.Node) {
+					d.duration(p, v, &s.Snapshot.PollInterval, MinSnapshotPoll)
+				},
 			})
 		},
 		"sink": func(p string, v *yaml.Node) { seen["sink"] = true; d.sink(p, v, &s.Sink) },

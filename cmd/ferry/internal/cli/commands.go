@@ -1,6 +1,6 @@
 // Package cli is the ferry command: its subcommands (run, validate,
-// status, dlq, reset, version, help) and the daemon `ferry run` runs. The
-// binaries are thin mains around Run: cmd/ferry, cmd/ferry/demo, which
+// status, dlq, reset, snapshot, version, help) and the daemon `ferry run`
+// runs. The binaries are thin mains around Run: cmd/ferry, cmd/ferry/demo, which
 // also embeds the MongoDB emulator (the ferry binary does not link it),
 // and cmd/ferry/bench (a module of its own), which runs the daemon through
 // Run against the emulator and fake brokers to measure it.
@@ -82,6 +82,7 @@ With -json it prints the document every member serves at /status instead
 			run:     runVerify,
 		},
 		positionCommand(),
+		snapshotCommand(),
 		{
 			name: "dlq", args: "list|replay -c ferry.yaml [flags]",
 			summary: "dead-lettered events",

@@ -20,10 +20,13 @@ type command struct {
 	// the exit code. Called with the single argument "-h", it prints its
 	// flags to stderr and returns without doing anything else: that is how
 	// its help lists them (see commandFlags).
-	run     func(ctx context.Context, args []string, stdout, stderr io.Writer) int
-	sub     []*command // the subcommands of a group ("dlq"); run is nil
-	noFlags bool       // it has no flags (version, help)
-	hidden  bool       // not listed and no help
+	run func(ctx context.Context, args []string, stdout, stderr io.Writer) int
+	// sub are the subcommands of a group ("dlq"). A group's run is nil,
+	// or runs when no subcommand is named ("ferry snapshot -stream S"
+	// beside "ferry snapshot status").
+	sub     []*command
+	noFlags bool // it has no flags (version, help)
+	hidden  bool // not listed and no help
 }
 
 // lookup returns the command named name ("reset", "dlq list"), or nil.
@@ -59,6 +62,9 @@ func resolve(args []string, stderr io.Writer) (*command, []string, int) {
 		if sub := lookup(cmd.name + " " + rest[0]); sub != nil {
 			return sub, rest[1:], 0
 		}
+	}
+	if cmd.run != nil && (len(rest) == 0 || strings.HasPrefix(rest[0], "-")) {
+		return cmd, rest, 0 // the group's own command: its flags follow
 	}
 	if wantsHelp(rest) {
 		return cmd, rest, 0 // ferry dlq -h: the group's help
@@ -127,7 +133,7 @@ func usage() string {
 		if c.hidden {
 			continue
 		}
-		if len(c.sub) == 0 {
+		if len(c.sub) == 0 || c.run != nil {
 			line(c)
 		}
 		for _, s := range c.sub {

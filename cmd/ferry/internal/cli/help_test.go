@@ -19,13 +19,16 @@ func runCLI(args ...string) (code int, stdout, stderr string) {
 
 // helpFlags are the flags each command's help must list.
 var helpFlags = map[string][]string{
-	"run":        {"-c"},
-	"validate":   {"-c"},
-	"status":     {"-c"},
-	"reset":      {"-c", "-stream", "-yes"},
-	"verify":     {"-c", "-stream", "-since", "-from", "-to", "-n"},
-	"dlq list":   {"-c", "-stream", "-n", "-json"},
-	"dlq replay": {"-c", "-stream"},
+	"run":             {"-c"},
+	"validate":        {"-c"},
+	"status":          {"-c"},
+	"reset":           {"-c", "-stream", "-yes"},
+	"verify":          {"-c", "-stream", "-since", "-from", "-to", "-n"},
+	"dlq list":        {"-c", "-stream", "-n", "-json"},
+	"dlq replay":      {"-c", "-stream"},
+	"snapshot":        {"-c", "-stream", "-filter", "-note", "-wait", "-interval"},
+	"snapshot status": {"-c", "-stream", "-json"},
+	"snapshot cancel": {"-c", "-stream", "-id"},
 }
 
 // TestCommandHelp: "ferry <cmd> -h", "-help", "--help" and "ferry help
@@ -107,7 +110,7 @@ func TestUsage(t *testing.T) {
 			t.Fatalf("ferry %s: exit %d, stderr %q", form[0], code, errOut)
 		}
 		for _, c := range []string{"ferry run ", "ferry validate ", "ferry status ", "ferry reset ", "ferry dlq list ",
-			"ferry dlq replay ", "ferry demo ", "ferry bench ", "ferry version ", "ferry help "} {
+			"ferry dlq replay ", "ferry snapshot ", "ferry snapshot status ", "ferry snapshot cancel ", "ferry demo ", "ferry bench ", "ferry version ", "ferry help "} {
 			if !strings.Contains(out, c) {
 				t.Errorf("ferry %s does not list %q:\n%s", form[0], c, out)
 			}
@@ -119,7 +122,7 @@ func TestUsage(t *testing.T) {
 	if code, out, errOut := runCLI(); code != 2 || out != "" || !strings.Contains(errOut, "ferry run ") {
 		t.Errorf("ferry without a command: exit %d, stdout %q, stderr %q", code, out, errOut)
 	}
-	for _, args := range [][]string{{"nope"}, {"help", "nope"}, {"dlq"}, {"dlq", "nope"}} {
+	for _, args := range [][]string{{"nope"}, {"help", "nope"}, {"dlq"}, {"dlq", "nope"}, {"snapshot", "nope"}} {
 		if code, out, errOut := runCLI(args...); code != 2 || out != "" || !strings.Contains(errOut, "Usage") {
 			t.Errorf("ferry %s: exit %d, stdout %q, stderr %q", strings.Join(args, " "), code, out, errOut)
 		}

@@ -4,8 +4,9 @@ import "github.com/ferry-io/ferry/cmd/ferry/config"
 
 // notReadByTools are the parts of a configuration that the commands which
 // only read the state store and the source (status, dlq list, verify,
-// position, reset) never use: the daemon's ops port, logging and tracing,
-// the member id, how deliveries are retried and batched, and the sinks.
+// position, reset, snapshot) never use: the daemon's ops port, logging and
+// tracing, the member id, how deliveries are retried and batched and how
+// snapshots are paced, and the sinks.
 // An unset ${VAR} there does not stop them (config.Unused): an operator
 // can run `ferry status` without the webhook's signing secret or the
 // member id in the environment. Anywhere else an unset variable is still
@@ -13,7 +14,7 @@ import "github.com/ferry-io/ferry/cmd/ferry/config"
 var notReadByTools = []string{
 	"listen", "log", "tracing",
 	"streams[].group.member_id", "streams[].group.lease_ttl",
-	"streams[].retry", "streams[].queue", "streams[].batch",
+	"streams[].retry", "streams[].queue", "streams[].batch", "streams[].snapshot",
 }
 
 // readOnly loads a configuration for status, dlq list, position and

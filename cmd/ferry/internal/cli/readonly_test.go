@@ -23,7 +23,8 @@ func unsetEnv(t *testing.T, names ...string) {
 }
 
 // TestReadOnlyCommandsNeedOnlyTheirVariables: status, status -json, dlq
-// list, position show, reset and verify run with the webhook's signing
+// list, position show, reset, verify and the snapshot commands (request,
+// status, cancel) run with the webhook's signing
 // secret, the member id and the listen port unset in the environment
 // (they never use them); run, validate and dlq replay, which use them,
 // still refuse, naming each variable; and a read-only command still
@@ -53,6 +54,9 @@ streams:
 		{"position", "show", "-c", cfg},
 		{"reset", "-c", cfg, "-stream", "orders"},
 		{"verify", "-c", cfg, "-stream", "orders", "-since", "1m"},
+		{"snapshot", "-c", cfg, "-stream", "orders"},
+		{"snapshot", "status", "-c", cfg},
+		{"snapshot", "cancel", "-c", cfg, "-stream", "orders"},
 	} {
 		code, out, errOut := runCLI(args...)
 		if code != 0 || strings.Contains(errOut, "environment variable") {

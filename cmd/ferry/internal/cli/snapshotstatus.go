@@ -61,9 +61,9 @@ type snapshotJSON struct {
 	Done      int64   `json:"done"`
 	Estimated int64   `json:"estimated"`
 	Percent   float64 `json:"percent"`
-	// Rate is the average documents per second since the snapshot
-	// started (until it ended); ETASeconds the time left at that rate
-	// (null: unknown or ended).
+	// Rate is the owner's documents per second as of its last chunk (the
+	// average since the start for older records); ETASeconds the time
+	// left at that rate (null: unknown or ended).
 	Rate       float64    `json:"rate"`
 	ETASeconds *float64   `json:"eta_seconds"`
 	Chunks     int64      `json:"chunks"`
@@ -73,13 +73,15 @@ type snapshotJSON struct {
 	Finished   *time.Time `json:"finished"`
 }
 
-// snapshotRow is a partition's snapshot with its average rate set.
+// snapshotRow is a partition's snapshot with its rate set.
 func snapshotRow(p ferry.SnapshotProgress, now time.Time) *snapshotJSON {
 	end := now
 	if !p.Finished.IsZero() {
 		end = p.Finished
 	}
-	if el := end.Sub(p.Started); el > 0 && p.Done > 0 {
+	// The owner's rate as of its last chunk, which the record carries;
+	// a record written before it did: the average since the start.
+	if el := end.Sub(p.Started); p.Rate <= 0 && el > 0 && p.Done > 0 {
 		p.Rate = float64(p.Done) / el.Seconds()
 	}
 	s := &snapshotJSON{ID: p.ID, Reason: p.Reason, Request: p.Request, State: snapshotStateOf(p), Filter: p.Filter,

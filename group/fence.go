@@ -3,6 +3,7 @@ package group
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
@@ -39,6 +40,9 @@ import (
 // its transaction open until transactionLifetimeLimitSeconds, and the next
 // owner's start waits for it (as its writes to the same documents would).
 
+// fenceWaitNotice is how long raising a fence waits before it logs why.
+var fenceWaitNotice = 5 * time.Second
+
 // fenceSlots is the number of fence documents per partition.
 const fenceSlots = 64
 
@@ -57,6 +61,23 @@ func fenceID(group string, p, slot int) bson.D {
 // them). A transaction of an older epoch holding one of them makes it wait
 // until that transaction ends.
 func (g *Group) raiseFence(ctx context.Context, p int, epoch int64) error {
+	// The wait is invisible otherwise (a killed member's transaction can
+	// hold a fence for up to transactionLifetimeLimitSeconds): say so
+	// once it lasts, and when it ends.
+	start := time.Now()
+	waiting := make(chan struct{})
+	notice := time.AfterFunc(fenceWaitNotice, func() {
+		close(waiting)
+		g.log.Warn("partition takeover waits for an earlier owner's open transaction to end (a member killed mid-transaction holds it until transactionLifetimeLimitSeconds, 60 s by default; lower that server parameter to shorten the wait)",
+			"partition", p, "epoch", epoch)
+	})
+	defer func() {
+		if !notice.Stop() {
+			<-waiting
+			g.log.Info("partition takeover: the earlier owner's transaction ended", "partition", p, "epoch", epoch,
+				"waited", time.Since(start).Round(time.Millisecond))
+		}
+	}()
 	models := make([]mongo.WriteModel, fenceSlots)
 	for slot := range fenceSlots {
 		models[slot] = mongo.NewUpdateOneModel().SetFilter(bson.D{{Key: "_id", Value: fenceID(g.cfg.name, p, slot)}}).

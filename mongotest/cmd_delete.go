@@ -9,7 +9,7 @@ import (
 
 // deleteRecord removes a record and logs the delete.
 func (e *engine) deleteRecord(c *collection, rec *record) {
-	e.noteVersion(rec)
+	e.noteVersion(c, rec)
 	c.remove(rec, e.keepHistory())
 	rec.seq = e.oplog.nextSeq
 	u := c.uuid

@@ -469,6 +469,17 @@ func TestSnapshotReadBeforeTheFirstOne(t *testing.T) {
 	// versions: an update then discards the one a snapshot before it needs.
 	srv.AdvanceClock(301 * time.Second)
 	before := opTime()
+	// A write elsewhere discards nothing c's snapshot reads.
+	if _, err := other.UpdateMany(ctx, bson.D{}, bson.D{{Key: "$set", Value: bson.D{{Key: "y", Value: 1}}}}); err != nil {
+		t.Fatal(err)
+	}
+	if x, err := readAt(before); err != nil || x != 2 {
+		t.Fatalf("snapshot read of c after a write to another collection: x = %d, %v; want 2", x, err)
+	}
+	// That read kept history again for the window; past it, a write to c
+	// itself discards what an earlier snapshot of c needs.
+	srv.AdvanceClock(301 * time.Second)
+	before = opTime()
 	if _, err := c.UpdateOne(ctx, bson.D{{Key: "_id", Value: 1}}, bson.D{{Key: "$set", Value: bson.D{{Key: "x", Value: 3}}}}); err != nil {
 		t.Fatal(err)
 	}

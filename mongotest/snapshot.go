@@ -43,6 +43,23 @@ type snapshotHistory struct {
 	// at or before it may lack a version it needs. A snapshot after it
 	// reads exactly what a real server's history would give it.
 	dropped int64
+	// droppedIn is dropped per collection ("db.coll"): a find or distinct
+	// reads one collection, whose own writes alone can lack its versions.
+	droppedIn map[string]int64
+}
+
+// noteDropped records that a write at seq (or a trim up to it) discarded
+// a version of a record of c.
+func (e *engine) noteDropped(c *collection, seq int64) {
+	e.snapHist.dropped = max(e.snapHist.dropped, seq)
+	if c == nil {
+		return
+	}
+	if e.snapHist.droppedIn == nil {
+		e.snapHist.droppedIn = map[string]int64{}
+	}
+	ns := c.db + "." + c.name
+	e.snapHist.droppedIn[ns] = max(e.snapHist.droppedIn[ns], seq)
 }
 
 // snapshotReadCommands may read at a snapshot outside a transaction.
@@ -82,7 +99,7 @@ func (e *engine) historyFloor() int64 {
 
 // trimHistory drops the versions of rec that no snapshot at or after the
 // floor reads: all but the newest one older than the floor.
-func (e *engine) trimHistory(rec *record) {
+func (e *engine) trimHistory(c *collection, rec *record) {
 	if len(rec.history) < 8 {
 		return
 	}
@@ -94,7 +111,7 @@ func (e *engine) trimHistory(rec *record) {
 		}
 	}
 	if k > 0 {
-		e.snapHist.dropped = max(e.snapHist.dropped, rec.history[k].seq)
+		e.noteDropped(c, rec.history[k].seq)
 		rec.history = append(rec.history[:0:0], rec.history[k:]...)
 	}
 }
@@ -111,8 +128,9 @@ func (o *oplog) seqAfter(t bson.Timestamp) int64 {
 
 // snapshotAt returns the snapshot (an oplog sequence number) that reads
 // the state as of cluster time at, and keeps history from now on for the
-// snapshots that follow. Callers hold e.mu.
-func (e *engine) snapshotAt(at bson.Timestamp) (int64, error) {
+// snapshots that follow. ns is the one collection the read reads ("db.coll"),
+// or "" for any. Callers hold e.mu.
+func (e *engine) snapshotAt(at bson.Timestamp, ns string) (int64, error) {
 	now := e.nowLocked()
 	if !e.snapHist.on || now.Sub(e.snapHist.lastUse) > e.params.snapshotWindow {
 		// History is complete from now on, or from the oldest open
@@ -130,10 +148,22 @@ func (e *engine) snapshotAt(at bson.Timestamp) (int64, error) {
 	// A real server keeps every version for the window; the emulator keeps
 	// them from the first snapshot read on, and refuses only a snapshot
 	// whose versions it discarded (a write since then without history).
-	if int64(at.T) < now.Add(-e.params.snapshotWindow).Unix() || snap <= e.snapHist.dropped {
+	if int64(at.T) < now.Add(-e.params.snapshotWindow).Unix() || snap <= e.droppedFor(ns) {
 		return 0, errorf(mongoerr.CodeSnapshotTooOld, "Read timestamp Timestamp(%d, %d) is older than the oldest available timestamp.", at.T, at.I)
 	}
 	return snap, nil
+}
+
+// droppedFor is the newest write that discarded a version a snapshot of
+// ns ("": of any collection) may need.
+func (e *engine) droppedFor(ns string) int64 {
+	if ns == "" {
+		return e.snapHist.dropped
+	}
+	if d, ok := e.snapHist.droppedIn[ns]; ok {
+		return d
+	}
+	return -1
 }
 
 // checkReadConcern prepares a command outside a transaction for its read
@@ -161,7 +191,14 @@ func (e *engine) checkReadConcern(r *request) error {
 	if !hasAt {
 		at = e.lastTS
 	}
-	snap, err := e.snapshotAt(at)
+	// find and distinct read their own collection only.
+	ns := ""
+	if r.name == "find" || r.name == "distinct" {
+		if coll, ok := r.cmd[0].Value.(string); ok {
+			ns = r.db + "." + coll
+		}
+	}
+	snap, err := e.snapshotAt(at, ns)
 	if err != nil {
 		return err
 	}

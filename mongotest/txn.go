@@ -119,17 +119,17 @@ func (rec *record) versionAt(snap int64) bson.D {
 
 // noteVersion records a record's current state before it changes, if any
 // open transaction might still need it. Callers hold e.mu.
-func (e *engine) noteVersion(rec *record) {
+func (e *engine) noteVersion(c *collection, rec *record) {
 	if !e.keepHistory() {
 		rec.history = nil
-		e.snapHist.dropped = max(e.snapHist.dropped, e.oplog.nextSeq)
+		e.noteDropped(c, e.oplog.nextSeq)
 		return
 	}
 	var d bson.D
 	if !rec.deleted {
 		d = rec.doc
 	}
-	e.trimHistory(rec)
+	e.trimHistory(c, rec)
 	rec.history = append(rec.history, version{doc: d, seq: rec.seq})
 }
 
@@ -177,7 +177,7 @@ func (e *engine) txnFor(r *request) (*txn, error) {
 					return nil, errorf(mongoerr.CodeInvalidOptions, "readConcern atClusterTime is only valid with level \"snapshot\"")
 				}
 				var err error
-				if snap, err = e.snapshotAt(at); err != nil {
+				if snap, err = e.snapshotAt(at, ""); err != nil {
 					return nil, err
 				}
 			}
@@ -478,7 +478,7 @@ func (e *engine) commitTxn(t *txn) error {
 			if rec == nil {
 				continue
 			}
-			e.noteVersion(rec)
+			e.noteVersion(c, rec)
 			c.remove(rec, true)
 			rec.seq = seq
 			undos = append(undos, undo{op: opDelete, c: c, rec: rec})
@@ -488,7 +488,7 @@ func (e *engine) commitTxn(t *txn) error {
 				continue
 			}
 			old := rec.doc
-			e.noteVersion(rec)
+			e.noteVersion(c, rec)
 			if err := c.replace(rec, op.doc); err != nil {
 				rollback()
 				e.abortTxn(t)
@@ -653,7 +653,7 @@ func (e *engine) writeUpdate(r *request, c *collection, ref docRef, doc bson.D, 
 	if err := e.transactionalWriteFailPoint(r); err != nil {
 		return err
 	}
-	e.noteVersion(rec)
+	e.noteVersion(c, rec)
 	if err := c.replace(rec, doc); err != nil {
 		return err
 	}

@@ -231,19 +231,18 @@ streams:
 // TestCheckPrivileges: with authorization on, a user with read on shop
 // only may watch the stream (source privileges pass) but not keep the
 // state (fail, naming the actions and granting readWrite); with readWrite
-// and dbAdmin on the state database every privilege passes; without
+// on the state database every privilege passes; without
 // credentials both fail with the fix of putting them in the URI.
 func TestCheckPrivileges(t *testing.T) {
 	srv := mongotest.New(t,
 		mongotest.User("reader", "pw", mongotest.Role{Role: "read", DB: "shop"}),
-		mongotest.User("ferry", "pw", mongotest.Role{Role: "read", DB: "shop"}, mongotest.Role{Role: "readWrite", DB: "ferry"},
-			mongotest.Role{Role: "dbAdmin", DB: "ferry"}))
+		mongotest.User("ferry", "pw", mongotest.Role{Role: "read", DB: "shop"}, mongotest.Role{Role: "readWrite", DB: "ferry"}))
 	as := func(user string) string {
 		return strings.Replace(srv.URI(), "mongodb://", "mongodb://"+user+":pw@", 1)
 	}
 	_, doc := runCheckJSON(t, "-c", checkConfig(t, as("reader"), "", ""))
 	doc.expect(t, "stream orders", "source privileges", checkPass, "")
-	state := doc.expect(t, "state", "privileges", checkFail, `grantRolesToUser("reader", [{role: "dbAdmin", db: "ferry"}, {role: "readWrite", db: "ferry"}])`)
+	state := doc.expect(t, "state", "privileges", checkFail, `grantRolesToUser("reader", [{role: "readWrite", db: "ferry"}])`)
 	if !strings.Contains(state.Detail, "find, insert, update, remove, createIndex on database ferry") {
 		t.Errorf("state privileges detail %q", state.Detail)
 	}

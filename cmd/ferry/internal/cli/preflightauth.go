@@ -176,47 +176,36 @@ func privilegeFinding(ctx context.Context, subject, check, uriPath string, clien
 	return f
 }
 
-// grantFix suggests the built-in roles that grant what needs lack:
-// read (or readAnyDatabase) for a change stream's scope, readWrite for
-// the state and sink databases, dbAdmin for collMod.
+// grantFix suggests the built-in roles that grant what needs lack: read
+// (readAnyDatabase for every database) for a change stream's scope,
+// readWrite for the state and sink databases (docs/deploy.md,
+// "Least-privilege MongoDB roles", has a narrower custom role).
 func grantFix(needs []privilegeNeed, u *userPrivileges) string {
-	roles := map[string]bool{}
+	roles := map[[2]string]bool{} // {role, db}
 	for _, n := range needs {
 		for _, a := range n.actions {
 			if u.has(n.res, a) {
 				continue
 			}
-			role := "readWrite"
-			switch a {
-			case "changeStream", "find":
-				role = "read"
-				if n.res.db == "" {
-					role = "readAnyDatabase"
-				}
-			case "collMod":
-				role = "dbAdmin"
+			switch {
+			case n.res.db == "":
+				roles[[2]string{"readAnyDatabase", "admin"}] = true
+			case a == "changeStream" || a == "find" || a == "listCollections":
+				roles[[2]string{"read", n.res.db}] = true
+			default:
+				roles[[2]string{"readWrite", n.res.db}] = true
 			}
-			db := n.res.db
-			if db == "" {
-				db = "admin"
-			}
-			if role == "read" && roles["readWrite@"+db] {
-				continue
-			}
-			roles[role+"@"+db] = true
 		}
 	}
 	var grants []string
 	for r := range roles {
-		role, db, _ := strings.Cut(r, "@")
-		if role == "read" && roles["readWrite@"+db] {
-			continue
+		if r[0] == "read" && roles[[2]string{"readWrite", r[1]}] {
+			continue // readWrite has read's actions
 		}
-		grants = append(grants, fmt.Sprintf("{role: %q, db: %q}", role, db))
+		grants = append(grants, fmt.Sprintf("{role: %q, db: %q}", r[0], r[1]))
 	}
 	sort.Strings(grants)
-	user := u.users[0]
-	name, db, _ := strings.Cut(user, "@")
+	name, db, _ := strings.Cut(u.users[0], "@")
 	return fmt.Sprintf("grant the roles: db.getSiblingDB(%q).grantRolesToUser(%q, [%s])", db, name, strings.Join(grants, ", "))
 }
 
@@ -240,8 +229,6 @@ func (p *preflight) stateFindings(ctx context.Context) []finding {
 			why: "leases, members, checkpoints, the ledger, dead letters"},
 		{res: state, actions: []string{"changeStream"}, optional: true,
 			why: "each group watches its leases to rebalance at once; without it, on its interval only"},
-		{res: state, actions: []string{"collMod"}, optional: true,
-			why: "to change the ledger's TTL index when its retention changes"},
 	}
 	for _, st := range p.cfg.Streams {
 		if m := st.Sink.MongoDB; m != nil {

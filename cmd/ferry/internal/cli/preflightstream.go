@@ -132,8 +132,8 @@ func (s *streamCheck) fixFor(err error) string {
 	case code == mongoerr.CodeAuthenticationFailed:
 		return "check the user name and password in " + s.path() + ".source.uri"
 	case strings.Contains(msg, "$changeStreamSplitLargeEvent"):
-		return fmt.Sprintf("set %s.source.split_large_events: false (this deployment refuses the stage; an event over 16 MB then follows %s.oversize: %s)",
-			s.path(), s.path(), s.oversize())
+		return fmt.Sprintf("set %s.source.split_large_events: false (this deployment refuses the stage; an event over 16 MB then follows %s.oversize: %s; "+
+			"the setting is part of the stream's identity)", s.path(), s.path(), s.oversize())
 	case strings.Contains(msg, "$toHashedIndexKey"):
 		return fmt.Sprintf("set %s.group.partitions: 1 (one active member, the others on standby), or upgrade the server to 5.0 or later", s.path())
 	case code == 40575 || strings.Contains(msg, "fullDocumentBeforeChange") || strings.Contains(msg, "showExpandedEvents"):
@@ -403,7 +403,8 @@ func (s *streamCheck) oplogWindow(ctx context.Context) finding {
 	window := max(now.Sub(time.Unix(int64(start.T), 0)), 0).Round(time.Second)
 	f.Detail = fmt.Sprintf("the oplog holds %v of history (since %s, by the server's clock)", window, time.Unix(int64(start.T), 0).UTC().Format(time.RFC3339))
 	d := s.p.opts.downtime
-	fix := "make the oplog hold more: replSetResizeOplog with a larger size or minRetentionHours (Atlas: the cluster's oplog settings)"
+	fix := "make the oplog hold more: replSetResizeOplog with a larger size or minRetentionHours (Atlas: the cluster's oplog settings); " +
+		"an oplog not yet full holds more as it fills: check again then"
 	switch {
 	case d == 0:
 		f.Result = checkPass

@@ -178,6 +178,9 @@ func usesOperator(v any, op string) bool {
 // openChangeStream handles aggregate with a leading $changeStream stage.
 // Callers hold e.mu.
 func (e *engine) openChangeStream(r *request, pipeline bson.A) (bson.D, error) {
+	if e.cfg.standalone {
+		return nil, errorf(40573, "The $changeStream stage is only supported on replica sets")
+	}
 	spec, ok := pipeline[0].(bson.D)
 	if !ok {
 		return nil, errorf(mongoerr.CodeFailedToParse, "A pipeline stage specification object must contain exactly one field.")

@@ -259,6 +259,8 @@ func (e *engine) execute(spec command, r *request) (bson.D, error) {
 		}
 	}()
 	switch {
+	case r.txnNumber != nil && e.cfg.standalone:
+		return nil, errorf(mongoerr.CodeIllegalOperation, "Transaction numbers are only allowed on a replica set member or mongos")
 	case r.txnNumber != nil && r.autocommit != nil:
 		if r.lsid == nil {
 			return nil, errorf(mongoerr.CodeInvalidOptions, "Transaction numbers are only allowed on a replica set member or mongos with a session (lsid)")
@@ -315,6 +317,9 @@ func (e *engine) withClusterTime(reply bson.D) bson.D { return e.withOperationTi
 // withOperationTime appends $clusterTime and operationTime (opTime, or the
 // cluster time when nil).
 func (e *engine) withOperationTime(reply bson.D, opTime *bson.Timestamp) bson.D {
+	if e.cfg.standalone {
+		return reply // a standalone server keeps no cluster time
+	}
 	ct := e.clusterTime()
 	op := ct
 	if opTime != nil {

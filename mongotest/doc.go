@@ -75,7 +75,9 @@
 //	                                                                      hello/isMaster (352 UnsupportedOpQueryCommand)
 //	topology             one writable primary of a replica set (8.0,      sharding, awaitable hello, elections
 //	                     wire version 25, or an older release from 4.4:
-//	                     ServerVersion), and secondaries (see below)
+//	                     ServerVersion), and secondaries (see below);
+//	                     or a standalone mongod (Standalone: change
+//	                     streams 40573, transactions 20)
 //	deployments          AtlasSharedTier: what an Atlas M0/Flex cluster   DocumentDB, Cosmos DB, serverless
 //	                     refuses (the split stage, getParameter other
 //	                     than its two allowed forms: 8000 AtlasError)

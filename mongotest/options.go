@@ -29,6 +29,7 @@ type config struct {
 	secondaries     int
 	testControls    bool
 	atlasShared     bool
+	standalone      bool
 	users           []userSpec
 	err             error // from an option
 }
@@ -144,6 +145,16 @@ func ServerVersion(v string) Option {
 // The rest is a replica set as NewServer makes it. cmd/mongotest:
 // -profile atlas-shared.
 func AtlasSharedTier() Option { return optionFunc(func(c *config) { c.atlasShared = true }) }
+
+// Standalone makes the server a standalone mongod (started without
+// --replSet): hello names no replica set (no setName, hosts, electionId,
+// lastWrite), replies carry no $clusterTime or operationTime, and what
+// needs a replica set fails as there: a change stream with 40573 ("The
+// $changeStream stage is only supported on replica sets"), a transaction
+// with IllegalOperation (20). The URI has no replicaSet option, so drivers
+// see a standalone server. Not with Secondaries. cmd/mongotest: -profile
+// standalone.
+func Standalone() Option { return optionFunc(func(c *config) { c.standalone = true }) }
 
 // Addr sets the TCP address to listen on (default "127.0.0.1:0", a random
 // loopback port).

@@ -156,3 +156,42 @@ func TestAtlasSharedTier(t *testing.T) {
 		}
 	}
 }
+
+// TestStandalone: a standalone server's hello names no replica set, so the
+// driver sees a standalone topology; documents are written and read, and
+// a change stream fails with 40573 as on a mongod without --replSet.
+func TestStandalone(t *testing.T) {
+	ctx := context.Background()
+	srv := mongotest.New(t, mongotest.Standalone())
+	if strings.Contains(srv.URI(), "replicaSet") {
+		t.Fatalf("URI %s names a replica set", srv.URI())
+	}
+	client, err := mongo.Connect(options.Client().ApplyURI(srv.URI()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = client.Disconnect(ctx) })
+	raw, err := client.Database("admin").RunCommand(ctx, bson.D{{Key: "hello", Value: 1}}).Raw()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"setName", "hosts", "lastWrite", "$clusterTime", "operationTime"} {
+		if _, err := raw.LookupErr(f); err == nil {
+			t.Errorf("hello has %s: %s", f, raw)
+		}
+	}
+	if w, _ := raw.Lookup("isWritablePrimary").BooleanOK(); !w {
+		t.Errorf("hello: not writable: %s", raw)
+	}
+	coll := client.Database("d").Collection("c")
+	if _, err := coll.InsertOne(ctx, bson.D{{Key: "_id", Value: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := coll.CountDocuments(ctx, bson.D{}); err != nil || n != 1 {
+		t.Fatalf("count %d, %v", n, err)
+	}
+	code, _, msg := commandError(watchErr(ctx, coll, nil))
+	if code != 40573 || !strings.Contains(msg, "only supported on replica sets") {
+		t.Errorf("watch on a standalone server: %d %q; want 40573", code, msg)
+	}
+}

@@ -17,6 +17,7 @@
 //	-server-version     ServerVersion      (a release from 4.4 to 8.x, e.g. 8.2.1 or 5.0.0:
 //	                                        what an older one lacks fails as it does)
 //	-profile            AtlasSharedTier    (atlas-shared: what an Atlas M0/Flex cluster refuses)
+//	                    Standalone         (standalone: a mongod without --replSet)
 //	-user               User               (name:password:role@db[,role@db...], repeatable;
 //	                                        turns authorization on)
 //	-oplog-entries      OplogMaxEntries
@@ -89,6 +90,7 @@ var optionFlags = strings.NewReplacer(
 	"Secondaries", "-secondaries",
 	"User ", "-user ",
 	"ReplicaSetName", "-replset",
+	"Standalone", "-profile standalone",
 )
 
 func main() {
@@ -106,7 +108,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	addr := fs.String("addr", "127.0.0.1:27017", "address to listen on (host:port; port 0 picks a free one)")
 	rs := fs.String("replset", "rs0", "replica set name")
 	version := fs.String("server-version", "8.0.4", "MongoDB release to emulate, from 4.4 to 8.x (what an older one lacks fails as it does)")
-	profile := fs.String("profile", "", "a deployment to imitate: atlas-shared (an Atlas M0/Flex cluster: refuses $changeStreamSplitLargeEvent and most getParameter)")
+	profile := fs.String("profile", "", "a deployment to imitate: atlas-shared (an Atlas M0/Flex cluster: refuses $changeStreamSplitLargeEvent and most getParameter), standalone (a mongod without --replSet: no change streams)")
 	var users userFlags
 	fs.Var(&users, "user", "a user `name:password:role@db[,role@db...]` (built-in roles: read, readWrite, dbAdmin, dbOwner, readAnyDatabase, readWriteAnyDatabase, dbAdminAnyDatabase, clusterMonitor, root); repeatable; any -user turns authorization on")
 	oplog := fs.Int("oplog-entries", 1_000_000, "oplog size in entries; older change-stream resume points fail with ChangeStreamHistoryLost")
@@ -145,8 +147,10 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	case "":
 	case "atlas-shared":
 		opts = append(opts, mongotest.AtlasSharedTier())
+	case "standalone":
+		opts = append(opts, mongotest.Standalone())
 	default:
-		fmt.Fprintf(stderr, "mongotest: -profile %q: known profiles: atlas-shared\n", *profile)
+		fmt.Fprintf(stderr, "mongotest: -profile %q: known profiles: atlas-shared, standalone\n", *profile)
 		return 2
 	}
 	opts = append(opts, users...)

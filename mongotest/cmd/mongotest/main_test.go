@@ -103,7 +103,7 @@ func TestDeploymentFlags(t *testing.T) {
 	for _, tc := range []struct {
 		flag, value string
 		code        int32
-	}{{"-server-version", "5.0.0", 40324}, {"-profile", "atlas-shared", 8000}} {
+	}{{"-server-version", "5.0.0", 40324}, {"-profile", "atlas-shared", 8000}, {"-profile", "standalone", 40573}} {
 		uri, _, _ := serve(t, "-addr", "127.0.0.1:0", "-exit-on-stdin-eof", tc.flag, tc.value)
 		_, err := connect(t, uri).Database("d").Collection("c").Watch(testCtx(t), split)
 		var ce mongo.CommandError
@@ -147,7 +147,7 @@ func TestBadFlags(t *testing.T) {
 	}{
 		{[]string{"-frozen-clock", "yesterday"}, "-frozen-clock"},
 		{[]string{"-server-version", "4.2.0"}, "-server-version \"4.2.0\": releases from 4.4 to 8.x"},
-		{[]string{"-profile", "documentdb"}, "-profile \"documentdb\": known profiles: atlas-shared"},
+		{[]string{"-profile", "documentdb"}, "-profile \"documentdb\": known profiles: atlas-shared, standalone"},
 		{[]string{"-user", "bob"}, "invalid value \"bob\" for flag -user"},
 		{[]string{"-user", "bob:pw:god@admin"}, "-user \"bob\": unknown role \"god\""},
 		{[]string{"-oplog-entries", "0"}, "-oplog-entries must be at least 1"},

@@ -300,6 +300,19 @@ func TestCheckClock(t *testing.T) {
 	}
 }
 
+// TestCheckStandalone: against a standalone server (mongod without
+// --replSet) the topology row fails with the fix of a one-member replica
+// set, as does the stream (40573).
+func TestCheckStandalone(t *testing.T) {
+	srv := mongotest.New(t, mongotest.Standalone())
+	code, doc := runCheckJSON(t, "-c", checkConfig(t, srv.URI(), "", ""))
+	if code != 1 {
+		t.Errorf("exit %d, want 1", code)
+	}
+	doc.expect(t, "server "+uriHosts(mongoURI(srv)), "topology", checkFail, "rs.initiate()")
+	doc.expect(t, "stream orders", "change stream", checkFail, "rs.initiate()")
+}
+
 // TestCheckTopology: a standalone server fails the topology row with the
 // fix of a one-member replica set; a replica set and mongos pass.
 func TestCheckTopology(t *testing.T) {

@@ -139,7 +139,7 @@ func (s *streamCheck) fixFor(err error) string {
 	case code == 40575 || strings.Contains(msg, "fullDocumentBeforeChange") || strings.Contains(msg, "showExpandedEvents"):
 		return "pre- and post-images and showExpandedEvents need MongoDB 6.0+: upgrade, or set source.full_document to default or updateLookup, full_document_before_change to off, show_expanded_events to false"
 	case code == 40573:
-		return "run the server as a replica set (mongod --replSet rs0, then rs.initiate())"
+		return "run the server as a replica set, even of one member (mongod --replSet rs0, then rs.initiate() once)"
 	case code == mongoerr.CodeNamespaceNotFound || code == mongoerr.CodeInvalidNamespace:
 		return "check " + s.path() + ".source.scope"
 	}

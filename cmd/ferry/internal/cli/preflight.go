@@ -148,6 +148,10 @@ func probeServer(ctx context.Context, client *mongo.Client, timeout time.Duratio
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	info := &serverInfo{}
+	if client == nil {
+		info.err = errors.New("no client: its connection string was refused")
+		return info
+	}
 	info.sent = time.Now()
 	raw, err := client.Database("admin").RunCommand(ctx, bson.D{{Key: "hello", Value: 1}}).Raw()
 	info.received = time.Now()

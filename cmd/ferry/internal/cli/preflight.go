@@ -136,6 +136,10 @@ func (s *serverInfo) atLeast(major, minor int32) bool {
 	return v[0] > major || v[0] == major && v[1] >= minor
 }
 
+// standalone reports whether the server is neither a replica-set member
+// nor mongos: it has no change streams.
+func (s *serverInfo) standalone() bool { return s.setName == "" && !s.mongos }
+
 // hasSplitStage: $changeStreamSplitLargeEvent is in 7.0+ and 6.0.9+, as
 // the consumer decides (Consumer.checkSplit).
 func (s *serverInfo) hasSplitStage() bool {
@@ -152,12 +156,18 @@ func probeServer(ctx context.Context, client *mongo.Client, timeout time.Duratio
 		info.err = errors.New("no client: its connection string was refused")
 		return info
 	}
-	info.sent = time.Now()
-	raw, err := client.Database("admin").RunCommand(ctx, bson.D{{Key: "hello", Value: 1}}).Raw()
-	info.received = time.Now()
-	if err != nil {
-		info.err = err
-		return info
+	// The first hello may wait for the connection (dial, handshake, TLS):
+	// the clock is read on the second, over a pooled connection.
+	var raw bson.Raw
+	for range 2 {
+		var err error
+		info.sent = time.Now()
+		raw, err = client.Database("admin").RunCommand(ctx, bson.D{{Key: "hello", Value: 1}}).Raw()
+		info.received = time.Now()
+		if err != nil {
+			info.err = err
+			return info
+		}
 	}
 	info.setName, _ = raw.Lookup("setName").StringValueOK()
 	msg, _ := raw.Lookup("msg").StringValueOK()

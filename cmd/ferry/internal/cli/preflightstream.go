@@ -28,9 +28,17 @@ func (p *preflight) streamFindings(ctx context.Context, st *config.Stream) []fin
 	}
 	s := &streamCheck{p: p, st: st, subject: subject, client: client, info: info}
 	opened := s.changeStream(ctx)
-	out := []finding{opened.finding, s.hashedIndexKey(ctx), s.splitEvents(ctx), s.images(ctx)}
+	out := []finding{opened.finding}
+	if info.standalone() {
+		// Nothing opens there: one row says so instead of each feature's.
+		out = append(out, finding{Subject: subject, Check: "change-stream features", Result: checkWarn,
+			Detail: "not tried ($toHashedIndexKey, $changeStreamSplitLargeEvent, the oplog window): a standalone server has no change streams (see its topology row)"})
+	} else {
+		out = append(out, s.hashedIndexKey(ctx), s.splitEvents(ctx))
+	}
+	out = append(out, s.images(ctx))
 	out = append(out, s.privileges(ctx, opened.err))
-	if p.opts.oplog {
+	if p.opts.oplog && !info.standalone() {
 		out = append(out, s.oplogWindow(ctx))
 	}
 	need := p.cfg.SourcePoolNeed(st.Source.URI)

@@ -19,6 +19,7 @@ const (
 	CodeUserNotFound                       = 11
 	CodeUnauthorized                       = 13
 	CodeTypeMismatch                       = 14
+	CodeProtocolError                      = 17
 	CodeOverflow                           = 15
 	CodeAuthenticationFailed               = 18
 	CodeIllegalOperation                   = 20
@@ -77,6 +78,7 @@ const (
 	CodeOperationNotSupportedInTransaction = 263
 	CodePreparedTransactionInProgress      = 267
 	CodeMigrationConflict                  = 272
+	CodeMechanismUnavailable               = 334
 	CodeShardCannotRefreshDueToLocksHeld   = 343
 	CodeChangeStreamFatalError             = 280
 	CodeChangeStreamHistoryLost            = 286
@@ -125,6 +127,7 @@ var names = map[int32]string{
 	CodeUserNotFound:                       "UserNotFound",
 	CodeUnauthorized:                       "Unauthorized",
 	CodeTypeMismatch:                       "TypeMismatch",
+	CodeProtocolError:                      "ProtocolError",
 	CodeOverflow:                           "Overflow",
 	CodeAuthenticationFailed:               "AuthenticationFailed",
 	CodeIllegalOperation:                   "IllegalOperation",
@@ -183,6 +186,7 @@ var names = map[int32]string{
 	CodeOperationNotSupportedInTransaction: "OperationNotSupportedInTransaction",
 	CodePreparedTransactionInProgress:      "PreparedTransactionInProgress",
 	CodeMigrationConflict:                  "MigrationConflict",
+	CodeMechanismUnavailable:               "MechanismUnavailable",
 	CodeShardCannotRefreshDueToLocksHeld:   "ShardCannotRefreshDueToLocksHeld",
 	CodeChangeStreamFatalError:             "ChangeStreamFatalError",
 	CodeChangeStreamHistoryLost:            "ChangeStreamHistoryLost",

@@ -141,9 +141,46 @@ var changeStreamStages = map[string]bool{
 	"$replaceRoot": true, "$replaceWith": true, "$redact": true, "$changeStreamSplitLargeEvent": true,
 }
 
+// splitStageRefused is the error of a server that does not know
+// $changeStreamSplitLargeEvent: a release before 7.0 and 6.0.9, or an
+// Atlas shared-tier cluster (AtlasSharedTier), whose proxy refuses the
+// stage before the server sees it. Nil when the stage is available.
+func (e *engine) splitStageRefused() error {
+	switch {
+	case e.cfg.atlasShared:
+		return atlasRefusal("$changeStreamSplitLargeEvent")
+	case !e.cfg.release.hasSplitStage():
+		return errorf(40324, "Unrecognized pipeline stage name: '$changeStreamSplitLargeEvent'")
+	}
+	return nil
+}
+
+// usesOperator reports whether any document or array within v has a
+// field named op.
+func usesOperator(v any, op string) bool {
+	switch x := v.(type) {
+	case bson.D:
+		for _, el := range x {
+			if el.Key == op || usesOperator(el.Value, op) {
+				return true
+			}
+		}
+	case bson.A:
+		for _, el := range x {
+			if usesOperator(el, op) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // openChangeStream handles aggregate with a leading $changeStream stage.
 // Callers hold e.mu.
 func (e *engine) openChangeStream(r *request, pipeline bson.A) (bson.D, error) {
+	if e.cfg.standalone {
+		return nil, errorf(40573, "The $changeStream stage is only supported on replica sets")
+	}
 	spec, ok := pipeline[0].(bson.D)
 	if !ok {
 		return nil, errorf(mongoerr.CodeFailedToParse, "A pipeline stage specification object must contain exactly one field.")
@@ -168,6 +205,10 @@ func (e *engine) openChangeStream(r *request, pipeline bson.A) (bson.D, error) {
 	var startAt *bson.Timestamp
 	allForCluster := false
 	for _, o := range opts {
+		if (o.Key == "fullDocumentBeforeChange" || o.Key == "showExpandedEvents") && !e.cfg.release.hasImages() {
+			// Both are new in 6.0; before, the spec's parser knows neither.
+			return nil, errorf(mongoerr.CodeIDLUnknownField, "BSON field '$changeStream.%s' is an unknown field.", o.Key)
+		}
 		switch o.Key {
 		case "resumeAfter":
 			resumeAfter, ok = o.Value.(bson.D)
@@ -187,6 +228,10 @@ func (e *engine) openChangeStream(r *request, pipeline bson.A) (bson.D, error) {
 			startAt = &ts
 		case "fullDocument":
 			s, _ := o.Value.(string)
+			if !e.cfg.release.hasImages() && s != "default" && s != "updateLookup" {
+				// Before 6.0 (no post-images), as 5.0 words it.
+				return nil, errorf(40575, "unrecognized value for the 'fullDocument' option to the $changeStream stage. Expected \"default\" or \"updateLookup\", got \"%v\"", o.Value)
+			}
 			switch s {
 			case "default", "updateLookup", "whenAvailable", "required":
 				cs.fullDocument = s
@@ -239,11 +284,17 @@ func (e *engine) openChangeStream(r *request, pipeline bson.A) (bson.D, error) {
 			return nil, errorf(mongoerr.CodeChangeStreamNotFirstStage, "$changeStream is only valid as the first stage in a pipeline")
 		}
 		if sd[0].Key == "$changeStreamSplitLargeEvent" {
+			if err := e.splitStageRefused(); err != nil {
+				return nil, err
+			}
 			if i != len(rest)-1 {
 				return nil, errorf(7182802, "$changeStreamSplitLargeEvent must be the last stage in the pipeline")
 			}
 			cs.split = true
 		}
+	}
+	if !e.cfg.release.hasHashedIndexKey() && usesOperator(rest, "$toHashedIndexKey") {
+		return nil, errorf(mongoerr.CodeInvalidPipelineOperator, "Unrecognized expression '$toHashedIndexKey'")
 	}
 	if len(rest) > 0 {
 		var userStages bson.A

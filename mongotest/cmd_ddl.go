@@ -23,6 +23,9 @@ func cmdCreate(e *engine, r *request) (bson.D, error) {
 		if isGenericArg(el.Key) {
 			continue
 		}
+		if el.Key == "changeStreamPreAndPostImages" && !e.cfg.release.hasImages() {
+			return nil, errorf(mongoerr.CodeIDLUnknownField, "BSON field 'create.%s' is an unknown field.", el.Key) // new in 6.0
+		}
 		switch el.Key {
 		case "capped", "size", "max", "viewOn", "pipeline", "collation", "validator", "validationLevel",
 			"validationAction", "changeStreamPreAndPostImages", "timeseries", "expireAfterSeconds",
@@ -155,6 +158,10 @@ func cmdCollMod(e *engine, r *request) (bson.D, error) {
 		}
 		switch el.Key {
 		case "changeStreamPreAndPostImages":
+			if !e.cfg.release.hasImages() {
+				// New in 6.0; 5.0's collMod parser words it so.
+				return nil, errorf(mongoerr.CodeInvalidOptions, "unknown option to collMod: %s", el.Key)
+			}
 			sub, ok := el.Value.(bson.D)
 			if !ok {
 				return nil, errorf(mongoerr.CodeTypeMismatch, "BSON field 'collMod.changeStreamPreAndPostImages' is the wrong type, expected type 'object'")

@@ -78,9 +78,10 @@ func init() {
 		"isMaster":           {run: cmdHello, unlocked: true},
 		"ismaster":           {run: cmdHello, unlocked: true},
 		"ping":               {run: cmdPing},
-		"saslStart":          {run: cmdAuthFailed},
-		"saslContinue":       {run: cmdAuthFailed},
-		"authenticate":       {run: cmdAuthFailed},
+		"saslStart":          {run: cmdSaslStart, unlocked: true},
+		"saslContinue":       {run: cmdSaslContinue, unlocked: true},
+		"authenticate":       {run: cmdAuthenticate},
+		"logout":             {run: cmdLogout},
 		"buildInfo":          {run: cmdBuildInfo},
 		"buildinfo":          {run: cmdBuildInfo},
 		"getParameter":       {run: cmdGetParameter, adminOnly: true},
@@ -158,7 +159,7 @@ func (e *engine) run(ctx context.Context, c *conn, cmd bson.D, seqs []wire.Secti
 		return e.errorReply(errorf(40571, "OP_MSG requests require a $db argument"), r)
 	}
 	spec, ok := commands[r.name]
-	if !ok {
+	if !ok || r.name == "bulkWrite" && !e.cfg.release.hasBulkWrite() {
 		return e.errorReply(errorf(mongoerr.CodeCommandNotFound, "no such command: '%s'", r.name), r)
 	}
 	if spec.testControl && !e.cfg.testControls {
@@ -166,6 +167,9 @@ func (e *engine) run(ctx context.Context, c *conn, cmd bson.D, seqs []wire.Secti
 	}
 	if spec.adminOnly && r.db != "admin" {
 		return e.errorReply(errorf(mongoerr.CodeUnauthorized, "%s may only be run against the admin database.", r.name), r)
+	}
+	if err := e.authorize(r); err != nil {
+		return e.errorReply(asCmdError(err), r)
 	}
 	if c != nil && c.member > 0 {
 		if err := e.secondaryAllows(r); err != nil {
@@ -255,6 +259,8 @@ func (e *engine) execute(spec command, r *request) (bson.D, error) {
 		}
 	}()
 	switch {
+	case r.txnNumber != nil && e.cfg.standalone:
+		return nil, errorf(mongoerr.CodeIllegalOperation, "Transaction numbers are only allowed on a replica set member or mongos")
 	case r.txnNumber != nil && r.autocommit != nil:
 		if r.lsid == nil {
 			return nil, errorf(mongoerr.CodeInvalidOptions, "Transaction numbers are only allowed on a replica set member or mongos with a session (lsid)")
@@ -311,6 +317,9 @@ func (e *engine) withClusterTime(reply bson.D) bson.D { return e.withOperationTi
 // withOperationTime appends $clusterTime and operationTime (opTime, or the
 // cluster time when nil).
 func (e *engine) withOperationTime(reply bson.D, opTime *bson.Timestamp) bson.D {
+	if e.cfg.standalone {
+		return reply // a standalone server keeps no cluster time
+	}
 	ct := e.clusterTime()
 	op := ct
 	if opTime != nil {
@@ -335,7 +344,7 @@ func (e *engine) errorReply(ce *cmdError, r *request) bson.D {
 		{Key: "ok", Value: 0.0},
 		{Key: "errmsg", Value: ce.Msg},
 		{Key: "code", Value: ce.Code},
-		{Key: "codeName", Value: mongoerr.Name(ce.Code)},
+		{Key: "codeName", Value: ce.codeName()},
 	}
 	reply = append(reply, ce.Extra...)
 	labels := ce.Labels
@@ -396,17 +405,22 @@ func cmdBuildInfo(e *engine, _ *request) (bson.D, error) {
 
 func cmdGetParameter(e *engine, r *request) (bson.D, error) {
 	all := bson.D{
-		{Key: "featureCompatibilityVersion", Value: bson.D{{Key: "version", Value: "8.0"}}},
+		{Key: "featureCompatibilityVersion", Value: bson.D{{Key: "version", Value: e.cfg.release.fcv()}}},
 		{Key: "ttlMonitorSleepSecs", Value: int32(e.params.ttlMonitorSleep / time.Second)},
 		{Key: "ttlMonitorEnabled", Value: e.params.ttlEnabled},
 		{Key: "enableTestCommands", Value: int32(1)},
-		{Key: "authenticationMechanisms", Value: bson.A{}},
+		{Key: "authenticationMechanisms", Value: e.authMechanisms()},
+		{Key: "authSchemaVersion", Value: int32(5)},
 		{Key: "requireApiVersion", Value: false},
 		{Key: "transactionLifetimeLimitSeconds", Value: int32(e.params.txnLifetime / time.Second)},
 		{Key: "periodicNoopIntervalSecs", Value: int32(e.params.noopInterval / time.Second)},
 		{Key: "minSnapshotHistoryWindowInSeconds", Value: int32(e.params.snapshotWindow / time.Second)},
 	}
-	if v, _ := r.arg("getParameter"); v == "*" {
+	v, _ := r.arg("getParameter")
+	if e.cfg.atlasShared && !atlasAllowsGetParameter(r) {
+		return nil, atlasRefusal("getParameter")
+	}
+	if v == "*" {
 		return all, nil
 	}
 	var out bson.D
@@ -424,6 +438,22 @@ func cmdGetParameter(e *engine, r *request) (bson.D, error) {
 		return nil, errorf(mongoerr.CodeInvalidOptions, "no option found to get")
 	}
 	return out, nil
+}
+
+// atlasAllowsGetParameter reports whether r is one of the two getParameter
+// forms an Atlas shared-tier cluster runs: {getParameter: 1,
+// authSchemaVersion: 1} and {getParameter: 1, authenticationMechanisms: 1}.
+func atlasAllowsGetParameter(r *request) bool {
+	if v, _ := r.arg("getParameter"); v == "*" {
+		return false
+	}
+	var names []string
+	for _, el := range r.cmd[1:] {
+		if !strings.HasPrefix(el.Key, "$") && !isGenericArg(el.Key) {
+			names = append(names, el.Key)
+		}
+	}
+	return len(names) == 1 && (names[0] == "authSchemaVersion" || names[0] == "authenticationMechanisms")
 }
 
 func cmdSetParameter(e *engine, r *request) (bson.D, error) {
@@ -511,13 +541,6 @@ func cmdStartSession(*engine, *request) (bson.D, error) {
 		{Key: "id", Value: bson.D{{Key: "id", Value: bson.Binary{Subtype: 4, Data: id[:]}}}},
 		{Key: "timeoutMinutes", Value: int32(30)},
 	}, nil
-}
-
-func cmdConnectionStatus(*engine, *request) (bson.D, error) {
-	return bson.D{{Key: "authInfo", Value: bson.D{
-		{Key: "authenticatedUsers", Value: bson.A{}},
-		{Key: "authenticatedUserRoles", Value: bson.A{}},
-	}}}, nil
 }
 
 func cmdWhatsMyURI(_ *engine, r *request) (bson.D, error) {

@@ -26,6 +26,18 @@ type conn struct {
 	member int
 	// lastOp is the cluster time of the connection's last write.
 	lastOp bson.Timestamp
+	// user is the user the connection authenticated as (nil: none), and
+	// sasl its authentication conversation in progress.
+	user *authUser
+	sasl *saslState
+}
+
+// saslConv is the connection's SCRAM conversation in progress, or nil.
+func (c *conn) saslConv() *saslState {
+	if c == nil {
+		return nil
+	}
+	return c.sasl
 }
 
 func (c *conn) serve() {

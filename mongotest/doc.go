@@ -73,10 +73,20 @@
 //	wire protocol        OP_MSG (kinds 0, 1, checksum, moreToCome),       OP_COMPRESSED other than noop (connection
 //	                     OP_QUERY handshake, OP_COMPRESSED noop           closed); OP_QUERY commands other than
 //	                                                                      hello/isMaster (352 UnsupportedOpQueryCommand)
-//	topology             one writable primary of a replica set (8.0,      sharding, awaitable hello, elections; auth:
-//	                     wire version 25), and secondaries (see below)    no users, so a client with credentials fails its
-//	                                                                      handshake as with an unknown user (saslStart:
-//	                                                                      18 AuthenticationFailed)
+//	topology             one writable primary of a replica set (8.0,      sharding, awaitable hello, elections
+//	                     wire version 25, or an older release from 4.4:
+//	                     ServerVersion), and secondaries (see below);
+//	                     or a standalone mongod (Standalone: change
+//	                     streams 40573, transactions 20)
+//	deployments          AtlasSharedTier: what an Atlas M0/Flex cluster   DocumentDB, Cosmos DB, serverless
+//	                     refuses (the split stage, getParameter other
+//	                     than its two allowed forms: 8000 AtlasError)
+//	auth                 off by default (every client may do anything);   SCRAM-SHA-1, X.509, LDAP, user-defined roles,
+//	                     with User options on: SCRAM-SHA-256 against      createUser (a user without options gets 18
+//	                     admin, built-in roles (read, readWrite,          AuthenticationFailed, as an unknown one)
+//	                     dbAdmin, dbOwner, *AnyDatabase, clusterMonitor,
+//	                     root) enforced per command (13 Unauthorized),
+//	                     connectionStatus with showPrivileges
 //	CRUD                 insert, update (operators incl. positional "$",  $where/$text/geo, $lookup/$facet and other
 //	                     "$[]" and "$[<id>]" with arrayFilters,           unlisted stages (2 BadValue); writes to
 //	                     replacement, pipeline with constants, upsert,    views (166); $out to time-series (238);

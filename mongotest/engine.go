@@ -13,6 +13,9 @@ import (
 // cluster-time order, the two properties change streams depend on.
 type engine struct {
 	cfg *config
+	// users are the users of a server with authorization on, by
+	// "db.name"; nil: authorization off (auth.go).
+	users map[string]*authUser
 
 	mu        sync.Mutex
 	clockSkew time.Duration
@@ -66,6 +69,7 @@ type serverParams struct {
 func newEngine(cfg *config) *engine {
 	e := &engine{
 		cfg:          cfg,
+		users:        newUsers(cfg.users),
 		dbs:          make(map[string]*database),
 		cursors:      make(map[int64]*cursor),
 		sessions:     make(map[string]*session),

@@ -46,9 +46,32 @@ type cmdError struct {
 	// labelsSet means Labels is authoritative (a fail point gave them), even if empty.
 	labelsSet bool
 	Extra     bson.D
+	// CodeName, when set, is the reply's codeName instead of
+	// mongoerr.Name(Code): for errors of a code Atlas's proxy gives, not
+	// the server.
+	CodeName string
 }
 
-func (e *cmdError) Error() string { return fmt.Sprintf("(%s) %s", mongoerr.Name(e.Code), e.Msg) }
+func (e *cmdError) Error() string { return fmt.Sprintf("(%s) %s", e.codeName(), e.Msg) }
+
+func (e *cmdError) codeName() string {
+	if e.CodeName != "" {
+		return e.CodeName
+	}
+	return mongoerr.Name(e.Code)
+}
+
+// codeAtlasError is the code of the errors Atlas's proxy answers for what
+// a shared-tier cluster does not allow.
+const codeAtlasError = 8000
+
+// atlasRefusal is the error an Atlas shared-tier cluster answers for what
+// it does not allow (AtlasSharedTier), as the Atlas documentation gives
+// it ("Unsupported Commands in Atlas").
+func atlasRefusal(what string) *cmdError {
+	return &cmdError{Code: codeAtlasError, CodeName: "AtlasError",
+		Msg: what + " is not allowed or the syntax is incorrect, see the Atlas documentation for more information."}
+}
 
 func errorf(code int32, format string, args ...any) *cmdError {
 	return &cmdError{Code: code, Msg: fmt.Sprintf(format, args...)}

@@ -4,6 +4,11 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 )
 
+func asString(v any) string {
+	s, _ := v.(string)
+	return s
+}
+
 // cmdHello answers hello / isMaster over OP_MSG.
 func cmdHello(e *engine, r *request) (bson.D, error) {
 	d := e.hello(r.conn, r.cmd, r.name != "hello")
@@ -74,6 +79,13 @@ func (e *engine) hello(c *conn, cmd bson.D, legacy bool) bson.D {
 	}
 	if c.member != 0 {
 		reply = withoutFields(reply, "electionId") // only the primary has one
+	}
+	if e.cfg.standalone {
+		reply = withoutFields(reply, "hosts", "setName", "setVersion", "secondary", "primary", "me", "electionId", "lastWrite")
+	}
+	if u, _ := lookupTop(cmd, "saslSupportedMechs"); u != nil && e.users[asString(u)] != nil {
+		// The mechanisms of the user "db.name" the client will log in as.
+		reply = append(reply[:len(reply)-1:len(reply)-1], bson.E{Key: "saslSupportedMechs", Value: bson.A{"SCRAM-SHA-256"}}, reply[len(reply)-1])
 	}
 	return e.withClusterTime(reply)
 }

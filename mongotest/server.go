@@ -47,6 +47,9 @@ func Start(opts ...Option) (*Server, error) {
 	if cfg.oplogMaxEntries < 1 {
 		return nil, fmt.Errorf("mongotest: OplogMaxEntries must be at least 1, got %d", cfg.oplogMaxEntries)
 	}
+	if cfg.standalone && cfg.secondaries > 0 {
+		return nil, fmt.Errorf("mongotest: Standalone: a standalone server has no Secondaries")
+	}
 	if cfg.secondaries < 0 {
 		return nil, fmt.Errorf("mongotest: Secondaries must not be negative, got %d", cfg.secondaries)
 	}
@@ -74,6 +77,9 @@ func Start(opts ...Option) (*Server, error) {
 		cancel: cancel,
 	}
 	s.uri = fmt.Sprintf("mongodb://%s/?replicaSet=%s", ln.Addr().String(), cfg.replSetName)
+	if cfg.standalone {
+		s.uri = fmt.Sprintf("mongodb://%s/", ln.Addr().String())
+	}
 	s.eng = newEngine(&s.cfg)
 	s.wg.Add(2 + len(secLns))
 	go s.acceptLoop(ln, 0)

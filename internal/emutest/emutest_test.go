@@ -196,9 +196,9 @@ func TestOptions(t *testing.T) {
 		t.Fatalf("resume past a 3-entry oplog: %v; want ChangeStreamHistoryLost (286)", err)
 	}
 
-	_, err = start(t, []Option{ServerVersion("7.0.0")})
+	_, err = start(t, []Option{ServerVersion("4.2.0")})
 	if err == nil || !strings.Contains(err.Error(), "-server-version") {
-		t.Fatalf("start with ServerVersion 7.0.0: %v; want the emulator's error naming -server-version", err)
+		t.Fatalf("start with ServerVersion 4.2.0: %v; want the emulator's error naming -server-version", err)
 	}
 }
 

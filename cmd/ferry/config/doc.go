@@ -124,7 +124,9 @@
 //	                         ($changeStreamSplitLargeEvent, MongoDB 7.0 and
 //	                         6.0.9+) and are reassembled: the sink gets one
 //	                         whole event (default true; false is part of the
-//	                         stream identity)
+//	                         stream identity). Atlas shared tiers (M0, Flex)
+//	                         refuse the stage: set false there (ferry check
+//	                         tries it)
 //	      start_at: now      where a stream without a checkpoint starts: now |
 //	                         backfill (scan, then stream) | an RFC 3339 time
 //	                         (startAtOperationTime, whole seconds: events of

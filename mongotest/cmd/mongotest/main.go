@@ -14,7 +14,12 @@
 //
 //	-addr               Addr               (port 0 picks a free one)
 //	-replset            ReplicaSetName
-//	-server-version     ServerVersion      (an 8.x release, e.g. 8.2.1)
+//	-server-version     ServerVersion      (a release from 4.4 to 8.x, e.g. 8.2.1 or 5.0.0:
+//	                                        what an older one lacks fails as it does)
+//	-profile            AtlasSharedTier    (atlas-shared: what an Atlas M0/Flex cluster refuses)
+//	                    Standalone         (standalone: a mongod without --replSet)
+//	-user               User               (name:password:role@db[,role@db...], repeatable;
+//	                                        turns authorization on)
 //	-oplog-entries      OplogMaxEntries
 //	-oplog-bytes        OplogMaxBytes
 //	-oplog-age          OplogMaxAge
@@ -83,7 +88,9 @@ var optionFlags = strings.NewReplacer(
 	"OplogMaxBytes", "-oplog-bytes",
 	"OplogMaxAge", "-oplog-age",
 	"Secondaries", "-secondaries",
+	"User ", "-user ",
 	"ReplicaSetName", "-replset",
+	"Standalone", "-profile standalone",
 )
 
 func main() {
@@ -100,7 +107,10 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	addr := fs.String("addr", "127.0.0.1:27017", "address to listen on (host:port; port 0 picks a free one)")
 	rs := fs.String("replset", "rs0", "replica set name")
-	version := fs.String("server-version", "8.0.4", "MongoDB release to report in hello and buildInfo (8.x)")
+	version := fs.String("server-version", "8.0.4", "MongoDB release to emulate, from 4.4 to 8.x (what an older one lacks fails as it does)")
+	profile := fs.String("profile", "", "a deployment to imitate: atlas-shared (an Atlas M0/Flex cluster: refuses $changeStreamSplitLargeEvent and most getParameter), standalone (a mongod without --replSet: no change streams)")
+	var users userFlags
+	fs.Var(&users, "user", "a user `name:password:role@db[,role@db...]` (built-in roles: read, readWrite, dbAdmin, dbOwner, readAnyDatabase, readWriteAnyDatabase, dbAdminAnyDatabase, clusterMonitor, root); repeatable; any -user turns authorization on")
 	oplog := fs.Int("oplog-entries", 1_000_000, "oplog size in entries; older change-stream resume points fail with ChangeStreamHistoryLost")
 	oplogBytes := fs.Int64("oplog-bytes", 1<<30, "oplog size in bytes (approximate size of its entries)")
 	oplogAge := fs.Duration("oplog-age", 0, "drop oplog entries older than this (0: no age limit)")
@@ -133,6 +143,17 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		mongotest.TTLMonitorInterval(*ttl),
 		mongotest.Secondaries(*secondaries),
 	}
+	switch *profile {
+	case "":
+	case "atlas-shared":
+		opts = append(opts, mongotest.AtlasSharedTier())
+	case "standalone":
+		opts = append(opts, mongotest.Standalone())
+	default:
+		fmt.Fprintf(stderr, "mongotest: -profile %q: known profiles: atlas-shared, standalone\n", *profile)
+		return 2
+	}
+	opts = append(opts, users...)
 	if *frozen != "" {
 		at, err := time.Parse(time.RFC3339Nano, *frozen)
 		if err != nil {
@@ -169,4 +190,29 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	<-ctx.Done()
 	return 0
+}
+
+// userFlags collects -user flags, each a User option.
+type userFlags []mongotest.Option
+
+func (u *userFlags) String() string { return "" }
+
+// Set parses name:password:role@db[,role@db...]; the password may not
+// contain ':'.
+func (u *userFlags) Set(v string) error {
+	name, rest, ok1 := strings.Cut(v, ":")
+	password, roleList, ok2 := strings.Cut(rest, ":")
+	if !ok1 || !ok2 || name == "" || roleList == "" {
+		return fmt.Errorf("want name:password:role@db[,role@db...], e.g. reader:pw:read@shop")
+	}
+	var roles []mongotest.Role
+	for _, r := range strings.Split(roleList, ",") {
+		role, db, ok := strings.Cut(r, "@")
+		if !ok || role == "" || db == "" {
+			return fmt.Errorf("role %q: want role@db, e.g. read@shop or root@admin", r)
+		}
+		roles = append(roles, mongotest.Role{Role: role, DB: db})
+	}
+	*u = append(*u, mongotest.User(name, password, roles...))
+	return nil
 }

@@ -94,6 +94,39 @@ func TestFlags(t *testing.T) {
 	}
 }
 
+// TestDeploymentFlags: -server-version with an older release, -profile
+// atlas-shared and -user reach the server: the split stage is refused as
+// 5.0 and as Atlas refuse it, and with -user a client must log in and has
+// its role's privileges only.
+func TestDeploymentFlags(t *testing.T) {
+	split := mongo.Pipeline{{{Key: "$changeStreamSplitLargeEvent", Value: bson.D{}}}}
+	for _, tc := range []struct {
+		flag, value string
+		code        int32
+	}{{"-server-version", "5.0.0", 40324}, {"-profile", "atlas-shared", 8000}, {"-profile", "standalone", 40573}} {
+		uri, _, _ := serve(t, "-addr", "127.0.0.1:0", "-exit-on-stdin-eof", tc.flag, tc.value)
+		_, err := connect(t, uri).Database("d").Collection("c").Watch(testCtx(t), split)
+		var ce mongo.CommandError
+		if !errors.As(err, &ce) || ce.Code != tc.code {
+			t.Errorf("%s %s: watch with the split stage: %v; want code %d", tc.flag, tc.value, err, tc.code)
+		}
+	}
+	uri, _, _ := serve(t, "-addr", "127.0.0.1:0", "-exit-on-stdin-eof", "-user", "reader:pw:read@shop,clusterMonitor@admin")
+	err := connect(t, uri).Database("shop").Collection("c").FindOne(testCtx(t), bson.D{}).Err()
+	var ce mongo.CommandError
+	if !errors.As(err, &ce) || ce.Code != 13 {
+		t.Errorf("find without credentials: %v; want Unauthorized (13)", err)
+	}
+	reader := connect(t, strings.Replace(uri, "mongodb://", "mongodb://reader:pw@", 1))
+	if err := reader.Database("shop").Collection("c").FindOne(testCtx(t), bson.D{}).Err(); !errors.Is(err, mongo.ErrNoDocuments) {
+		t.Errorf("find as reader: %v; want no documents", err)
+	}
+	var se mongo.ServerError
+	if _, err := reader.Database("shop").Collection("c").InsertOne(testCtx(t), bson.D{}); !errors.As(err, &se) || !se.HasErrorCode(13) {
+		t.Errorf("insert as reader: %v; want Unauthorized (13)", err)
+	}
+}
+
 // TestTestControlsOff: without -test-controls the test-control commands
 // are refused, naming the flag.
 func TestTestControlsOff(t *testing.T) {
@@ -113,7 +146,10 @@ func TestBadFlags(t *testing.T) {
 		want string
 	}{
 		{[]string{"-frozen-clock", "yesterday"}, "-frozen-clock"},
-		{[]string{"-server-version", "7.0.1"}, "-server-version \"7.0.1\": only 8.x"},
+		{[]string{"-server-version", "4.2.0"}, "-server-version \"4.2.0\": releases from 4.4 to 8.x"},
+		{[]string{"-profile", "documentdb"}, "-profile \"documentdb\": known profiles: atlas-shared, standalone"},
+		{[]string{"-user", "bob"}, "invalid value \"bob\" for flag -user"},
+		{[]string{"-user", "bob:pw:god@admin"}, "-user \"bob\": unknown role \"god\""},
 		{[]string{"-oplog-entries", "0"}, "-oplog-entries must be at least 1"},
 		{[]string{"-secondaries", "-1"}, "-secondaries must not be negative"},
 		{[]string{"extra"}, "unexpected arguments"},

@@ -1,5 +1,5 @@
 // Package cli is the ferry command: its subcommands (run, validate,
-// status, dlq, reset, snapshot, version, help) and the daemon `ferry run`
+// check, status, dlq, reset, snapshot, version, help) and the daemon `ferry run`
 // runs. The binaries are thin mains around Run: cmd/ferry, cmd/ferry/demo, which
 // also embeds the MongoDB emulator (the ferry binary does not link it),
 // and cmd/ferry/bench (a module of its own), which runs the daemon through
@@ -58,6 +58,12 @@ the file is valid, 1 if not.`,
 			run: func(_ context.Context, args []string, stdout, stderr io.Writer) int {
 				return runValidate(args, stdout, stderr)
 			},
+		},
+		{
+			name: "check", args: "-c ferry.yaml [-downtime 2h] [-json]",
+			summary: "preflight against the real deployment: topology, version, change streams, features, privileges, oplog window, clocks",
+			doc:     checkDoc,
+			run:     runCheck,
 		},
 		{
 			name: "status", args: "-c ferry.yaml [-json]",

@@ -295,6 +295,11 @@ func (d *daemon) runAll(ctx context.Context, ops *opsServer) error {
 			w.run(runCtx)
 		}()
 	}
+	pw.Add(1)
+	go func() {
+		defer pw.Done()
+		d.preflight(runCtx)
+	}()
 	for _, v := range d.verifiers {
 		pw.Add(1)
 		go func() {
@@ -336,6 +341,27 @@ func (d *daemon) runAll(ctx context.Context, ops *opsServer) error {
 	ops.shutdown()
 	d.log.Info("stopped")
 	return errors.Join(errs...)
+}
+
+// preflight logs what `ferry check` finds (without the oplog window,
+// which the oplog watchers export), once, while the streams start: a warn
+// at WARN, a fail at ERROR, and a summary. Nothing waits for it and no
+// finding stops the daemon: a feature the deployment lacks fails its
+// stream with the stream's own error, and the logged fix says what to do.
+func (d *daemon) preflight(ctx context.Context) {
+	p := &preflight{cfg: d.cfg, opts: preflightOptions{timeout: 5 * time.Second}, cps: d.cps,
+		sources: map[config.MongoURI]*mongo.Client{}}
+	if d.cfg.State.Bolt == nil {
+		p.state = d.clients[clientKey{role: roleState, uri: d.cfg.StateURI().Reveal()}]
+	}
+	for _, st := range d.cfg.Streams {
+		p.sources[st.Source.URI] = d.clients[clientKey{role: roleSource, uri: st.Source.URI.Reveal()}]
+	}
+	findings := p.run(ctx)
+	if ctx.Err() != nil {
+		return // stopped before it finished: what it found may be the stop's doing
+	}
+	logFindings(d.log, findings)
 }
 
 // duplicateMemberError says, in the configuration's terms, that another

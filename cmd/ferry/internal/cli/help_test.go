@@ -21,6 +21,7 @@ func runCLI(args ...string) (code int, stdout, stderr string) {
 var helpFlags = map[string][]string{
 	"run":             {"-c"},
 	"validate":        {"-c"},
+	"check":           {"-c", "-downtime", "-json"},
 	"status":          {"-c"},
 	"reset":           {"-c", "-stream", "-yes"},
 	"verify":          {"-c", "-stream", "-since", "-from", "-to", "-n"},
@@ -109,7 +110,7 @@ func TestUsage(t *testing.T) {
 		if code != 0 || errOut != "" {
 			t.Fatalf("ferry %s: exit %d, stderr %q", form[0], code, errOut)
 		}
-		for _, c := range []string{"ferry run ", "ferry validate ", "ferry status ", "ferry reset ", "ferry dlq list ",
+		for _, c := range []string{"ferry run ", "ferry validate ", "ferry check ", "ferry status ", "ferry reset ", "ferry dlq list ",
 			"ferry dlq replay ", "ferry snapshot ", "ferry snapshot status ", "ferry snapshot cancel ", "ferry demo ", "ferry bench ", "ferry version ", "ferry help "} {
 			if !strings.Contains(out, c) {
 				t.Errorf("ferry %s does not list %q:\n%s", form[0], c, out)

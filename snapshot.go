@@ -328,6 +328,9 @@ func (r *runner) runSnapshot(ctx context.Context, gen int64, rec *snapshotRecord
 			}
 			rec.Done += int64(n)
 			rec.Chunks++
+			if len(rec.Filter) > 0 && len(namespaces) == 1 && !last {
+				rec.Total = r.extrapolate(rec)
+			}
 			rec.Retries = 0
 			r.snap.upDone += int64(n)
 			rec.Rate = r.upRate(rec)
@@ -346,6 +349,9 @@ func (r *runner) runSnapshot(ctx context.Context, gen int64, rec *snapshotRecord
 		}
 	}
 	rec.Finished = time.Now()
+	if len(rec.Filter) > 0 {
+		rec.Total = rec.Done // extrapolated until now
+	}
 	if err := r.saveSnapshot(ctx, rec, gen); err != nil {
 		return err
 	}
@@ -461,6 +467,22 @@ func (r *runner) throttle(ctx context.Context, rec *snapshotRecord) error {
 // estimate is the partition's share of the documents in scope (of those
 // matching the filter, when there is one): the collections' estimated
 // counts divided by the partition count.
+// extrapolate estimates a filtered snapshot's total from what its chunks
+// found so far over the share of the partition's hashed range they
+// covered (hashed-index mode, where the range is uniform in documents);
+// 0 (unknown) in id order, or before 1% of the range is read.
+func (r *runner) extrapolate(rec *snapshotRecord) int64 {
+	lo, hi, ok := r.c.partitionRange()
+	if !ok || rec.Mode != SnapshotByHashedIndex || rec.From <= lo {
+		return 0
+	}
+	covered := float64(uint64(rec.From)-uint64(lo)) / (float64(uint64(hi)-uint64(lo)) + 1)
+	if covered < 0.01 || covered > 1 {
+		return 0
+	}
+	return max(rec.Done, int64(float64(rec.Done)/covered+0.5))
+}
+
 func (r *runner) estimate(ctx context.Context, namespaces []Namespace, rec *snapshotRecord) int64 {
 	var total int64
 	for _, ns := range namespaces {
@@ -468,10 +490,13 @@ func (r *runner) estimate(ctx context.Context, namespaces []Namespace, rec *snap
 		var n int64
 		var err error
 		if len(rec.Filter) > 0 {
-			n, err = coll.CountDocuments(ctx, rec.Filter)
-		} else {
-			n, err = coll.EstimatedDocumentCount(ctx)
+			// Counting the filter would have every partition examine the
+			// whole collection (N reads for an estimate): a filtered
+			// snapshot's total is extrapolated from its chunks instead
+			// (extrapolate), and unknown until then.
+			return 0
 		}
+		n, err = coll.EstimatedDocumentCount(ctx)
 		if err != nil {
 			return 0
 		}

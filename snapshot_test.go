@@ -367,7 +367,7 @@ func TestSnapshotChunksOfLargeDocuments(t *testing.T) {
 	proj := newProjection()
 	var mu sync.Mutex
 	var largest, prevDone, prevChunks int64 // the most rows one chunk delivered
-	hook := snapshotHook(func(i ferry.SnapshotInfo) {
+	hook := snapshotHookFunc(func(i ferry.SnapshotInfo) {
 		mu.Lock()
 		defer mu.Unlock()
 		if i.Progress.Chunks == prevChunks+1 {
@@ -393,6 +393,55 @@ func TestSnapshotChunksOfLargeDocuments(t *testing.T) {
 	}
 }
 
-type snapshotHook func(ferry.SnapshotInfo)
+type snapshotHookFunc func(ferry.SnapshotInfo)
 
-func (h snapshotHook) OnSnapshot(i ferry.SnapshotInfo) { h(i) }
+func (h snapshotHookFunc) OnSnapshot(i ferry.SnapshotInfo) { h(i) }
+
+// TestSnapshotFilteredReadsOnce: a filtered request over four partitions
+// with a hashed index has the server examine each document about once:
+// no partition counts the filter over the whole collection for its
+// estimate (which examined it once per partition more), the total is
+// extrapolated from the chunks instead.
+func TestSnapshotFilteredReadsOnce(t *testing.T) {
+	e := newEnv(t)
+	e.useMongoStore()
+	c := e.db.Collection("c")
+	const n, parts = 3000, 4
+	insertN(t, c, 0, n, func(i int) bson.D { return bson.D{{Key: "k", Value: int32(i % 3)}} })
+	if _, err := c.Indexes().CreateOne(context.Background(), mongo.IndexModel{Keys: bson.D{{Key: "_id", Value: "hashed"}}}); err != nil {
+		t.Fatal(err)
+	}
+	projs := make([]*projection, parts)
+	for p := range parts {
+		projs[p] = newProjection()
+		start(t, e.client, projs[p].handle, e.opts(ferry.Partition(p, parts), ferry.SnapshotChunkSize(50), ferry.SnapshotPollInterval(20*time.Millisecond))...)
+	}
+	for p := range parts {
+		poll.Until(t, 20*time.Second, func() error {
+			if cp, err := e.store.Load(context.Background(), "s", p); err != nil || cp.Token == nil {
+				return fmt.Errorf("partition %d has no checkpoint with a token yet (%v)", p, err)
+			}
+			return nil
+		})
+	}
+	before := serverCounters(t, e.client)
+	filter, _ := bson.Marshal(bson.D{{Key: "k", Value: int32(1)}})
+	req, err := e.store.(checkpoint.SnapshotRequests).RequestSnapshot(context.Background(), checkpoint.SnapshotRequest{Stream: "s", Filter: filter})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var done int64
+	for p := range parts {
+		sp := waitSnapshot(t, e.store, "s", p, "the request finished", func(sp ferry.SnapshotProgress) bool { return sp.Request == req.ID && finished(sp) })
+		if sp.Total != sp.Done {
+			t.Errorf("partition %d finished with %d of %d estimated", p, sp.Done, sp.Total)
+		}
+		done += sp.Done
+	}
+	after := serverCounters(t, e.client)
+	examined := after.examined - before.examined
+	t.Logf("filtered request: %d documents delivered; the server examined %d for a collection of %d over %d partitions", done, examined, n, parts)
+	if done != n/3 || float64(examined) > 1.1*n {
+		t.Fatalf("%d delivered (want %d), %d examined (want at most %.0f)", done, n/3, examined, 1.1*n)
+	}
+}

@@ -126,6 +126,11 @@ func (w *snapshotWait) view(ctx context.Context) (waitView, error) {
 			v.waiting++
 		}
 	}
+	if estimated == 0 && v.finished < v.partitions && !ended {
+		// No estimate yet (a filtered snapshot extrapolates its total from
+		// its first chunks): the total is unknown, not what is done.
+		v.total = 0
+	}
 	if estimated > 0 && estimated < v.partitions && !ended {
 		// A partition records its estimate with its first chunk: until
 		// every one did, the others are taken to be alike.

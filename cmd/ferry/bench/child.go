@@ -75,14 +75,14 @@ type stampedNote struct {
 
 // child is a child process, seen from the bench.
 type child struct {
-	role      string
-	cmd       *exec.Cmd
-	stdin     io.WriteCloser
-	ready     ready
-	replies   chan message
-	notes     chan stampedNote
-	exited    chan struct{} // closed when its stdout ends
-	stderr    *lockedBuffer
+	role    string
+	cmd     *exec.Cmd
+	stdin   io.WriteCloser
+	ready   ready
+	replies chan message
+	notes   chan stampedNote
+	exited  chan struct{} // closed when its stdout ends
+	stderr  *lockedBuffer
 	// rows takes a member's rows messages, in the order it wrote them,
 	// on the goroutine that reads its stdout (nil: none expected).
 	rows func(ids []int64)

@@ -214,7 +214,9 @@ func ratio(a, b float64) float64 {
 	return a / b
 }
 
-func findBatch(n int) *options.FindOptionsBuilder { return options.Find().SetBatchSize(int32(min(n, math.MaxInt32))) }
+func findBatch(n int) *options.FindOptionsBuilder {
+	return options.Find().SetBatchSize(int32(min(n, math.MaxInt32)))
+}
 
 // reads: the raw loop, then a snapshot in _id order (no hashed index),
 // then one through the hashed index.

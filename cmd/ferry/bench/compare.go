@@ -40,9 +40,9 @@ func (d projDiff) String() string {
 	return s
 }
 
-func (d *projDiff) example(kind string, id bson.RawValue) {
+func (d *projDiff) example(kind string, id int64) {
 	if len(d.Examples) < 6 {
-		d.Examples = append(d.Examples, kind+" _id "+id.String())
+		d.Examples = append(d.Examples, fmt.Sprintf("%s _id %d", kind, id))
 	}
 }
 
@@ -101,13 +101,13 @@ func compareProjection(ctx context.Context, src, proj *mongo.Collection) (projDi
 		switch {
 		case p == nil || s != nil && sid < pid:
 			d.Missing++
-			d.example("missing", s.Lookup("_id"))
+			d.example("missing", sid)
 			if s, sid, err = nextSrc(); err != nil {
 				return d, err
 			}
 		case s == nil || pid < sid:
 			d.Resurrected++
-			d.example("resurrected", p.Lookup("_id"))
+			d.example("resurrected", pid)
 			if p, pid, err = nextProj(); err != nil {
 				return d, err
 			}
@@ -118,7 +118,7 @@ func compareProjection(ctx context.Context, src, proj *mongo.Collection) (projDi
 			}
 			if !same {
 				d.Stale++
-				d.example("stale", s.Lookup("_id"))
+				d.example("stale", sid)
 			}
 			if s, sid, err = nextSrc(); err != nil {
 				return d, err

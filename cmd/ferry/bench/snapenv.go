@@ -62,6 +62,7 @@ type snapEnv struct {
 	store     *mongostore.Store
 	members   []*child // nil where killed
 	all       []*child // every member started, killed or not
+	profile   string   // a directory: snapshot profiles the processes into it
 	rows      *rowCounter
 	dir       string
 	// peaks: peak RSS of each process, filled by close (members killed

@@ -29,6 +29,7 @@ type snapSettings struct {
 	json         bool
 	logLevel     string // the members' log level
 	logDir       string // where to keep the members' logs ("" nowhere)
+	profile      string // where to write CPU profiles of the reads scenario's hashed snapshot ("" none)
 }
 
 // snapScenarios are the scenarios, in the order they run.
@@ -53,6 +54,7 @@ func parseSnapOptions(args []string, stderr io.Writer) (*snapSettings, error) {
 	fs.DurationVar(&o.timeout, "timeout", 30*time.Minute, "bound on one scenario")
 	fs.BoolVar(&o.json, "json", false, "print the report as JSON")
 	fs.StringVar(&o.logLevel, "log", "info", "the members' log level (their log is printed when a scenario fails)")
+	fs.StringVar(&o.profile, "cpuprofile", "", "write CPU profiles of the emulator and the members during the reads scenario's hashed snapshot to this directory: snapshot-emulator.pprof, snapshot-member-<n>.pprof")
 	fs.StringVar(&o.logDir, "member-logs", "", "write each member's whole log to this directory: <scenario>-member-<n>.log")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: go run ./cmd/ferry/bench snapshot [flags]\n\n"+
@@ -94,9 +96,12 @@ func parseSnapOptions(args []string, stderr io.Writer) (*snapSettings, error) {
 	case o.poll <= 0 || o.timeout <= 0:
 		return bad("-poll and -timeout must be positive")
 	}
-	if o.logDir != "" {
-		if err := os.MkdirAll(o.logDir, 0o755); err != nil {
-			return bad("-member-logs: %v", err)
+	for _, dir := range []struct{ flag, path string }{{"-member-logs", o.logDir}, {"-cpuprofile", o.profile}} {
+		if dir.path == "" {
+			continue
+		}
+		if err := os.MkdirAll(dir.path, 0o755); err != nil {
+			return bad("%s: %v", dir.flag, err)
 		}
 	}
 	switch o.logLevel {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -32,74 +33,99 @@ func (s writeStats) rate() float64 {
 	return float64(s.total()) / s.Took.Seconds()
 }
 
-// writer changes the collection at a steady rate until stopped: one
-// operation per tick, a quarter inserts of new documents, half updates
-// and a quarter deletes of documents drawn at random from every _id so
-// far (the snapshot is reading them).
+// writer changes the collection at a steady rate until stopped: a
+// quarter inserts of new documents, half updates and a quarter deletes of
+// documents drawn at random from every _id so far (the snapshot is
+// reading them). writerWorkers goroutines share the rate, each on its own
+// schedule, so that one slow round trip does not hold the others.
 type writer struct {
 	stopOnce sync.Once
 	quit     chan struct{}
-	done     chan struct{}
+	wg       sync.WaitGroup
+	mu       sync.Mutex
 	stats    writeStats
 	err      error
+	start    time.Time
 }
 
+const writerWorkers = 4
+
 func startWriter(ctx context.Context, coll *mongo.Collection, docs int, perSecond float64, size int) *writer {
-	w := &writer{quit: make(chan struct{}), done: make(chan struct{})}
-	go func() {
-		defer close(w.done)
-		rng := rand.New(rand.NewPCG(uint64(docs), 27))
-		next := int64(docs)
-		tick := time.NewTicker(time.Duration(float64(time.Second) / perSecond))
-		defer tick.Stop()
-		start := time.Now()
-		defer func() { w.stats.Took = time.Since(start) }()
-		for {
-			select {
-			case <-w.quit:
-				return
-			case <-ctx.Done():
-				w.err = ctx.Err()
-				return
-			case <-tick.C:
-			}
-			var err error
-			switch op := rng.IntN(4); {
-			case op == 0:
-				_, err = coll.InsertOne(ctx, newDoc(next, size))
-				next++
-				w.stats.Inserts++
-			case op <= 2:
-				var r *mongo.UpdateResult
-				r, err = coll.UpdateOne(ctx, bson.D{{Key: "_id", Value: rng.Int64N(next)}},
-					bson.D{{Key: "$inc", Value: bson.D{{Key: "v", Value: int32(1)}}}, {Key: "$set", Value: bson.D{{Key: "w", Value: rng.Int64()}}}})
-				if err == nil && r.MatchedCount == 0 {
-					w.stats.Misses++
-				} else {
-					w.stats.Updates++
+	w := &writer{quit: make(chan struct{}), start: time.Now()}
+	var next atomic.Int64 // the next insert's _id
+	next.Store(int64(docs))
+	every := time.Duration(float64(time.Second) * writerWorkers / perSecond)
+	for k := range writerWorkers {
+		w.wg.Add(1)
+		go func() {
+			defer w.wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(docs), uint64(k)))
+			tick := time.NewTicker(every)
+			defer tick.Stop()
+			for {
+				select {
+				case <-w.quit:
+					return
+				case <-ctx.Done():
+					w.fail(ctx.Err())
+					return
+				case <-tick.C:
 				}
-			default:
-				var r *mongo.DeleteResult
-				r, err = coll.DeleteOne(ctx, bson.D{{Key: "_id", Value: rng.Int64N(next)}})
-				if err == nil && r.DeletedCount == 0 {
-					w.stats.Misses++
-				} else {
-					w.stats.Deletes++
+				var s writeStats
+				var err error
+				switch op := rng.IntN(4); {
+				case op == 0:
+					_, err = coll.InsertOne(ctx, newDoc(next.Add(1)-1, size))
+					s.Inserts++
+				case op <= 2:
+					var r *mongo.UpdateResult
+					r, err = coll.UpdateOne(ctx, bson.D{{Key: "_id", Value: rng.Int64N(next.Load())}},
+						bson.D{{Key: "$inc", Value: bson.D{{Key: "v", Value: int32(1)}}}, {Key: "$set", Value: bson.D{{Key: "w", Value: rng.Int64()}}}})
+					if err == nil && r.MatchedCount == 0 {
+						s.Misses++
+					} else {
+						s.Updates++
+					}
+				default:
+					var r *mongo.DeleteResult
+					r, err = coll.DeleteOne(ctx, bson.D{{Key: "_id", Value: rng.Int64N(next.Load())}})
+					if err == nil && r.DeletedCount == 0 {
+						s.Misses++
+					} else {
+						s.Deletes++
+					}
 				}
+				if err != nil {
+					w.fail(fmt.Errorf("the writer: %w", err))
+					return
+				}
+				w.mu.Lock()
+				w.stats.Inserts += s.Inserts
+				w.stats.Updates += s.Updates
+				w.stats.Deletes += s.Deletes
+				w.stats.Misses += s.Misses
+				w.mu.Unlock()
 			}
-			if err != nil {
-				w.err = fmt.Errorf("the writer: %w", err)
-				return
-			}
-		}
-	}()
+		}()
+	}
 	return w
+}
+
+func (w *writer) fail(err error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.err == nil {
+		w.err = err
+	}
 }
 
 // stop ends the writer and returns what it did.
 func (w *writer) stop() (writeStats, error) {
 	w.stopOnce.Do(func() { close(w.quit) })
-	<-w.done
+	w.wg.Wait()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.stats.Took = time.Since(w.start)
 	return w.stats, w.err
 }
 

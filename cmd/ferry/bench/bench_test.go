@@ -361,7 +361,7 @@ var snapshotKeys = []string{
 	"filter.exact", "filter.server",
 	"kill.at", "kill.resumed", "kill.again", "kill.server.again", "kill.once", "kill.projection",
 	"kill.rss.members", "kill.rss.source", "kill.rss.target",
-	"writes.writes", "writes.rate", "writes.projection", "writes.lag",
+	"writes.writes", "writes.rate", "writes.projection", "writes.lag", "writes.leases",
 	"writes.rss.members", "writes.rss.source", "writes.rss.target",
 	"oplog.writes", "oplog.outlasts", "oplog.projection", "oplog.lag",
 	"oplog.rss.members", "oplog.rss.source", "oplog.rss.target",

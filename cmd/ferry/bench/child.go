@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime/pprof"
 	"strings"
 	"sync"
@@ -247,6 +248,32 @@ func (c *child) kill() (peakRSS int64, err error) {
 		return maxRSSBytes(*ru), nil
 	}
 	return 0, nil
+}
+
+// profileChildren starts a CPU profile in each child, written to its path,
+// and returns what stops them; when one cannot start, those started are
+// stopped.
+func profileChildren(paths map[*child]string) (stop func() error, err error) {
+	var started []*child
+	stop = func() error {
+		var errs []error
+		for _, c := range started {
+			_, err := c.call("profile-stop")
+			errs = append(errs, err)
+		}
+		return errors.Join(errs...)
+	}
+	for c, path := range paths {
+		abs, err := filepath.Abs(path)
+		if err == nil {
+			_, err = c.call("profile " + abs)
+		}
+		if err != nil {
+			return nil, errors.Join(err, stop())
+		}
+		started = append(started, c)
+	}
+	return stop, nil
 }
 
 // lockedBuffer is a bytes buffer safe for concurrent writes (exec copies

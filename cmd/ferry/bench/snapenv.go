@@ -424,6 +424,16 @@ func (e *snapEnv) converge(ctx context.Context, at bson.Timestamp, within time.D
 	}
 }
 
+// leaseLosses counts the lost leases and memberships the members logged.
+func (e *snapEnv) leaseLosses() int {
+	n := 0
+	for _, m := range e.all {
+		log := m.stderr.String()
+		n += strings.Count(log, `msg="partition lost"`) + strings.Count(log, `msg="membership lost; rejoining"`)
+	}
+	return n
+}
+
 // memberLogs is the tail of every member's log, for a failure's message.
 func (e *snapEnv) memberLogs(n int) string {
 	var b strings.Builder
@@ -451,9 +461,16 @@ func (e *snapEnv) close() error {
 		e.members[i] = nil
 	}
 	if e.o.logDir != "" {
+		logs := map[string]*child{"source": e.src, "target": e.tgt}
 		for i, m := range e.all {
-			path := filepath.Join(e.o.logDir, fmt.Sprintf("%s-member-%d.log", strings.ReplaceAll(e.spec.name, "+", "-"), i+1))
-			errs = append(errs, os.WriteFile(path, []byte(m.stderr.String()), 0o644))
+			logs[fmt.Sprintf("member-%d", i+1)] = m
+		}
+		for name, c := range logs {
+			if c == nil {
+				continue
+			}
+			path := filepath.Join(e.o.logDir, fmt.Sprintf("%s-%s.log", strings.ReplaceAll(e.spec.name, "+", "-"), name))
+			errs = append(errs, os.WriteFile(path, []byte(c.stderr.String()), 0o644))
 		}
 	}
 	for _, c := range []*mongo.Client{e.srcClient, e.tgtClient} {

@@ -55,7 +55,7 @@ func parseSnapOptions(args []string, stderr io.Writer) (*snapSettings, error) {
 	fs.BoolVar(&o.json, "json", false, "print the report as JSON")
 	fs.StringVar(&o.logLevel, "log", "info", "the members' log level (their log is printed when a scenario fails)")
 	fs.StringVar(&o.profile, "cpuprofile", "", "write CPU profiles of the emulator and the members during the reads scenario's hashed snapshot to this directory: snapshot-emulator.pprof, snapshot-member-<n>.pprof")
-	fs.StringVar(&o.logDir, "member-logs", "", "write each member's whole log to this directory: <scenario>-member-<n>.log")
+	fs.StringVar(&o.logDir, "member-logs", "", "write each member's whole log, and the emulators' stderr, to this directory: <scenario>-member-<n>.log, <scenario>-source.log, <scenario>-target.log")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: go run ./cmd/ferry/bench snapshot [flags]\n\n"+
 			"Measures snapshots of a collection in a MongoDB emulator child, read by a consumer group of member\n"+

@@ -168,21 +168,31 @@ func (s *sampler) stop() error {
 // every 200 ms.
 type lagWatch struct {
 	s       *sampler
+	start   time.Time
 	max     float64
+	maxAt   time.Duration // since start
 	samples int
+	over    int // samples of 5 s or more
 }
 
 func (e *snapEnv) watchLag(ctx context.Context) *lagWatch {
-	l := &lagWatch{}
+	l := &lagWatch{start: time.Now()}
 	l.s = startSampler(ctx, 200*time.Millisecond, func(context.Context) error {
 		sts, err := e.memberStatuses()
 		if err != nil {
 			return err
 		}
+		var worst float64
 		for _, st := range sts {
 			for _, lag := range st.Lag {
-				l.max = max(l.max, lag)
+				worst = max(worst, lag)
 			}
+		}
+		if worst > l.max {
+			l.max, l.maxAt = worst, time.Since(l.start)
+		}
+		if worst >= 5 {
+			l.over++
 		}
 		l.samples++
 		return nil
@@ -190,9 +200,12 @@ func (e *snapEnv) watchLag(ctx context.Context) *lagWatch {
 	return l
 }
 
-func (l *lagWatch) stop() (maxLag float64, samples int, err error) {
+// stop ends the sampling and describes it.
+func (l *lagWatch) stop() (maxLag float64, text string, err error) {
 	err = l.s.stop()
-	return l.max, l.samples, err
+	text = fmt.Sprintf("%.0f s, %s after the request (%d samples of every owned partition until caught up, %d of them ≥ 5 s)",
+		l.max, l.maxAt.Round(100*time.Millisecond), l.samples, l.over)
+	return l.max, text, err
 }
 
 // windowWatch samples the source's oplog window every 250 ms: the time

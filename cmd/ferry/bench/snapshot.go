@@ -198,32 +198,13 @@ func (e *snapEnv) cpu() (src, members time.Duration, err error) {
 // startProfiles starts CPU profiles of the source emulator and the
 // members into dir, named after what.
 func (e *snapEnv) startProfiles(dir, what string) (stop func() error, err error) {
-	kids := map[string]*child{"emulator": e.src}
+	paths := map[*child]string{e.src: filepath.Join(dir, what+"-emulator.pprof")}
 	for i, m := range e.members {
 		if m != nil {
-			kids[fmt.Sprintf("member-%d", i+1)] = m
+			paths[m] = filepath.Join(dir, fmt.Sprintf("%s-member-%d.pprof", what, i+1))
 		}
 	}
-	var started []*child
-	stop = func() error {
-		var errs []error
-		for _, c := range started {
-			_, err := c.call("profile-stop")
-			errs = append(errs, err)
-		}
-		return errors.Join(errs...)
-	}
-	for name, c := range kids {
-		path, err := filepath.Abs(filepath.Join(dir, what+"-"+name+".pprof"))
-		if err == nil {
-			_, err = c.call("profile " + path)
-		}
-		if err != nil {
-			return nil, errors.Join(err, stop())
-		}
-		started = append(started, c)
-	}
-	return stop, nil
+	return profileChildren(paths)
 }
 
 // snapshot requests a snapshot (filter nil: all) and measures it; each
@@ -604,12 +585,13 @@ func (b *snapBench) writes(ctx context.Context, e *snapEnv) error {
 	b.r.info(sc, "rate", "snapshot rate, into the projection, under writes", res.rate,
 		fmt.Sprintf("%s docs/s (%d documents in %s)", rateText(res.rate), res.docs, res.took.Round(time.Millisecond)))
 	perr := b.projection(ctx, e, sc, "the projection equals the source after the writes")
-	maxLag, samples, lerr := lag.stop()
+	maxLag, text, lerr := lag.stop()
 	if err := errors.Join(perr, lerr); err != nil {
 		return err
 	}
-	b.r.judge(sc, "lag", "the stream's lag, maximum", maxLag,
-		fmt.Sprintf("%.0f s (%d samples of every owned partition, from the request until caught up)", maxLag, samples), "< 5 s", maxLag < 5 && samples > 0)
+	b.r.judge(sc, "lag", "the stream's lag, maximum", maxLag, text, "< 5 s", maxLag < 5 && lag.samples > 0)
+	b.r.info(sc, "leases", "leases the members lost (their logs)", float64(e.leaseLosses()),
+		fmt.Sprintf("%d partition and membership leases lost (each a hand-off: the snapshot resumes at its next chunk)", e.leaseLosses()))
 	return nil
 }
 
@@ -636,10 +618,10 @@ func (b *snapBench) oplog(ctx context.Context, e *snapEnv) error {
 			res.took.Round(time.Millisecond), b.o.oplogEntries, window, wsamples),
 		"longer than the window; finished", res.took > window && wsamples > 0)
 	perr := b.projection(ctx, e, sc, "the projection equals the source")
-	maxLag, samples, lerr := lag.stop()
+	maxLag, text, lerr := lag.stop()
 	if err := errors.Join(perr, lerr); err != nil {
 		return err
 	}
-	b.r.info(sc, "lag", "the stream's lag, maximum", maxLag, fmt.Sprintf("%.0f s (%d samples)", maxLag, samples))
+	b.r.info(sc, "lag", "the stream's lag, maximum", maxLag, text)
 	return nil
 }

@@ -448,7 +448,6 @@ func (b *snapBench) kill(ctx context.Context, e *snapEnv) error {
 				return err
 			}
 			owned = sts[victim].Owned
-			atKill = slices.Clone(ps)
 			if victimRSS, err = e.members[victim].kill(); err != nil {
 				return err
 			}
@@ -456,7 +455,13 @@ func (b *snapBench) kill(ctx context.Context, e *snapEnv) error {
 			e.members[victim] = nil
 			e.memberRSS[victim] = victimRSS
 			b.progress("kill: SIGKILL to member %d (partitions %v) at %d of %d documents done", victim+1, owned, done, n)
-		case !killedAt.IsZero() && resumedAfter == 0:
+		case killedAt.IsZero():
+		case atKill == nil:
+			// The first progress read after the kill: what the dead member
+			// recorded last (it may have finished a chunk since the read
+			// before the kill), before the survivor can take over.
+			atKill = slices.Clone(ps)
+		case resumedAfter == 0:
 			for _, p := range owned {
 				if ps[p].Done > atKill[p].Done || !ps[p].Running() && atKill[p].Running() {
 					resumedAfter = time.Since(killedAt)

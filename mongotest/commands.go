@@ -527,7 +527,7 @@ func cmdServerStatus(e *engine, r *request) (bson.D, error) {
 		{Key: "uptime", Value: now.Sub(e.startedAt).Seconds()},
 		{Key: "uptimeMillis", Value: now.Sub(e.startedAt).Milliseconds()},
 		{Key: "localTime", Value: bson.NewDateTimeFromTime(now)},
-		{Key: "connections", Value: bson.D{{Key: "current", Value: int32(len(r.conn.srv.conns))}}},
+		{Key: "connections", Value: bson.D{{Key: "current", Value: int32(r.conn.srv.connCount())}}},
 		{Key: "repl", Value: bson.D{{Key: "setName", Value: e.cfg.replSetName}, {Key: "isWritablePrimary", Value: r.conn.member == 0}}},
 		{Key: "storageEngine", Value: bson.D{{Key: "name", Value: "mongotest"}, {Key: "supportsCommittedReads", Value: true}}},
 		{Key: "oplog", Value: bson.D{{Key: "entries", Value: int64(len(e.oplog.entries))}, {Key: "bytes", Value: e.oplog.bytes}}},

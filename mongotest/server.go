@@ -146,6 +146,15 @@ func (s *Server) AdvanceClock(d time.Duration) { s.eng.advanceClock(d) }
 // Now returns the server's current wall-clock time.
 func (s *Server) Now() time.Time { return s.eng.now() }
 
+// connCount is how many connections are open. The accept loop changes
+// the set under s.mu: read it under s.mu too (serverStatus, which holds the
+// engine's lock; s.mu is never held while the engine's is taken).
+func (s *Server) connCount() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.conns)
+}
+
 // acceptLoop serves the connections of one member: 0 is the primary,
 // i the i-th secondary.
 func (s *Server) acceptLoop(ln net.Listener, member int) {

@@ -228,3 +228,41 @@ func TestMalformedMessages(t *testing.T) {
 		t.Fatalf("server unusable after malformed input: %v", err)
 	}
 }
+
+// TestServerStatusWhileClientsConnect: serverStatus counts the open
+// connections while others are being accepted (and closed); the count is
+// read under the server's lock, so the race detector has nothing to report
+// (go test -race), and each reply counts at least the asking connection.
+func TestServerStatusWhileClientsConnect(t *testing.T) {
+	srv := mongotest.New(t)
+	client := connectClient(t, options.Client().ApplyURI(srv.URI()))
+	ctx := context.Background()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for range 20 {
+			nc, err := net.Dial("tcp", srv.Addr())
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			nc.Close()
+		}
+	}()
+	for {
+		var st struct {
+			Connections struct{ Current int32 } `bson:"connections"`
+		}
+		if err := client.Database("admin").RunCommand(ctx, bson.D{{Key: "serverStatus", Value: 1}}).Decode(&st); err != nil {
+			t.Fatal(err)
+		}
+		if st.Connections.Current < 1 {
+			t.Fatalf("serverStatus counts %d connections, asked over one", st.Connections.Current)
+		}
+		select {
+		case <-done:
+			return
+		default:
+		}
+	}
+}

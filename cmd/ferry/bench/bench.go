@@ -11,6 +11,9 @@ import (
 // runBench runs the bench command line args and prints the report on
 // stdout; progress goes to stderr.
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) > 0 && args[0] == "snapshot" {
+		return runSnapshotBench(ctx, args[1:], stdout, stderr)
+	}
 	o, err := parseOptions(args, stderr)
 	if err != nil {
 		return err

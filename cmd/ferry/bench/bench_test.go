@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
 
 	"github.com/ferry-io/ferry/mongotest"
 )
@@ -348,5 +349,156 @@ func TestFailedConfiguration(t *testing.T) {
 	r.writeTable(&table)
 	if !strings.Contains(table.String(), "FAILED broken: run 1: no receiver\n") || strings.Contains(table.String(), "--- log") {
 		t.Errorf("the table:\n%s", table.String())
+	}
+}
+
+// snapshotKeys are the figures `bench snapshot` reports, every scenario
+// selected.
+var snapshotKeys = []string{
+	"reads.raw", "reads.id.rate", "reads.id.returned", "reads.id.examined", "reads.id.delivered",
+	"reads.hashed.rate", "reads.hashed.returned", "reads.hashed.examined", "reads.hashed.delivered",
+	"reads.rss.members", "reads.rss.source", "reads.rss.target",
+	"filter.exact", "filter.server",
+	"kill.at", "kill.resumed", "kill.again", "kill.server.again", "kill.once", "kill.projection",
+	"kill.rss.members", "kill.rss.source", "kill.rss.target",
+	"writes.writes", "writes.rate", "writes.projection", "writes.lag", "writes.leases",
+	"writes.rss.members", "writes.rss.source", "writes.rss.target",
+	"oplog.writes", "oplog.outlasts", "oplog.projection", "oplog.lag",
+	"oplog.rss.members", "oplog.rss.source", "oplog.rss.target",
+}
+
+// TestBenchSnapshot runs every scenario of `bench snapshot` at a small
+// size (5,000 documents, chunks of 100, a snapshot rate cap so that the
+// kill lands mid-snapshot and writes overlap it, a 100-entry oplog) and
+// checks the verdicts the report computes: every judged figure passes but
+// the rate ratio, which a snapshot of 5,000 documents (about 100 ms, the
+// request's pick-up by each partition included) cannot reach; its verdict
+// must still be the one its value gives.
+func TestBenchSnapshot(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	var out, progress bytes.Buffer
+	err := runBench(ctx, []string{"snapshot", "-docs", "5000", "-chunk", "100", "-lease-ttl", "1s", "-snapshot-rate", "500",
+		"-oplog-docs", "5000", "-oplog-entries", "100", "-poll", "50ms", "-json"}, &out, &progress)
+	var r snapReport
+	if jerr := json.Unmarshal(out.Bytes(), &r); jerr != nil {
+		t.Fatalf("bench snapshot: %v; the -json output does not parse: %v\n%s\nprogress:\n%s", err, jerr, out.String(), progress.String())
+	}
+	for _, e := range r.Errors {
+		t.Errorf("scenario %s did not finish: %s", e.Scenario, e.Error)
+	}
+	for _, key := range snapshotKeys {
+		f, ok := r.figure(key)
+		if !ok {
+			t.Errorf("no figure %s", key)
+			continue
+		}
+		if f.Text == "" {
+			t.Errorf("%s: no value text", key)
+		}
+		if f.Pass == nil {
+			continue
+		}
+		if key == "reads.hashed.rate" {
+			if f.Value <= 0 || *f.Pass != (f.Value >= 0.5) {
+				t.Errorf("%s: value %v, verdict %s: want a positive ratio judged against 0.5", key, f.Value, f.verdict())
+			}
+			continue
+		}
+		if !*f.Pass {
+			t.Errorf("%s FAIL: %s: %s (target %s)", key, f.Title, f.Text, f.Target)
+		}
+	}
+	if len(r.Figures) != len(snapshotKeys) {
+		t.Errorf("%d figures, want %d", len(r.Figures), len(snapshotKeys))
+	}
+	// The bench fails exactly when a verdict does.
+	if f, _ := r.figure("reads.hashed.rate"); f.Pass != nil && *f.Pass != (err == nil) && !t.Failed() {
+		t.Errorf("bench snapshot returned %v with the rate ratio %s", err, f.verdict())
+	}
+	if t.Failed() {
+		t.Logf("progress:\n%s", progress.String())
+	}
+	var table bytes.Buffer
+	r.writeTable(&table)
+	for _, want := range []string{"scenario  figure", "the projection equals the source after the writes", "PASS", "verdicts: "} {
+		if !strings.Contains(table.String(), want) {
+			t.Errorf("the table lacks %q:\n%s", want, table.String())
+		}
+	}
+}
+
+// TestCompareProjection: the comparison finds every kind of difference a
+// snapshot could leave (a stale copy, a resurrected document, a missing
+// one), ignores the sink's own field and remembers tombstones, and its
+// verdict fails for each.
+func TestCompareProjection(t *testing.T) {
+	client, _ := mongotest.Client(t)
+	ctx := context.Background()
+	src, proj := client.Database("s").Collection("docs"), client.Database("p").Collection("docs")
+	stamp := bson.D{{Key: "ct", Value: int64(1)}}
+	insert := func(c *mongo.Collection, docs ...bson.D) {
+		t.Helper()
+		for _, d := range docs {
+			if _, err := c.InsertOne(ctx, d); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	insert(src, newDoc(1, 100), newDoc(2, 100), newDoc(3, 100), newDoc(5, 100))
+	// 1: equal, fields in another order, with the stamp; 2: stale;
+	// 3: missing (a tombstone); 4: resurrected; 5: missing.
+	d1 := newDoc(1, 100)
+	insert(proj, append(bson.D{d1[3], d1[0], {Key: "_ferry", Value: stamp}}, d1[1:3]...))
+	d2 := newDoc(2, 100)
+	d2[2].Value = int32(7)
+	insert(proj, d2, bson.D{{Key: "_id", Value: int64(3)}, {Key: "_ferry", Value: bson.D{{Key: "del", Value: true}}}}, newDoc(4, 100))
+
+	d, err := compareProjection(ctx, src, proj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Source != 4 || d.Live != 3 || d.Tombstones != 1 || d.Missing != 2 || d.Resurrected != 1 || d.Stale != 1 || d.equal() {
+		t.Errorf("diff %s, want 4 source, 3 live, 1 tombstone, 2 missing, 1 resurrected, 1 stale", d)
+	}
+	if !strings.Contains(d.String(), "stale _id 2") || !strings.Contains(d.String(), "resurrected _id 4") {
+		t.Errorf("examples: %s", d)
+	}
+	// The same projection repaired compares equal.
+	if _, err := proj.DeleteMany(ctx, bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: bson.A{int64(2), int64(3), int64(4)}}}}}); err != nil {
+		t.Fatal(err)
+	}
+	insert(proj, newDoc(2, 100), newDoc(3, 100), newDoc(5, 100))
+	if d, err = compareProjection(ctx, src, proj); err != nil || !d.equal() || d.Live != 4 {
+		t.Errorf("repaired: %s, %v; want equal", d, err)
+	}
+}
+
+// TestSnapshotBadCommandLines: every bad flag of bench snapshot is a usage
+// error naming the flag.
+func TestSnapshotBadCommandLines(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-docs", "0"}, "-docs must be at least 1"},
+		{[]string{"-doc-size", "10"}, "-doc-size must be at least 64"},
+		{[]string{"-partitions", "1"}, "-partitions must be at least 2"},
+		{[]string{"-chunk", "0"}, "-chunk must be 1 to 1000000"},
+		{[]string{"-scenarios", "reads,crash"}, `unknown scenario "crash"; the scenarios are reads, filter, kill, writes, oplog`},
+		{[]string{"-lease-ttl", "10ms"}, "-lease-ttl must be at least 100ms"},
+		{[]string{"-snapshot-rate", "-1"}, "-snapshot-rate must be 0"},
+		{[]string{"-log", "loud"}, "-log must be debug, info, warn or error"},
+		{[]string{"kill"}, `unexpected argument "kill"`},
+	} {
+		err := runBench(context.Background(), append([]string{"snapshot"}, c.args...), &bytes.Buffer{}, &bytes.Buffer{})
+		var ue *usageError
+		if !errors.As(err, &ue) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v: %v, want a usage error containing %q", c.args, err, c.want)
+		}
+	}
+	o, err := parseSnapOptions([]string{"-scenarios", "oplog, reads,oplog"}, &bytes.Buffer{})
+	if err != nil || strings.Join(o.scenarios, ",") != "reads,oplog" {
+		t.Errorf("-scenarios oplog, reads,oplog: %v, %v; want reads,oplog in the run's order", o, err)
 	}
 }

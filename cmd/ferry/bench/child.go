@@ -8,9 +8,11 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime/pprof"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -32,6 +34,11 @@ type message struct {
 	Note   string  `json:"note,omitempty"`  // first, done
 	Count  int64   `json:"count,omitempty"` // with a note: the events counted then
 	Error  string  `json:"error,omitempty"`
+	// IDs: with kind rows, the _ids of the snapshot rows a member's sink
+	// took (snapshot.go).
+	IDs []int64 `json:"ids,omitempty"`
+	// Member: a member's reply to status.
+	Member *memberStatus `json:"member,omitempty"`
 }
 
 // ready is what a child tells once it serves.
@@ -42,6 +49,7 @@ type ready struct {
 	KafkaTopic  string `json:"kafka_topic,omitempty"`
 	NATSURL     string `json:"nats_url,omitempty"`
 	PubSubAddr  string `json:"pubsub_addr,omitempty"`
+	MemberID    string `json:"member_id,omitempty"` // a snapshot member's
 }
 
 // counts is what a receiver's destination holds.
@@ -68,14 +76,20 @@ type stampedNote struct {
 
 // child is a child process, seen from the bench.
 type child struct {
-	role      string
-	cmd       *exec.Cmd
-	stdin     io.WriteCloser
-	ready     ready
-	replies   chan message
-	notes     chan stampedNote
-	exited    chan struct{} // closed when its stdout ends
-	stderr    *lockedBuffer
+	role    string
+	cmd     *exec.Cmd
+	stdin   io.WriteCloser
+	ready   ready
+	replies chan message
+	notes   chan stampedNote
+	exited  chan struct{} // closed when its stdout ends
+	stderr  *lockedBuffer
+	// rows takes a member's rows messages, in the order it wrote them,
+	// on the goroutine that reads its stdout (nil: none expected).
+	rows func(ids []int64)
+	// stopWait is how long close waits for the child to exit after its
+	// stdin closed before it kills it.
+	stopWait  time.Duration
 	callMu    sync.Mutex
 	closeOnce sync.Once
 	closeErr  error
@@ -85,12 +99,18 @@ type child struct {
 // the environment and extra as its file descriptors 3, 4, …, and waits
 // for its ready message.
 func startChild(role string, env []string, extra ...*os.File) (*child, error) {
+	return startChildWith(&child{role: role, stopWait: 10 * time.Second}, env, extra...)
+}
+
+// startChildWith starts c (its role, rows and stopWait set) as
+// startChild does.
+func startChildWith(c *child, env []string, extra ...*os.File) (*child, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, err
 	}
-	c := &child{role: role, replies: make(chan message, 1), notes: make(chan stampedNote, 8),
-		exited: make(chan struct{}), stderr: &lockedBuffer{}}
+	role := c.role
+	c.replies, c.notes, c.exited, c.stderr = make(chan message, 1), make(chan stampedNote, 8), make(chan struct{}), &lockedBuffer{}
 	c.cmd = exec.Command(self)
 	c.cmd.Env = append(append(os.Environ(), roleEnv+"="+role), env...)
 	c.cmd.ExtraFiles = extra
@@ -150,6 +170,10 @@ func (c *child) read(out io.Reader, first chan<- message) {
 			first <- m
 		case "note":
 			c.notes <- stampedNote{note: m.Note, count: m.Count, at: time.Now(), self: selfUsage()}
+		case "rows":
+			if c.rows != nil {
+				c.rows(m.IDs)
+			}
 		default:
 			c.replies <- m
 		}
@@ -189,25 +213,67 @@ func (c *child) usage() (usage, error) {
 }
 
 // close ends the child: its stdin closes, and it is killed if it has not
-// exited 10 s later. Later calls return the first one's result.
+// exited stopWait later. Its stdout is read to the end before it is
+// reaped, so nothing it wrote is lost. Later calls return the first one's
+// result.
 func (c *child) close() error {
 	c.closeOnce.Do(func() {
 		_ = c.stdin.Close()
-		var waitErr error
-		waited := make(chan struct{})
-		go func() { waitErr = c.cmd.Wait(); close(waited) }()
 		select {
-		case <-waited:
-			if waitErr != nil {
-				c.closeErr = fmt.Errorf("the %s process: %w: %s", c.role, waitErr, c.stderr.tail(2000))
-			}
-		case <-time.After(10 * time.Second):
+		case <-c.exited:
+		case <-time.After(c.stopWait):
 			_ = c.cmd.Process.Kill()
-			<-waited
-			c.closeErr = fmt.Errorf("the %s process did not exit within 10 s of its stdin closing; killed", c.role)
+			c.closeErr = fmt.Errorf("the %s process did not exit within %s of its stdin closing; killed", c.role, c.stopWait)
+			<-c.exited
+		}
+		if err := c.cmd.Wait(); err != nil && c.closeErr == nil {
+			c.closeErr = fmt.Errorf("the %s process: %w: %s", c.role, err, c.stderr.tail(2000))
 		}
 	})
 	return c.closeErr
+}
+
+// kill sends the child SIGKILL, reads what it wrote before it died, reaps
+// it, and returns its peak RSS (the kernel's, from wait4's rusage).
+func (c *child) kill() (peakRSS int64, err error) {
+	if err := c.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		return 0, fmt.Errorf("kill the %s process: %w", c.role, err)
+	}
+	c.closeOnce.Do(func() {
+		<-c.exited // its stdout ends with it
+		_ = c.stdin.Close()
+		_ = c.cmd.Wait() // "signal: killed", as asked
+	})
+	if ru, ok := c.cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+		return maxRSSBytes(*ru), nil
+	}
+	return 0, nil
+}
+
+// profileChildren starts a CPU profile in each child, written to its path,
+// and returns what stops them; when one cannot start, those started are
+// stopped.
+func profileChildren(paths map[*child]string) (stop func() error, err error) {
+	var started []*child
+	stop = func() error {
+		var errs []error
+		for _, c := range started {
+			_, err := c.call("profile-stop")
+			errs = append(errs, err)
+		}
+		return errors.Join(errs...)
+	}
+	for c, path := range paths {
+		abs, err := filepath.Abs(path)
+		if err == nil {
+			_, err = c.call("profile " + abs)
+		}
+		if err != nil {
+			return nil, errors.Join(err, stop())
+		}
+		started = append(started, c)
+	}
+	return stop, nil
 }
 
 // lockedBuffer is a bytes buffer safe for concurrent writes (exec copies
@@ -299,6 +365,8 @@ func runChild(role string) int {
 		err = runEmulator(out)
 	case "receiver":
 		err = runReceiver(out)
+	case "member":
+		err = runMember(out)
 	default:
 		err = errors.New("unknown role " + role)
 	}

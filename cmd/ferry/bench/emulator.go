@@ -11,10 +11,18 @@ import (
 // nothing the bench reads falls off it.
 const oplogBytesEnv = "FERRY_BENCH_OPLOG_BYTES"
 
+// oplogEntriesEnv caps the emulator's oplog at a number of entries (the
+// snapshot bench's oplog scenario).
+const oplogEntriesEnv = "FERRY_BENCH_OPLOG_ENTRIES"
+
 // runEmulator is the emulator child: a mongotest server on a free port
 // until stdin closes. Its CPU and memory are its own, reported on request.
 func runEmulator(out *childOut) error {
-	opts := []mongotest.Option{mongotest.Addr("127.0.0.1:0"), mongotest.OplogMaxEntries(1 << 30)}
+	entries := 1 << 30
+	if n, err := strconv.Atoi(os.Getenv(oplogEntriesEnv)); err == nil && n > 0 {
+		entries = n
+	}
+	opts := []mongotest.Option{mongotest.Addr("127.0.0.1:0"), mongotest.OplogMaxEntries(entries)}
 	if n, err := strconv.ParseInt(os.Getenv(oplogBytesEnv), 10, 64); err == nil && n > 0 {
 		opts = append(opts, mongotest.OplogMaxBytes(n))
 	}

@@ -7,6 +7,8 @@
 //	go run ./cmd/ferry/bench -runs 3 -json         # medians of three runs, as JSON
 //	go run ./cmd/ferry/bench -rss-sweep            # peak RSS over backlogs of 25k to 250k
 //	go run ./cmd/ferry/bench -uri mongodb://…      # against a real cluster
+//	go run ./cmd/ferry/bench snapshot              # snapshots: 1M documents, 4 partitions on 2 members
+//	go run ./cmd/ferry/bench snapshot -docs 5000 -scenarios kill,writes
 //
 // For each configuration it starts a MongoDB emulator in a child process,
 // loads a backlog of -n inserts into a new collection, reads it once with
@@ -22,6 +24,12 @@
 // the Go library alone (a ferry.Consumer with a no-op handler) the same way,
 // the fastest of as many passes as the raw loop's warm reads counting, as
 // the fastest warm read does for the raw loop.
+//
+// `bench snapshot` measures snapshots instead (snapshot.go): a raw find
+// loop and snapshots of the same collection read by member processes,
+// with and without a hashed index, a member killed halfway, writes and a
+// small oplog during a snapshot, and a filtered request; each figure is
+// printed with its target and PASS or FAIL.
 //
 // It is a command of its own, and a module of its own, because it links the
 // emulator, kfake, nats-server and pstest, which the ferry binary and its

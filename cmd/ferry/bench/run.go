@@ -304,30 +304,15 @@ func (b *bench) startProfiles(name string, cl *cluster, rcv *child) (stop func()
 	if err := startProfile(base + "-ferry.pprof"); err != nil {
 		return nil, err
 	}
-	kids := []*child{rcv}
+	paths := map[*child]string{rcv: base + "-" + rcv.role + ".pprof"}
 	if cl.emu != nil {
-		kids = append(kids, cl.emu)
+		paths[cl.emu] = base + "-" + cl.emu.role + ".pprof"
 	}
-	var started []*child
-	stop = func() error {
-		errs := []error{stopProfile()}
-		for _, c := range started {
-			_, err := c.call("profile-stop")
-			errs = append(errs, err)
-		}
-		return errors.Join(errs...)
+	stopKids, err := profileChildren(paths)
+	if err != nil {
+		return nil, errors.Join(err, stopProfile())
 	}
-	for _, c := range kids {
-		path, err := filepath.Abs(base + "-" + c.role + ".pprof")
-		if err == nil {
-			_, err = c.call("profile " + path)
-		}
-		if err != nil {
-			return nil, errors.Join(err, stop())
-		}
-		started = append(started, c)
-	}
-	return stop, nil
+	return func() error { return errors.Join(stopProfile(), stopKids()) }, nil
 }
 
 // waitNote waits for the receiver's note want; the daemon exiting (with

@@ -32,8 +32,26 @@ func newBackfillEvent(ns Namespace, doc, marker bson.Raw, partition int, epoch i
 	return &Event{
 		OperationType: OperationBackfill, Namespace: ns, DocumentKey: key, FullDocument: doc, Raw: doc,
 		Partition: partition, Epoch: epoch, Backfill: true,
-		id: EventID(append(append(append([]byte(nil), marker...), ns.String()+"\x00"...), key...)),
+		marker: marker, // the id is computed on first use (ID)
 	}, nil
+}
+
+// backfillID is the id of a backfill event: the hex sha256 of marker, ns
+// + NUL and key.
+func backfillID(marker []byte, ns Namespace, key bson.Raw) string {
+	h := sha256.New()
+	h.Write(marker)
+	h.Write([]byte(ns.DB))
+	if ns.Coll != "" {
+		h.Write([]byte{'.'})
+		h.Write([]byte(ns.Coll))
+	}
+	h.Write([]byte{0})
+	h.Write(key)
+	var sum [sha256.Size]byte
+	var id [2 * sha256.Size]byte
+	hex.Encode(id[:], h.Sum(sum[:0]))
+	return string(id[:])
 }
 
 // backfillKey is the documentKey of a scanned document as the server
@@ -45,6 +63,16 @@ func backfillKey(doc, shardKey bson.Raw) (bson.Raw, error) {
 	id, err := doc.LookupErr("_id")
 	if err != nil {
 		return nil, fmt.Errorf("document has no _id: %w", err)
+	}
+	if shardKey == nil {
+		// {_id: <id>}, built in place: one allocation per row.
+		n := 4 + 1 + len("_id") + 1 + len(id.Value) + 1
+		b := make([]byte, 0, n)
+		b = bsoncore.AppendInt32(b, int32(n))
+		b = append(b, byte(id.Type))
+		b = append(b, "_id\x00"...)
+		b = append(b, id.Value...)
+		return append(b, 0), nil
 	}
 	var key bson.D
 	hasID := false
@@ -127,6 +155,9 @@ type Event struct {
 
 	idOnce sync.Once
 	id     string
+	// marker is a backfill event's snapshot chunk marker, from which ID
+	// computes its id (backfillID).
+	marker []byte
 	// traceParent is the traceparent of the read batch the event came in
 	// (HookRead), "" when none.
 	traceParent string
@@ -148,7 +179,11 @@ func (e *Event) Lane() int { return e.laneIdx }
 // often, so it serves as an idempotency key. It is computed on first use.
 func (e *Event) ID() string {
 	e.idOnce.Do(func() {
-		if e.id == "" {
+		switch {
+		case e.id != "":
+		case e.marker != nil:
+			e.id = backfillID(e.marker, e.Namespace, e.DocumentKey)
+		default:
 			e.id = EventID(e.Token)
 		}
 	})

@@ -358,7 +358,7 @@ var snapshotKeys = []string{
 	"reads.raw", "reads.id.rate", "reads.id.returned", "reads.id.examined", "reads.id.delivered",
 	"reads.hashed.rate", "reads.hashed.returned", "reads.hashed.examined", "reads.hashed.delivered",
 	"reads.rss.members", "reads.rss.source", "reads.rss.target",
-	"filter.exact", "filter.server",
+	"filter.exact", "filter.examined",
 	"kill.at", "kill.resumed", "kill.again", "kill.server.again", "kill.once", "kill.projection",
 	"kill.rss.members", "kill.rss.source", "kill.rss.target",
 	"writes.writes", "writes.rate", "writes.projection", "writes.lag", "writes.leases",

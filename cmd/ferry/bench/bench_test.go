@@ -375,7 +375,7 @@ var snapshotKeys = []string{
 // request's pick-up by each partition included) cannot reach; its verdict
 // must still be the one its value gives.
 func TestBenchSnapshot(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	var out, progress bytes.Buffer
 	err := runBench(ctx, []string{"snapshot", "-docs", "5000", "-chunk", "100", "-lease-ttl", "1s", "-snapshot-rate", "500",

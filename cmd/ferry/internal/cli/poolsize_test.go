@@ -129,9 +129,14 @@ func TestManyPartitionsKeepTheirLeases(t *testing.T) {
 
 // poolTimeout returns the first line of m's log that reports a timeout
 // waiting for a pooled connection, or "".
+//
+// Only a timeout counts: an operation cancelled while it waited for a
+// connection ("canceled while checking out a connection ...: context
+// canceled", a partition stopping after a renewal a loaded machine
+// missed, which the test allows) says nothing of the pool's size.
 func poolTimeout(m *member) string {
 	for _, line := range m.logLines() {
-		if strings.Contains(line, "checking out a connection") {
+		if strings.Contains(line, "timed out while checking out a connection") {
 			return line
 		}
 	}

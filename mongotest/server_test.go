@@ -58,8 +58,7 @@ func sanitize(s string) string {
 	return string(b)
 }
 
-//
-// The bound only ends a hung test: under -race on a machine loaded past
+// ctx is a test's context. The bound only ends a hung test: under -race on a machine loaded past
 // its cores, moving a 10 MiB split event took over 20 s.
 func ctx(t *testing.T) context.Context {
 	c, cancel := context.WithTimeout(context.Background(), 90*time.Second)

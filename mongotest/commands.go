@@ -137,6 +137,9 @@ func (e *engine) run(ctx context.Context, c *conn, cmd bson.D, seqs []wire.Secti
 	if len(cmd) == 0 {
 		return e.errorReply(errorf(mongoerr.CodeFailedToParse, "empty command document"), nil)
 	}
+	if e.router != nil { // a mongos
+		return e.router.run(ctx, c, cmd, seqs)
+	}
 	r := &request{ctx: ctx, conn: c, cmd: cmd, name: cmd[0].Key, seqs: seqs}
 	for _, el := range cmd {
 		switch el.Key {

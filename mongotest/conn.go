@@ -26,6 +26,9 @@ type conn struct {
 	member int
 	// lastOp is the cluster time of the connection's last write.
 	lastOp bson.Timestamp
+	// routed, on a mongos, are the connection's own connections to
+	// the shards (mongos.go).
+	routed map[*Server]*conn
 }
 
 func (c *conn) serve() {

@@ -28,7 +28,8 @@ type config struct {
 	release         release
 	secondaries     int
 	testControls    bool
-	err             error // from an option
+	sharding        shardingConfig // NewShardedServer's settings (sharded.go)
+	err             error          // from an option
 }
 
 // release is the MongoDB release the server reports.

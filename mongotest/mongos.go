@@ -293,7 +293,7 @@ func (rt *router) run(ctx context.Context, c *conn, cmd bson.D, seqs []wire.Sect
 		}
 	}
 	if r.db == "" {
-		return e.errorReply(errorf(40571, "OP_MSG requests require a $db argument"), r)
+		return rt.errorReply(errorf(40571, "OP_MSG requests require a $db argument"), r)
 	}
 	switch r.name {
 	case "hello", "isMaster", "ismaster":
@@ -303,15 +303,15 @@ func (rt *router) run(ctx context.Context, c *conn, cmd bson.D, seqs []wire.Sect
 	if !ok {
 		base, known := commands[r.name]
 		if !known || base.testControl {
-			return e.errorReply(errorf(mongoerr.CodeCommandNotFound, "no such command: '%s'", r.name), r)
+			return rt.errorReply(errorf(mongoerr.CodeCommandNotFound, "no such command: '%s'", r.name), r)
 		}
 		spec = routerCommand{run: routeByNamespace, adminOnly: base.adminOnly}
 	}
 	if spec.testControl && !e.cfg.testControls {
-		return e.errorReply(errTestControlsOff(r.name), r)
+		return rt.errorReply(errTestControlsOff(r.name), r)
 	}
 	if spec.adminOnly && r.db != "admin" {
-		return e.errorReply(errorf(mongoerr.CodeUnauthorized, "%s may only be run against the admin database.", r.name), r)
+		return rt.errorReply(errorf(mongoerr.CodeUnauthorized, "%s may only be run against the admin database.", r.name), r)
 	}
 	var wce bson.D
 	var fpLabels []string
@@ -337,18 +337,30 @@ func (rt *router) run(ctx context.Context, c *conn, cmd bson.D, seqs []wire.Sect
 				if fp.ErrorLabels != nil {
 					ce.Labels, ce.labelsSet = fp.ErrorLabels, true
 				}
-				return e.errorReply(ce, r)
+				return rt.errorReply(ce, r)
 			}
 			wce = fp.WriteConcernError
 			fpLabels, fpLabelsSet = fp.ErrorLabels, fp.ErrorLabels != nil
 		}
 	}
 	if err := checkSessionOptions(r); err != nil {
-		return e.errorReply(asCmdError(err), r)
+		return rt.errorReply(asCmdError(err), r)
 	}
 	reply, final, err := spec.run(rt, r)
 	if r.closeConn {
 		return nil
+	}
+	if err != nil {
+		rt.implicitAbort(r, asCmdError(err).Code)
+	} else if final {
+		if ce := replyError(reply); ce != nil {
+			rt.implicitAbort(r, ce.Code)
+		} else if lookupD(reply, "writeErrors") != nil {
+			rt.implicitAbort(r, 0)
+		}
+	}
+	if err == nil {
+		reply = rt.withRecoveryToken(r, reply)
 	}
 	if err != nil {
 		ce := asCmdError(err)
@@ -357,11 +369,11 @@ func (rt *router) run(ctx context.Context, c *conn, cmd bson.D, seqs []wire.Sect
 			cp.Labels, cp.labelsSet = fpLabels, true
 			ce = &cp
 		}
-		return e.errorReply(ce, r)
+		return rt.errorReply(ce, r)
 	}
 	if final {
 		if wce == nil {
-			return rt.withClusterTime(reply)
+			return rt.withTopologyVersion(rt.withClusterTime(reply))
 		}
 		// A writeConcernError from the mongos' fail point joins the
 		// shard's successful reply.
@@ -379,7 +391,52 @@ func (rt *router) run(ctx context.Context, c *conn, cmd bson.D, seqs []wire.Sect
 		}
 	}
 	reply = append(reply, bson.E{Key: "ok", Value: 1.0})
-	return e.withOperationTime(reply, r.opTime)
+	return rt.withTopologyVersion(e.withOperationTime(reply, r.opTime))
+}
+
+// stateChangeCodes are the "not primary" and "node is recovering" codes
+// (the NotPrimaryError and ShutdownError categories), whose error replies
+// carry the server's topologyVersion: a driver ignores such an error when
+// the topologyVersion is the one it already knows (the SDAM spec's stale
+// error rule), instead of marking the server Unknown and waiting for its
+// monitor's next hello.
+var stateChangeCodes = map[int32]bool{
+	mongoerr.CodeNotWritablePrimary: true, mongoerr.CodeNotPrimaryNoSecondaryOk: true, mongoerr.CodeNotPrimaryOrSecondary: true,
+	mongoerr.CodeInterruptedDueToReplStateChange: true, mongoerr.CodePrimarySteppedDown: true,
+	mongoerr.CodeShutdownInProgress: true, mongoerr.CodeInterruptedAtShutdown: true,
+}
+
+func (rt *router) topologyVersion() bson.D {
+	return bson.D{{Key: "processId", Value: rt.processID}, {Key: "counter", Value: int64(0)}}
+}
+
+// errorReply is the engine's error reply, with the mongos'
+// topologyVersion for a state-change error.
+func (rt *router) errorReply(ce *cmdError, r *request) bson.D {
+	return rt.withTopologyVersion(rt.e.errorReply(ce, r))
+}
+
+// withTopologyVersion adds the mongos' topologyVersion to an error reply
+// with a state-change code.
+func (rt *router) withTopologyVersion(reply bson.D) bson.D {
+	if reply == nil {
+		return nil
+	}
+	if wce, ok := lookupD(reply, "writeConcernError").(bson.D); ok {
+		// Drivers read a writeConcernError's topologyVersion from the
+		// top of the reply.
+		if code, _ := asInt64(lookupD(wce, "code")); stateChangeCodes[int32(code)] {
+			return replaceField(reply, "topologyVersion", rt.topologyVersion())
+		}
+	}
+	if ok, _ := lookupD(reply, "ok").(float64); ok == 1 {
+		return reply
+	}
+	code, _ := asInt64(lookupD(reply, "code"))
+	if !stateChangeCodes[int32(code)] {
+		return reply
+	}
+	return replaceField(reply, "topologyVersion", rt.topologyVersion())
 }
 
 // withClusterTime sets a shard's reply's $clusterTime to the cluster's.
@@ -442,7 +499,7 @@ func (rt *router) hello(c *conn, cmd bson.D, legacy bool) bson.D {
 	reply = append(reply,
 		bson.E{Key: primaryKey, Value: true},
 		bson.E{Key: "msg", Value: "isdbgrid"},
-		bson.E{Key: "topologyVersion", Value: bson.D{{Key: "processId", Value: rt.processID}, {Key: "counter", Value: int64(0)}}},
+		bson.E{Key: "topologyVersion", Value: rt.topologyVersion()},
 		bson.E{Key: "maxBsonObjectSize", Value: int32(16 * 1024 * 1024)},
 		bson.E{Key: "maxMessageSizeBytes", Value: int32(48_000_000)},
 		bson.E{Key: "maxWriteBatchSize", Value: int32(100_000)},
@@ -546,6 +603,57 @@ func (rt *router) txnCommand(r *request, sh *shard, cmd bson.D) (bson.D, error) 
 		out = append(out, bson.E{Key: "readConcern", Value: t.readConcern})
 	}
 	return out, nil
+}
+
+// implicitAbort aborts, on every shard that took part, a transaction
+// whose statement failed while the mongos ran it, as mongos does
+// (src/mongo/s/commands/strategy.cpp: every error but the snapshot,
+// NeedRetargetting, StaleDbVersion and WouldChangeOwningShard ones): the
+// transaction is over, and a commit of it fails with NoSuchTransaction.
+// Errors of the mongos' own fail points come before the command runs, and
+// abort nothing.
+func (rt *router) implicitAbort(r *request, code int32) {
+	if r.txnNumber == nil || r.autocommit == nil || r.lsid == nil || isCommitOrAbort(r.name) {
+		return
+	}
+	switch {
+	case needRetargettingCodes[code], code == mongoerr.CodeStaleDbVersion, code == codeWouldChangeOwningShard,
+		code == mongoerr.CodeSnapshotTooOld, code == mongoerr.CodeSnapshotUnavailable, code == mongoerr.CodeStaleChunkHistory,
+		code == mongoerr.CodeMigrationConflict:
+		return
+	}
+	key := sessionKey(r.lsid)
+	rt.mu.Lock()
+	t := rt.txns[key]
+	if t == nil || t.number != *r.txnNumber {
+		rt.mu.Unlock()
+		return
+	}
+	delete(rt.txns, key)
+	parts := t.participants
+	rt.mu.Unlock()
+	for _, sh := range parts {
+		cmd := bson.D{{Key: "abortTransaction", Value: int32(1)}, {Key: "lsid", Value: r.lsid}, {Key: "txnNumber", Value: *r.txnNumber},
+			{Key: "autocommit", Value: false}, {Key: "$db", Value: "admin"}}
+		sh.srv.eng.run(r.ctx, &conn{srv: sh.srv}, cmd, nil)
+	}
+}
+
+// withRecoveryToken adds to the reply of a transaction's statement the
+// recoveryToken a mongos returns (drivers send it back with
+// commitTransaction and abortTransaction): the shard that would recover
+// the transaction's outcome, its first participant.
+func (rt *router) withRecoveryToken(r *request, reply bson.D) bson.D {
+	if r.txnNumber == nil || r.autocommit == nil || r.lsid == nil {
+		return reply
+	}
+	tok := bson.D{}
+	rt.mu.Lock()
+	if t := rt.txns[sessionKey(r.lsid)]; t != nil && t.number == *r.txnNumber && len(t.participants) > 0 {
+		tok = bson.D{{Key: "recoveryShardId", Value: t.participants[0].id}}
+	}
+	rt.mu.Unlock()
+	return replaceField(reply, "recoveryToken", tok)
 }
 
 // routerEndTxn commits or aborts a transaction on each shard that took
@@ -854,3 +962,6 @@ func routerListCommands(rt *router, r *request) (bson.D, bool, error) {
 	}
 	return bson.D{{Key: "commands", Value: cmds}}, false, nil
 }
+
+// codeWouldChangeOwningShard is WouldChangeOwningShard (error_codes.yml).
+const codeWouldChangeOwningShard = 283

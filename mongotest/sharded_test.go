@@ -199,3 +199,46 @@ func TestShardedRetryableWrite(t *testing.T) {
 		t.Errorf("shard0 has %v; want _id 0 and 1, each once", got)
 	}
 }
+
+// TestShardedStateChangeError: a "not primary" error from the mongos
+// carries its topologyVersion (so a driver that knows it treats the error
+// as stale instead of marking the mongos Unknown), and a statement of a
+// transaction returns a recoveryToken.
+func TestShardedStateChangeError(t *testing.T) {
+	sc := mongotest.NewSharded(t, 1)
+	client := connectClient(t, options.Client().ApplyURI(sc.URI()))
+	admin := client.Database("admin")
+	var hello bson.Raw
+	if err := admin.RunCommand(ctx(t), bson.D{{Key: "hello", Value: 1}}).Decode(&hello); err != nil {
+		t.Fatal(err)
+	}
+	sc.Mongos().FailCommand(mongotest.FailPoint{Commands: []string{"ping"}, Times: 1, ErrorCode: 10107})
+	var ce mongo.CommandError
+	err := admin.RunCommand(ctx(t), bson.D{{Key: "ping", Value: 1}}).Err()
+	if !errors.As(err, &ce) || ce.Code != 10107 {
+		t.Fatalf("ping: %v; want NotWritablePrimary", err)
+	}
+	if got, want := ce.Raw.Lookup("topologyVersion").String(), hello.Lookup("topologyVersion").String(); got != want {
+		t.Errorf("the error's topologyVersion %s; want hello's %s", got, want)
+	}
+	sess, err := client.StartSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.EndSession(ctx(t))
+	if err := sess.StartTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	var reply bson.Raw
+	err = client.Database("alpha").RunCommand(mongo.NewSessionContext(ctx(t), sess),
+		bson.D{{Key: "insert", Value: "c"}, {Key: "documents", Value: bson.A{bson.D{{Key: "_id", Value: 1}}}}}).Decode(&reply)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if shard, _ := reply.Lookup("recoveryToken", "recoveryShardId").StringValueOK(); shard != "shard0" {
+		t.Errorf("the statement's reply %s; want recoveryToken {recoveryShardId: shard0}", reply)
+	}
+	if err := sess.AbortTransaction(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+}

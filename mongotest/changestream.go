@@ -24,6 +24,7 @@ type changeStream struct {
 	fullDocument  string
 	fullDocBefore string
 	showExpanded  bool
+	showMigration bool   // showMigrationEvents: a shard's fromMigrate writes too
 	nextSeq       int64  // next oplog entry to scan
 	skipThrough   string // skip events whose token data is <= this (resume point)
 	mustFind      bool   // the resume token names an event that must be found
@@ -205,7 +206,9 @@ func (e *engine) openChangeStream(r *request, pipeline bson.A) (bson.D, error) {
 			cs.showExpanded = mql.Truthy(o.Value)
 		case "allChangesForCluster":
 			allForCluster = mql.Truthy(o.Value)
-		case "allowToRunOnConfigDB", "allowToRunOnSystemNS", "showMigrationEvents", "showSystemEvents", "showRawUpdateDescription", "$_generateV2ResumeTokens":
+		case "showMigrationEvents":
+			cs.showMigration = mql.Truthy(o.Value)
+		case "allowToRunOnConfigDB", "allowToRunOnSystemNS", "showSystemEvents", "showRawUpdateDescription", "$_generateV2ResumeTokens":
 		default:
 			return nil, errorf(mongoerr.CodeIDLUnknownField, "BSON field '$changeStream.%s' is an unknown field.", o.Key)
 		}

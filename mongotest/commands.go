@@ -251,6 +251,10 @@ func (e *engine) execute(spec command, r *request) (bson.D, error) {
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if r.conn != nil && r.conn.fromMigrate { // a sharded DDL's participant (sharded.go)
+		e.fromMigrate = true
+		defer func() { e.fromMigrate = false }()
+	}
 	before := e.oplog.nextSeq
 	defer func() {
 		if r.conn != nil && (e.oplog.nextSeq != before || r.opTime != nil) {

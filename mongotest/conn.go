@@ -29,6 +29,9 @@ type conn struct {
 	// routed, on a mongos, are the connection's own connections to
 	// the shards (mongos.go).
 	routed map[*Server]*conn
+	// fromMigrate marks a mongos' connection to a shard whose writes are
+	// a sharded DDL's participant entries (fromMigrate in the oplog).
+	fromMigrate bool
 }
 
 func (c *conn) serve() {

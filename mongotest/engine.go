@@ -56,6 +56,9 @@ type engine struct {
 
 	// router, on a mongos, routes commands to the shards (mongos.go).
 	router *router
+	// fromMigrate, on a shard, marks the oplog entries written while it
+	// is set as a chunk migration's (sharded.go).
+	fromMigrate bool
 }
 
 type serverParams struct {

@@ -265,6 +265,8 @@ func init() {
 		"dropDatabase":       {run: routerDropDatabase},
 		"addShard":           {run: routerAddShard, adminOnly: true},
 		"listShards":         {run: routerListShards, adminOnly: true},
+		"shardCollection":    {run: routerShardCollection, adminOnly: true},
+		"enableSharding":     {run: routerEnableSharding, adminOnly: true},
 
 		cmdNameAdvanceClock: {run: routerAdvanceClock, adminOnly: true, testControl: true},
 		cmdNameNow:          {run: local(cmdTestNow), adminOnly: true, testControl: true},
@@ -965,3 +967,35 @@ func routerListCommands(rt *router, r *request) (bson.D, bool, error) {
 
 // codeWouldChangeOwningShard is WouldChangeOwningShard (error_codes.yml).
 const codeWouldChangeOwningShard = 283
+
+// routerEnableSharding creates a database's routing entry: {enableSharding:
+// "db", primaryShard?: "shardN"} (not needed since 6.0: shardCollection
+// creates it).
+func routerEnableSharding(rt *router, r *request) (bson.D, bool, error) {
+	db, ok := r.cmd[0].Value.(string)
+	if !ok || db == "" {
+		return nil, false, errorf(mongoerr.CodeInvalidNamespace, "enableSharding takes a database name, got %v", r.cmd[0].Value)
+	}
+	if want, ok := lookupD(r.cmd, "primaryShard").(string); ok {
+		rt.mu.Lock()
+		sh := rt.shardByID(want)
+		if sh == nil {
+			rt.mu.Unlock()
+			return nil, false, errorf(codeShardNotFound, "enableSharding: no shard %q (listShards lists them)", want)
+		}
+		if m := rt.dbs[db]; m != nil && m.primary != sh {
+			rt.mu.Unlock()
+			return nil, false, errorf(mongoerr.CodeNamespaceExists, "database %s already exists with primary shard %s", db, m.primary.id)
+		}
+		if rt.dbs[db] == nil {
+			rt.dbs[db] = &dbMeta{name: db, primary: sh}
+			rt.mu.Unlock()
+			rt.configCommand(r.ctx, "config", bson.D{{Key: "insert", Value: "databases"}, {Key: "documents", Value: bson.A{bson.D{
+				{Key: "_id", Value: db}, {Key: "primary", Value: sh.id}}}}})
+			return bson.D{}, false, nil
+		}
+		rt.mu.Unlock()
+	}
+	rt.primaryShard(r.ctx, db, true)
+	return bson.D{}, false, nil
+}

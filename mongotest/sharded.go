@@ -300,3 +300,29 @@ func ShardedClient(tb testing.TB, n int, opts ...Option) (*mongo.Client, *Sharde
 	tb.Cleanup(func() { _ = client.Disconnect(context.Background()) })
 	return client, s
 }
+
+// documentKey is the documentKey of a change event about doc: {_id} on a
+// replica set; on a shard of a sharded collection, the shard key's fields
+// in order, then _id unless it is one of them, as a shard writes it in the
+// oplog (change-streams.md: "all the components of the shard key in
+// order, followed by the _id if the _id isn't part of the shard key").
+// A field the document lacks is left out.
+func (c *collection) documentKey(doc bson.D) bson.D {
+	if c.shardKey == nil {
+		return bson.D{doc[0]}
+	}
+	out := make(bson.D, 0, len(c.shardKey)+1)
+	hasID := false
+	for _, f := range c.shardKey {
+		v, ok := lookupPath(doc, f)
+		if !ok {
+			continue
+		}
+		out = append(out, bson.E{Key: f, Value: v})
+		hasID = hasID || f == "_id"
+	}
+	if !hasID {
+		out = append(out, doc[0])
+	}
+	return out
+}

@@ -10,6 +10,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/ferry-io/ferry/mongoerr"
+	"github.com/ferry-io/ferry/mongotest/internal/mql"
 	"github.com/ferry-io/ferry/mongotest/internal/wire"
 )
 
@@ -495,7 +496,7 @@ func (rt *router) hello(c *conn, cmd bson.D, legacy bool) bson.D {
 		primaryKey = "ismaster"
 	}
 	reply := bson.D{}
-	if mqlTruthy(lookupD(cmd, "helloOk")) {
+	if mql.Truthy(lookupD(cmd, "helloOk")) {
 		reply = append(reply, bson.E{Key: "helloOk", Value: true})
 	}
 	reply = append(reply,
@@ -514,17 +515,6 @@ func (rt *router) hello(c *conn, cmd bson.D, legacy bool) bson.D {
 		bson.E{Key: "ok", Value: 1.0},
 	)
 	return e.withClusterTime(reply)
-}
-
-func mqlTruthy(v any) bool {
-	switch x := v.(type) {
-	case bool:
-		return x
-	case nil:
-		return false
-	}
-	n, ok := asInt64(v)
-	return ok && n != 0
 }
 
 // shardConn returns the client connection's own connection to a shard,

@@ -100,7 +100,10 @@ func routerGetMore(rt *router, r *request) (bson.D, bool, error) {
 	if fp := rt.e.fail.check("failGetMoreAfterCursorCheckout", r, ""); fp != nil {
 		rt.dropCursor(rc)
 		if rc.stream != nil {
+			rc.stream.cancel() // wakes a getMore waiting on the cursor
+			rc.mu.Lock()
 			rc.stream.kill()
+			rc.mu.Unlock()
 		}
 		return nil, false, errorf(fp.ErrorCode, "Failing command via 'failGetMoreAfterCursorCheckout' failpoint")
 	}
@@ -183,7 +186,10 @@ func routerKillCursors(rt *router, r *request) (bson.D, bool, error) {
 		killed = append(killed, id)
 		switch {
 		case rc.stream != nil:
+			rc.stream.cancel() // wakes a getMore waiting on the cursor
+			rc.mu.Lock()
 			rc.stream.kill()
+			rc.mu.Unlock()
 		case rc.sh != nil:
 			_, coll, _ := splitNS(rc.ns)
 			cmd := bson.D{{Key: "killCursors", Value: coll}, {Key: "cursors", Value: bson.A{rc.shardID}}, {Key: "$db", Value: r.db}}

@@ -96,13 +96,11 @@ func BalancerInterval(d time.Duration) Option {
 
 // configNoopInterval is the config server's no-op interval: a real config
 // server writes about every second (its own periodic writes), so it is
-// 1 s, or the shards' interval when that is shorter.
+// 1 s, or the shards' interval when that is shorter; never off, as the
+// config server's stream would otherwise hold every change stream back.
 func configNoopInterval(shards time.Duration) time.Duration {
 	if shards > 0 && shards < time.Second {
 		return shards
-	}
-	if shards == 0 {
-		return 0
 	}
 	return time.Second
 }

@@ -268,6 +268,9 @@ func init() {
 		"listShards":         {run: routerListShards, adminOnly: true},
 		"shardCollection":    {run: routerShardCollection, adminOnly: true},
 		"enableSharding":     {run: routerEnableSharding, adminOnly: true},
+		"moveChunk":          {run: routerMoveChunk, adminOnly: true},
+		"split":              {run: routerSplit, adminOnly: true},
+		"removeShard":        {run: routerRemoveShard, adminOnly: true},
 
 		cmdNameAdvanceClock: {run: routerAdvanceClock, adminOnly: true, testControl: true},
 		cmdNameNow:          {run: local(cmdTestNow), adminOnly: true, testControl: true},

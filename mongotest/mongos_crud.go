@@ -29,6 +29,7 @@ import (
 
 // shardedCommand runs a command on a sharded collection.
 func (rt *router) shardedCommand(r *request, m *collMeta) (bson.D, bool, error) {
+	defer rt.lockForCommand(m)()
 	switch r.name {
 	case "insert":
 		return rt.shardedInsert(r, m)

@@ -10,6 +10,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/ferry-io/ferry/mongotest"
 )
@@ -358,5 +359,118 @@ func TestShardedTransactionCommitsPerShard(t *testing.T) {
 	}
 	if len(times) != 2 {
 		t.Fatalf("the transaction's 10 events carry %d cluster times; want 2, one per shard", len(times))
+	}
+}
+
+// countOps counts a stream's events by operationType.
+func countOps(evs []bson.Raw) map[string]int {
+	out := map[string]int{}
+	for _, ev := range evs {
+		out[ev.Lookup("operationType").StringValue()]++
+	}
+	return out
+}
+
+// TestShardedMigrationInvisible: a chunk migration (split, then the
+// moveChunk command) writes fromMigrate inserts on the recipient and
+// deletes on the donor that no change stream through the mongos shows;
+// writes after it go to the new owner. A shard's own stream shows them
+// only with showMigrationEvents.
+func TestShardedMigrationInvisible(t *testing.T) {
+	client, sc := mongotest.ShardedClient(t, 2, mongotest.NoopInterval(200*time.Millisecond))
+	if sc == nil {
+		t.Skip("needs the emulated cluster")
+	}
+	db := client.Database("shop")
+	c := db.Collection("items")
+	shardCollection(t, client, "shop.items", bson.D{{Key: "k", Value: 1}})
+	s, _ := openRaw(t, db, "items", bson.D{})
+	shard1 := connectClient(t, options.Client().ApplyURI(sc.Shards()[1].URI())).Database("shop")
+	plain, _ := openRaw(t, shard1, "items", bson.D{})
+	migr, _ := openRaw(t, shard1, "items", bson.D{{Key: "showMigrationEvents", Value: true}})
+	for i := 0; i < 20; i++ {
+		if _, err := c.InsertOne(ctx(t), bson.D{{Key: "k", Value: i}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	admin := client.Database("admin")
+	if err := admin.RunCommand(ctx(t), bson.D{{Key: "split", Value: "shop.items"}, {Key: "middle", Value: bson.D{{Key: "k", Value: 10}}}}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := admin.RunCommand(ctx(t), bson.D{{Key: "moveChunk", Value: "shop.items"}, {Key: "find", Value: bson.D{{Key: "k", Value: 15}}}, {Key: "to", Value: "shard1"}}).Err(); err != nil {
+		t.Fatalf("moveChunk: %v", err)
+	}
+	if n := len(shardDocs(t, sc.Shards()[1], "shop", "items")); n != 10 {
+		t.Fatalf("shard1 holds %d documents after the move; want k 10..19", n)
+	}
+	for i := 20; i < 30; i++ {
+		if _, err := c.InsertOne(ctx(t), bson.D{{Key: "k", Value: i}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, k := range []int{5, 15} {
+		if _, err := c.UpdateOne(ctx(t), bson.D{{Key: "k", Value: k}}, bson.D{{Key: "$set", Value: bson.D{{Key: "seen", Value: true}}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := len(shardDocs(t, sc.Shards()[1], "shop", "items")); n != 20 {
+		t.Fatalf("shard1 holds %d documents; want k 10..29", n)
+	}
+	evs := s.collect(32, 20*time.Second)
+	if ops := countOps(evs); ops["insert"] != 30 || ops["update"] != 2 || len(ops) != 2 {
+		t.Fatalf("the stream through the mongos: %v; want 30 inserts and 2 updates, nothing of the migration", ops)
+	}
+	// Nothing more comes (the migration's writes stay hidden).
+	if more, err := s.next(600 * time.Millisecond); err != nil || len(more) != 0 {
+		t.Fatalf("after the 32 events: %d more (%v)", len(more), err)
+	}
+	if got := countOps(migr.collect(21, 10*time.Second)); got["insert"] != 20 || got["update"] != 1 {
+		t.Fatalf("shard1's stream with showMigrationEvents: %v; want the 10 migrated inserts, the 10 new ones and k 15's update", got)
+	}
+	if got := countOps(plain.collect(11, 10*time.Second)); got["insert"] != 10 || got["update"] != 1 {
+		t.Fatalf("shard1's own stream: %v; want only the 10 new inserts and k 15's update", got)
+	}
+}
+
+// TestShardedBalancerAndRemoveShard: the balancer spreads a collection
+// that starts on one shard, its migrations invisible to a stream through
+// the mongos; removing a shard drains it (its documents stay readable)
+// and a stream resumed from before the removal fails with 286.
+func TestShardedBalancerAndRemoveShard(t *testing.T) {
+	client, sc := mongotest.ShardedClient(t, 2, mongotest.NoopInterval(200*time.Millisecond), mongotest.BalancerInterval(50*time.Millisecond))
+	if sc == nil {
+		t.Skip("needs the emulated cluster")
+	}
+	db := client.Database("shop")
+	c := db.Collection("items")
+	shardCollection(t, client, "shop.items", bson.D{{Key: "k", Value: 1}})
+	s, _ := openRaw(t, db, "items", bson.D{})
+	for i := 0; i < 100; i++ {
+		if _, err := c.InsertOne(ctx(t), bson.D{{Key: "k", Value: i}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	until(t, 20*time.Second, func() error {
+		n := len(shardDocs(t, sc.Shards()[1], "shop", "items"))
+		if n < 30 {
+			return fmt.Errorf("shard1 holds %d of 100 documents", n)
+		}
+		return nil
+	})
+	evs := s.collect(100, 20*time.Second)
+	if ops := countOps(evs); ops["insert"] != 100 || len(ops) != 1 {
+		t.Fatalf("the stream through the mongos while the balancer ran: %v; want exactly the 100 inserts", ops)
+	}
+	before := evs[0].Lookup("_id").Document()
+	if err := sc.RemoveShard("shard0"); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := c.CountDocuments(ctx(t), bson.D{}); err != nil || n != 100 {
+		t.Fatalf("after removing shard0: %d documents (%v); want 100", n, err)
+	}
+	_, _, err := tryOpenRaw(t, db, "items", bson.D{{Key: "resumeAfter", Value: before}})
+	var ce mongo.CommandError
+	if !errors.As(err, &ce) || ce.Code != 286 {
+		t.Fatalf("resuming from before the removal: %v; want ChangeStreamHistoryLost (286)", err)
 	}
 }

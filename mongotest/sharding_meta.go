@@ -5,6 +5,7 @@ import (
 	"math"
 	"sort"
 	"strings"
+	"sync"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
@@ -43,6 +44,9 @@ type collMeta struct {
 	created  bson.Timestamp
 	chunks   []*chunk // in key order, covering MinKey to MaxKey
 	version  int      // counts chunk changes (config.chunks lastmod)
+	// mig is the collection's migration lock: commands hold it shared,
+	// a chunk migration or split exclusively (its critical section).
+	mig sync.RWMutex
 }
 
 // chunk is a range [min, max) of shard key values on one shard; a hashed

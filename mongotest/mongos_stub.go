@@ -1,5 +1,0 @@
-package mongotest
-
-import "time"
-
-func (rt *router) startBalancer(d time.Duration) {}

@@ -269,6 +269,7 @@ func init() {
 		"shardCollection":    {run: routerShardCollection, adminOnly: true},
 		"enableSharding":     {run: routerEnableSharding, adminOnly: true},
 		"moveChunk":          {run: routerMoveChunk, adminOnly: true},
+		"reshardCollection":  {run: routerReshardCollection, adminOnly: true},
 		"split":              {run: routerSplit, adminOnly: true},
 		"removeShard":        {run: routerRemoveShard, adminOnly: true},
 

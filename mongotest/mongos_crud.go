@@ -49,8 +49,22 @@ func (rt *router) shardedCommand(r *request, m *collMeta) (bson.D, bool, error) 
 		return rt.shardedFindAndModify(r, m)
 	case "drop":
 		return rt.shardedDrop(r, m)
-	case "createIndexes", "dropIndexes", "deleteIndexes", "collMod":
+	case "createIndexes", "dropIndexes", "deleteIndexes":
 		return rt.broadcastDDL(r, m)
+	case "collMod":
+		reply, final, err := rt.broadcastDDL(r, m)
+		if err == nil {
+			// Every shard's copy, a new one too, gets the options.
+			pe := rt.primaryShard(r.ctx, m.db, true).srv.eng
+			pe.mu.Lock()
+			if c := pe.coll(m.db, m.coll); c != nil {
+				rt.mu.Lock()
+				m.options = c.options
+				rt.mu.Unlock()
+			}
+			pe.mu.Unlock()
+		}
+		return reply, final, err
 	case "renameCollection":
 		return nil, false, errorf(mongoerr.CodeIllegalOperation, "mongotest: renameCollection of the sharded collection %s is not emulated", m.ns())
 	}

@@ -474,3 +474,90 @@ func TestShardedBalancerAndRemoveShard(t *testing.T) {
 		t.Fatalf("resuming from before the removal: %v; want ChangeStreamHistoryLost (286)", err)
 	}
 }
+
+// TestShardedExpandedAndImages: through the mongos, a sharded collection
+// with pre- and post-images enabled (on every shard's copy) gives
+// fullDocumentBeforeChange and fullDocument from both shards; an event
+// over 16 MiB is split into fragments by $changeStreamSplitLargeEvent and a
+// stream resumed from the first continues with the second;
+// showExpandedEvents shows shardCollection and reshardCollection (with the
+// new UUID, which later events carry).
+func TestShardedExpandedAndImages(t *testing.T) {
+	client, sc := mongotest.ShardedClient(t, 2, mongotest.NoopInterval(200*time.Millisecond))
+	if sc == nil {
+		t.Skip("needs the emulated cluster")
+	}
+	db := client.Database("shop")
+	if err := db.CreateCollection(ctx(t), "items", options.CreateCollection().SetChangeStreamPreAndPostImages(bson.D{{Key: "enabled", Value: true}})); err != nil {
+		t.Fatal(err)
+	}
+	c := db.Collection("items")
+	s, _ := openRaw(t, db, "items", bson.D{{Key: "showExpandedEvents", Value: true}, {Key: "fullDocument", Value: "required"}, {Key: "fullDocumentBeforeChange", Value: "required"}})
+	shardCollection(t, client, "shop.items", bson.D{{Key: "_id", Value: "hashed"}})
+	for i := 0; i < 6; i++ {
+		if _, err := c.InsertOne(ctx(t), bson.D{{Key: "_id", Value: i}, {Key: "v", Value: 0}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := c.UpdateMany(ctx(t), bson.D{}, bson.D{{Key: "$inc", Value: bson.D{{Key: "v", Value: 1}}}}); err != nil {
+		t.Fatal(err)
+	}
+	evs := s.collect(13, 20*time.Second)
+	if op := evs[0].Lookup("operationType").StringValue(); op != "shardCollection" {
+		t.Fatalf("first event %s; want shardCollection", op)
+	}
+	if k := evs[0].Lookup("operationDescription", "shardKey", "_id").StringValue(); k != "hashed" {
+		t.Fatalf("shardCollection operationDescription %s; want shardKey {_id: hashed}", evs[0].Lookup("operationDescription"))
+	}
+	oldUUID := evs[0].Lookup("collectionUUID")
+	for _, ev := range evs[7:] {
+		if ev.Lookup("operationType").StringValue() != "update" || ev.Lookup("fullDocumentBeforeChange", "v").Int32() != 0 || ev.Lookup("fullDocument", "v").Int32() != 1 {
+			t.Fatalf("update event %s; want pre-image v 0 and post-image v 1", ev)
+		}
+	}
+	for i, srv := range sc.Shards() {
+		if len(shardDocs(t, srv, "shop", "items")) == 0 {
+			t.Fatalf("shard %d holds none of the documents; the images must come from both", i)
+		}
+	}
+
+	// reshardCollection: an event with the new UUID, which the next
+	// events carry.
+	if err := client.Database("admin").RunCommand(ctx(t), bson.D{{Key: "reshardCollection", Value: "shop.items"}, {Key: "key", Value: bson.D{{Key: "v", Value: 1}}}}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.InsertOne(ctx(t), bson.D{{Key: "_id", Value: 100}, {Key: "v", Value: 5}}); err != nil {
+		t.Fatal(err)
+	}
+	evs = s.collect(2, 20*time.Second)
+	re := evs[0]
+	if re.Lookup("operationType").StringValue() != "reshardCollection" || re.Lookup("operationDescription", "oldShardKey", "_id").StringValue() != "hashed" {
+		t.Fatalf("event after reshardCollection %s; want reshardCollection with oldShardKey {_id: hashed}", re)
+	}
+	newUUID := re.Lookup("operationDescription", "reshardUUID")
+	if newUUID.Equal(oldUUID) || !evs[1].Lookup("collectionUUID").Equal(newUUID) {
+		t.Fatalf("reshardUUID %s (old %s), next event's collectionUUID %s; want the new UUID on the next event", newUUID, oldUUID, evs[1].Lookup("collectionUUID"))
+	}
+	if keys, _ := evs[1].Lookup("documentKey").Document().Elements(); len(keys) != 2 || keys[0].Key() != "v" {
+		t.Fatalf("documentKey after resharding %s; want {v, _id}", evs[1].Lookup("documentKey"))
+	}
+
+	// An event over 16 MiB, split.
+	big := strings.Repeat("a", 10<<20)
+	if _, err := c.InsertOne(ctx(t), bson.D{{Key: "_id", Value: 200}, {Key: "v", Value: 7}, {Key: "big", Value: big}}); err != nil {
+		t.Fatal(err)
+	}
+	sp, _ := openRaw(t, db, "items", bson.D{{Key: "fullDocumentBeforeChange", Value: "required"}}, bson.D{{Key: "$changeStreamSplitLargeEvent", Value: bson.D{}}})
+	if _, err := c.UpdateOne(ctx(t), bson.D{{Key: "_id", Value: 200}, {Key: "v", Value: 7}}, bson.D{{Key: "$set", Value: bson.D{{Key: "big", Value: strings.Repeat("b", 10<<20)}}}}); err != nil {
+		t.Fatal(err)
+	}
+	frags := sp.collect(2, 20*time.Second)
+	if f := frags[0].Lookup("splitEvent", "fragment").Int32(); f != 1 || frags[1].Lookup("splitEvent", "fragment").Int32() != 2 {
+		t.Fatalf("fragments %s, %s; want 1 and 2 of 2", frags[0].Lookup("splitEvent"), frags[1].Lookup("splitEvent"))
+	}
+	rs, _ := openRaw(t, db, "items", bson.D{{Key: "fullDocumentBeforeChange", Value: "required"}, {Key: "resumeAfter", Value: frags[0].Lookup("_id").Document()}},
+		bson.D{{Key: "$changeStreamSplitLargeEvent", Value: bson.D{}}})
+	if got := rs.collect(1, 20*time.Second)[0]; got.Lookup("splitEvent", "fragment").Int32() != 2 || evData(got) != evData(frags[1]) {
+		t.Fatalf("resumed from fragment 1: %s; want fragment 2", got.Lookup("splitEvent"))
+	}
+}

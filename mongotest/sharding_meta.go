@@ -2,7 +2,6 @@ package mongotest
 
 import (
 	"context"
-	"math"
 	"sort"
 	"strings"
 	"sync"
@@ -44,6 +43,9 @@ type collMeta struct {
 	created  bson.Timestamp
 	chunks   []*chunk // in key order, covering MinKey to MaxKey
 	version  int      // counts chunk changes (config.chunks lastmod)
+	// options are the collection's (pre- and post-images...), which
+	// every shard's copy gets.
+	options bson.D
 	// mig is the collection's migration lock: commands hold it shared,
 	// a chunk migration or split exclusively (its critical section).
 	mig sync.RWMutex
@@ -286,6 +288,7 @@ func routerShardCollection(rt *router, r *request) (bson.D, bool, error) {
 	}
 	empty := c.live == 0
 	m.uuid = c.uuid
+	m.options = c.options
 	c.shardKey = fields
 	u := c.uuid
 	desc := bson.D{{Key: "shardKey", Value: key}, {Key: "unique", Value: unique}, {Key: "presplitHashedZones", Value: false}, {Key: "capped", Value: false}}
@@ -298,23 +301,11 @@ func routerShardCollection(rt *router, r *request) (bson.D, bool, error) {
 	rt.mu.Unlock()
 	for _, sh := range shards {
 		if sh != primary {
-			sh.srv.eng.ensureShardedColl(db, coll, m.uuid, fields)
+			sh.srv.eng.ensureShardedColl(db, coll, m.uuid, fields, m.options)
 		}
 	}
 	if hashed == 0 && empty {
-		// One chunk per shard, over the hash's range in equal parts.
-		n := len(shards)
-		step := math.MaxUint64/uint64(n) + 1
-		for i, sh := range shards {
-			lo, hi := boundKey(len(fields), hashed, bson.MinKey{}), boundKey(len(fields), hashed, bson.MaxKey{})
-			if i > 0 {
-				lo = boundKey(len(fields), hashed, int64(uint64(i)*step+uint64(1)<<63))
-			}
-			if i < n-1 {
-				hi = boundKey(len(fields), hashed, int64(uint64(i+1)*step+uint64(1)<<63))
-			}
-			m.chunks = append(m.chunks, &chunk{id: bson.NewObjectID(), min: lo, max: hi, shard: sh})
-		}
+		m.chunks = hashedChunks(len(fields), shards)
 	} else {
 		m.chunks = []*chunk{{id: bson.NewObjectID(), min: boundKey(len(fields), -1, bson.MinKey{}), max: boundKey(len(fields), -1, bson.MaxKey{}), shard: primary}}
 	}
@@ -354,18 +345,19 @@ func (m *collMeta) boundDoc(b []any) bson.D {
 // ensureShardedColl creates, on a shard other than the primary, a sharded
 // collection with the primary's UUID (fromMigrate: change streams do not
 // show it), and sets its shard key.
-func (e *engine) ensureShardedColl(db, coll string, uuid [16]byte, fields []string) *collection {
+func (e *engine) ensureShardedColl(db, coll string, uuid [16]byte, fields []string, options bson.D) *collection {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return e.ensureShardedCollLocked(db, coll, uuid, fields)
+	return e.ensureShardedCollLocked(db, coll, uuid, fields, options)
 }
 
-func (e *engine) ensureShardedCollLocked(db, coll string, uuid [16]byte, fields []string) *collection {
+func (e *engine) ensureShardedCollLocked(db, coll string, uuid [16]byte, fields []string, options bson.D) *collection {
 	c := e.coll(db, coll)
 	if c == nil {
+		was := e.fromMigrate
 		e.fromMigrate = true
-		c = e.createColl(db, coll, nil)
-		e.fromMigrate = false
+		c = e.createColl(db, coll, options)
+		e.fromMigrate = was
 		c.uuid = uuid
 		if last := e.oplog.last(); last != nil && last.op == opCreate && last.db == db && last.coll == coll {
 			u := uuid

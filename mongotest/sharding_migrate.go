@@ -111,7 +111,7 @@ func (rt *router) moveChunk(ctx context.Context, m *collMeta, c *chunk, dst *sha
 
 	// The recipient receives the documents (fromMigrate inserts).
 	re.mu.Lock()
-	rc := re.ensureShardedCollLocked(m.db, m.coll, m.uuid, m.fields)
+	rc := re.ensureShardedCollLocked(m.db, m.coll, m.uuid, m.fields, m.options)
 	re.fromMigrate = true
 	for _, d := range docs {
 		if rc.byID[keyOf(d[0].Value)] != nil {

@@ -14,25 +14,12 @@ import (
 // each with the tests the sharded emulation is known to fail.
 var shardedSuites = []suite{
 	{name: "change-streams", knownFailures: map[string]string{}},
-	{name: "transactions", knownFailures: shardedTransactionsKnownFailures},
+	{name: "transactions", knownFailures: transactionsKnownFailures},
 	{name: "transactions-convenient-api", knownFailures: map[string]string{}},
 	{name: "retryable-writes", knownFailures: retryableWritesKnownFailures},
 	{name: "sessions", knownFailures: map[string]string{}},
 	{name: "crud", knownFailures: shardedCrudKnownFailures},
 }
-
-// shardedTransactionsKnownFailures: tests that need a second mongos (their
-// clients have useMultipleMongoses: true, so after a fail point makes the
-// first mongos unusable the driver retries the commit on another mongos,
-// which knows the transaction only by its recoveryToken); the emulated
-// cluster has one mongos, so the retry reaches the mongos that still has
-// the transaction.
-var shardedTransactionsKnownFailures = map[string]string{
-	"commitTransaction retry fails on new mongos":                 whyOneMongos,
-	"unpin after transient error within a transaction and commit": whyOneMongos,
-}
-
-const whyOneMongos = "needs a second mongos (useMultipleMongoses: true); the emulated cluster has one"
 
 // shardedCrudKnownFailures are crud's, and a client bulkWrite over
 // databases whose primary shards differ, which the mongos does not split.
@@ -51,6 +38,7 @@ var shardedCrudKnownFailures = func() map[string]string {
 //
 //	conformance: sharded change-streams: N passed, M failed, K skipped
 //
+// The cluster has two mongos (tests whose clients use several need them).
 // The shards write their periodic no-op every 200 ms, as test clusters
 // lower periodicNoopIntervalSecs, so an idle shard holds a change stream
 // back for at most that long.
@@ -67,7 +55,7 @@ func TestConformanceSharded(t *testing.T) {
 	} else {
 		for _, v := range []string{"8.0.4", "8.2.1"} {
 			profiles = append(profiles, profile{v, func() (string, func()) {
-				sc := mongotest.NewShardedServer(2, mongotest.ServerVersion(v), mongotest.NoopInterval(200*time.Millisecond))
+				sc := mongotest.NewShardedServer(2, mongotest.ServerVersion(v), mongotest.NoopInterval(200*time.Millisecond), mongotest.Mongoses(2))
 				return sc.URI(), sc.Close
 			}})
 		}

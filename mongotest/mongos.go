@@ -22,10 +22,29 @@ import (
 // for any client (sessions, transactions, retryable writes, fail points
 // set on a shard), and the router merges their replies.
 
-// router routes a mongos' commands.
+// router routes one mongos' commands. The cluster's routing metadata is
+// shared by every mongos (clusterMeta, embedded); cursors and
+// transactions are each mongos' own, as on a real cluster (a getMore sent
+// to another mongos fails with CursorNotFound; another mongos knows a
+// transaction only by its recoveryToken).
 type router struct {
+	*clusterMeta
+	e *engine // the mongos' own engine
+
+	// cursors are the mongos' cursors (guarded by mu, as all below).
+	cursors map[int64]*routerCursor
+	nextCur int64
+	// txns are the sessions' transactions: which shards take part.
+	txns map[string]*routerTxn
+	// topologyVersion's processId (hello).
+	processID bson.ObjectID
+}
+
+// clusterMeta is what every mongos of a cluster shares: the shards and
+// the routing table (config.shards, config.databases, config.collections
+// and config.chunks mirror them on the config server).
+type clusterMeta struct {
 	cl *ShardedServer
-	e  *engine // the mongos' own engine
 
 	mu     sync.Mutex
 	shards []*shard
@@ -33,13 +52,6 @@ type router struct {
 	// collections.
 	dbs   map[string]*dbMeta
 	colls map[string]*collMeta
-	// cursors are the mongos' cursors.
-	cursors map[int64]*routerCursor
-	nextCur int64
-	// txns are the sessions' transactions: which shards take part.
-	txns map[string]*routerTxn
-	// topologyVersion's processId (hello).
-	processID bson.ObjectID
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -72,23 +84,30 @@ type routerTxn struct {
 	readConcern  any // the first statement's, sent to each participant's first
 }
 
-func newRouter(cl *ShardedServer) *router {
+func newClusterMeta(cl *ShardedServer) *clusterMeta {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &router{
-		cl:        cl,
-		dbs:       make(map[string]*dbMeta),
-		colls:     make(map[string]*collMeta),
-		cursors:   make(map[int64]*routerCursor),
-		txns:      make(map[string]*routerTxn),
-		processID: bson.NewObjectID(),
-		ctx:       ctx,
-		cancel:    cancel,
+	return &clusterMeta{
+		cl:     cl,
+		dbs:    make(map[string]*dbMeta),
+		colls:  make(map[string]*collMeta),
+		ctx:    ctx,
+		cancel: cancel,
 	}
 }
 
-func (rt *router) stop() {
-	rt.cancel()
-	rt.wg.Wait()
+// newRouter returns a mongos' router over the cluster's metadata.
+func newRouter(meta *clusterMeta) *router {
+	return &router{
+		clusterMeta: meta,
+		cursors:     make(map[int64]*routerCursor),
+		txns:        make(map[string]*routerTxn),
+		processID:   bson.NewObjectID(),
+	}
+}
+
+func (m *clusterMeta) stop() {
+	m.cancel()
+	m.wg.Wait()
 }
 
 // addShard starts a shard and records it in config.shards.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -35,11 +36,13 @@ import (
 // The options apply to every shard (ServerVersion, NoopInterval, the oplog
 // bounds, Clock, ...); Addr is the mongos' address.
 type ShardedServer struct {
-	mongos *Server
-	config *Server
-	rt     *router
-	clock  *clusterClock
-	opts   config // the shards' configuration (AddShard starts more)
+	mongos   *Server   // the first mongos
+	mongoses []*Server // all of them
+	config   *Server
+	rt       *router // the first mongos' router
+	meta     *clusterMeta
+	clock    *clusterClock
+	opts     config // the shards' configuration (AddShard starts more)
 
 	closeOnce sync.Once
 }
@@ -52,6 +55,8 @@ type shardingConfig struct {
 	clock *clusterClock
 	// balancerInterval is how often the balancer runs (0: it does not).
 	balancerInterval time.Duration
+	// mongoses is how many mongos the cluster has (0: one).
+	mongoses int
 }
 
 // clusterClock is a sharded cluster's clock: every member stamps its
@@ -94,6 +99,15 @@ func BalancerInterval(d time.Duration) Option {
 	return optionFunc(func(c *config) { c.sharding.balancerInterval = d })
 }
 
+// Mongoses gives a sharded cluster (NewShardedServer) n mongos, each on a
+// port of its own (default 1); URI then lists them all. Each mongos has
+// its own cursors, transactions and fail points, as on a real cluster, so
+// tests that need a second mongos (the drivers' useMultipleMongoses) run.
+// A replica set ignores it.
+func Mongoses(n int) Option {
+	return optionFunc(func(c *config) { c.sharding.mongoses = n })
+}
+
 // configNoopInterval is the config server's no-op interval: a real config
 // server writes about every second (its own periodic writes), so it is
 // 1 s, or the shards' interval when that is shorter; never off, as the
@@ -118,6 +132,9 @@ func StartSharded(n int, opts ...Option) (*ShardedServer, error) {
 	if cfg.err != nil {
 		return nil, cfg.err
 	}
+	if cfg.sharding.mongoses < 0 {
+		return nil, fmt.Errorf("mongotest: Mongoses must not be negative, got %d", cfg.sharding.mongoses)
+	}
 	if cfg.sharding.balancerInterval < 0 {
 		return nil, fmt.Errorf("mongotest: BalancerInterval must not be negative, got %v", cfg.sharding.balancerInterval)
 	}
@@ -141,15 +158,33 @@ func StartSharded(n int, opts ...Option) (*ShardedServer, error) {
 	rcfg.secondaries = 0
 	rcfg.noopInterval = 0
 	rcfg.replSetName = "mongos" // not reported: a mongos has no replica set
-	sc.rt = newRouter(sc)
-	sc.mongos, err = start(rcfg, func(s *Server) {
-		s.eng.router = sc.rt
-		sc.rt.e = s.eng
-		s.uri = fmt.Sprintf("mongodb://%s/", s.ln.Addr().String())
-	})
-	if err != nil {
-		sc.config.Close()
-		return nil, err
+	sc.meta = newClusterMeta(sc)
+	var hosts []string
+	for i := 0; i < max(cfg.sharding.mongoses, 1); i++ {
+		if i > 0 {
+			rcfg.addr = "127.0.0.1:0" // Addr is the first mongos'
+		}
+		rt := newRouter(sc.meta)
+		srv, err := start(rcfg, func(s *Server) {
+			s.eng.router = rt
+			rt.e = s.eng
+		})
+		if err != nil {
+			for _, m := range sc.mongoses {
+				m.Close()
+			}
+			sc.config.Close()
+			return nil, err
+		}
+		if i == 0 {
+			sc.mongos, sc.rt = srv, rt
+		}
+		sc.mongoses = append(sc.mongoses, srv)
+		hosts = append(hosts, srv.Addr())
+	}
+	uri := "mongodb://" + strings.Join(hosts, ",") + "/"
+	for _, m := range sc.mongoses {
+		m.uri = uri
 	}
 	for i := 0; i < n; i++ {
 		if _, err := sc.AddShard(); err != nil {
@@ -171,16 +206,20 @@ func NewShardedServer(n int, opts ...Option) *ShardedServer {
 	return s
 }
 
-// URI returns the mongos' connection string, mongodb://127.0.0.1:PORT/.
+// URI returns the mongos' connection string, mongodb://127.0.0.1:PORT/
+// (with Mongoses(n), every mongos' host:port).
 func (s *ShardedServer) URI() string { return s.mongos.URI() }
 
 // Addr returns the address the mongos listens on.
 func (s *ShardedServer) Addr() string { return s.mongos.Addr() }
 
-// Mongos returns the mongos as a Server: its fail points (FailCommand,
-// FailGetMoreAfterCursorCheckout) act at the mongos, before routing, as
-// configureFailPoint sent to a real mongos does.
+// Mongos returns the (first) mongos as a Server: its fail points
+// (FailCommand, FailGetMoreAfterCursorCheckout) act at the mongos, before
+// routing, as configureFailPoint sent to a real mongos does.
 func (s *ShardedServer) Mongos() *Server { return s.mongos }
+
+// Mongoses returns every mongos (Mongoses option), the first being Mongos.
+func (s *ShardedServer) Mongoses() []*Server { return append([]*Server(nil), s.mongoses...) }
 
 // ConfigServer returns the config server (a replica set of its own).
 func (s *ShardedServer) ConfigServer() *Server { return s.config }
@@ -217,8 +256,10 @@ func (s *ShardedServer) ShardIDs() []string {
 // call more than once.
 func (s *ShardedServer) Close() {
 	s.closeOnce.Do(func() {
-		s.rt.stop()
-		s.mongos.Close()
+		s.meta.stop()
+		for _, m := range s.mongoses {
+			m.Close()
+		}
 		s.rt.mu.Lock()
 		shards := append([]*shard(nil), s.rt.shards...)
 		s.rt.mu.Unlock()
@@ -231,7 +272,9 @@ func (s *ShardedServer) Close() {
 
 // AdvanceClock moves every member's clock forward by d.
 func (s *ShardedServer) AdvanceClock(d time.Duration) {
-	s.mongos.AdvanceClock(d)
+	for _, m := range s.mongoses {
+		m.AdvanceClock(d)
+	}
 	s.config.AdvanceClock(d)
 	s.rt.mu.Lock()
 	shards := append([]*shard(nil), s.rt.shards...)

@@ -242,3 +242,40 @@ func TestShardedStateChangeError(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestShardedTwoMongoses: with Mongoses(2) the URI lists both; each mongos
+// routes to the same shards, but a cursor belongs to the mongos that
+// opened it (a getMore on the other fails with CursorNotFound).
+func TestShardedTwoMongoses(t *testing.T) {
+	sc := mongotest.NewSharded(t, 2, mongotest.Mongoses(2))
+	ms := sc.Mongoses()
+	if len(ms) != 2 || sc.URI() != "mongodb://"+ms[0].Addr()+","+ms[1].Addr()+"/" {
+		t.Fatalf("URI %s, mongoses %d; want both hosts", sc.URI(), len(ms))
+	}
+	first := connectClient(t, options.Client().ApplyURI("mongodb://"+ms[0].Addr()+"/?directConnection=true"))
+	second := connectClient(t, options.Client().ApplyURI("mongodb://"+ms[1].Addr()+"/?directConnection=true"))
+	c := first.Database("alpha").Collection("c")
+	docs := make([]any, 5)
+	for i := range docs {
+		docs[i] = bson.D{{Key: "_id", Value: i}}
+	}
+	if _, err := c.InsertMany(ctx(t), docs); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := second.Database("alpha").Collection("c").CountDocuments(ctx(t), bson.D{}); err != nil || n != 5 {
+		t.Fatalf("the second mongos counts %d (%v); want the 5 documents the first inserted", n, err)
+	}
+	var reply bson.Raw
+	if err := first.Database("alpha").RunCommand(ctx(t), bson.D{{Key: "find", Value: "c"}, {Key: "batchSize", Value: 2}}).Decode(&reply); err != nil {
+		t.Fatal(err)
+	}
+	id := reply.Lookup("cursor", "id").Int64()
+	err := second.Database("alpha").RunCommand(ctx(t), bson.D{{Key: "getMore", Value: id}, {Key: "collection", Value: "c"}}).Err()
+	var ce mongo.CommandError
+	if !errors.As(err, &ce) || ce.Code != 43 {
+		t.Fatalf("getMore of the first mongos' cursor on the second: %v; want CursorNotFound (43)", err)
+	}
+	if err := first.Database("alpha").RunCommand(ctx(t), bson.D{{Key: "getMore", Value: id}, {Key: "collection", Value: "c"}}).Err(); err != nil {
+		t.Fatalf("getMore on the mongos that opened the cursor: %v", err)
+	}
+}

@@ -31,6 +31,8 @@
 //	                                        behind a mongos on -addr; the other
 //	                                        flags apply to every shard)
 //	-balancer-interval  BalancerInterval   (with -shards)
+//	-mongoses           Mongoses           (with -shards: that many mongos, the
+//	                                        first on -addr; the URI lists all)
 //	-frozen-clock       Clock              (a clock that stands still at the given
 //	                                        RFC 3339 time; only ferryTestAdvanceClock
 //	                                        moves it)
@@ -96,6 +98,7 @@ var optionFlags = strings.NewReplacer(
 	"Secondaries", "-secondaries",
 	"ReplicaSetName", "-replset",
 	"BalancerInterval", "-balancer-interval",
+	"Mongoses", "-mongoses",
 )
 
 func main() {
@@ -121,6 +124,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	secondaries := fs.Int("secondaries", 0, "number of read-only secondaries, each on a port of its own (listed in hello)")
 	shards := fs.Int("shards", 0, "serve a sharded cluster of this many shards behind a mongos on -addr (0: a replica set)")
 	balancer := fs.Duration("balancer-interval", 0, "with -shards: run the balancer this often (0: no balancer; moveChunk still works)")
+	mongoses := fs.Int("mongoses", 1, "with -shards: the number of mongos, the first on -addr, the others on ports of their own (the printed URI lists them all)")
 	frozen := fs.String("frozen-clock", "", "RFC 3339 time at which the server's clock stands still (moved only by ferryTestAdvanceClock); empty: the real clock")
 	controls := fs.Bool("test-controls", false, "accept the test-control commands ferryTestAdvanceClock and ferryTestNow (see the usage above)")
 	stdinEOF := fs.Bool("exit-on-stdin-eof", false, "also exit when standard input is closed (for a parent process: the server ends with it)")
@@ -155,8 +159,16 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "mongotest: -balancer-interval needs -shards N (a replica set has no balancer)")
 		return 2
 	}
+	if *mongoses != 1 && *shards == 0 {
+		fmt.Fprintln(stderr, "mongotest: -mongoses needs -shards N (a replica set has no mongos)")
+		return 2
+	}
+	if *mongoses < 1 {
+		fmt.Fprintf(stderr, "mongotest: -mongoses must be at least 1, got %d\n", *mongoses)
+		return 2
+	}
 	if *shards > 0 {
-		opts = append(opts, mongotest.BalancerInterval(*balancer))
+		opts = append(opts, mongotest.BalancerInterval(*balancer), mongotest.Mongoses(*mongoses))
 	}
 	if *frozen != "" {
 		at, err := time.Parse(time.RFC3339Nano, *frozen)

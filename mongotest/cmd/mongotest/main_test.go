@@ -129,7 +129,10 @@ func TestBadFlags(t *testing.T) {
 // TestShards: -shards 2 serves a mongos (hello says isdbgrid) in front of
 // two shards (listShards); a bad count is refused naming the flag.
 func TestShards(t *testing.T) {
-	uri, _, _ := serve(t, "-addr", "127.0.0.1:0", "-shards", "2", "-noop-interval", "200ms", "-exit-on-stdin-eof")
+	uri, _, _ := serve(t, "-addr", "127.0.0.1:0", "-shards", "2", "-mongoses", "2", "-noop-interval", "200ms", "-exit-on-stdin-eof")
+	if hosts := strings.Count(strings.TrimPrefix(uri, "mongodb://"), ","); hosts != 1 {
+		t.Fatalf("URI %s; want two mongos hosts", uri)
+	}
 	admin := connect(t, uri).Database("admin")
 	var hello struct {
 		Msg     string `bson:"msg"`
@@ -152,6 +155,8 @@ func TestShards(t *testing.T) {
 	}{
 		{[]string{"-shards", "-1"}, "-shards must not be negative"},
 		{[]string{"-balancer-interval", "1s"}, "-balancer-interval needs -shards"},
+		{[]string{"-mongoses", "2"}, "-mongoses needs -shards"},
+		{[]string{"-shards", "1", "-mongoses", "0"}, "-mongoses must be at least 1"},
 	} {
 		var stdout, stderr bytes.Buffer
 		code := run(append([]string{"-addr", "127.0.0.1:0"}, tc.args...), strings.NewReader(""), &stdout, &stderr)

@@ -68,6 +68,9 @@ func (c *conn) serve() {
 				return
 			}
 			reply := c.handleQuery(q)
+			if reply == nil {
+				return
+			}
 			out = wire.AppendReply(out, c.reqID, h.RequestID, 8, reply)
 		case wire.OpMsg:
 			m, err := wire.ParseMsg(h, body)
@@ -124,7 +127,11 @@ func (c *conn) handleQuery(q *wire.Query) []byte {
 	}
 	switch cmd[0].Key {
 	case "isMaster", "ismaster", "hello":
-		return marshalReply(c.srv.eng.hello(c, cmd, cmd[0].Key != "hello"))
+		reply := c.srv.eng.hello(c, cmd, cmd[0].Key != "hello")
+		if reply == nil { // a mongos' fail point closes the connection
+			return nil
+		}
+		return marshalReply(reply)
 	}
 	return marshalReply(c.srv.eng.errorReply(errorf(mongoerr.CodeUnsupportedOpQueryCommand,
 		"Unsupported OP_QUERY command: %s. The client driver may require an upgrade.", cmd[0].Key), nil))

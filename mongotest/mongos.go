@@ -38,6 +38,9 @@ type router struct {
 	txns map[string]*routerTxn
 	// topologyVersion's processId (hello).
 	processID bson.ObjectID
+	// helloKick is closed (and replaced) to answer the awaitable hellos
+	// waiting (kickHello).
+	helloKick chan struct{}
 }
 
 // clusterMeta is what every mongos of a cluster shares: the shards and
@@ -102,6 +105,7 @@ func newRouter(meta *clusterMeta) *router {
 		cursors:     make(map[int64]*routerCursor),
 		txns:        make(map[string]*routerTxn),
 		processID:   bson.NewObjectID(),
+		helloKick:   make(chan struct{}),
 	}
 }
 
@@ -256,41 +260,42 @@ func init() {
 		return nil, false, errorf(mongoerr.CodeCommandNotFound, "no such command: '%s'", r.name)
 	}
 	routerCommands = map[string]routerCommand{
-		"ping":               {run: local(cmdPing)},
-		"buildInfo":          {run: local(cmdBuildInfo)},
-		"buildinfo":          {run: local(cmdBuildInfo)},
-		"getParameter":       {run: local(cmdGetParameter), adminOnly: true},
-		"setParameter":       {run: local(cmdSetParameter), adminOnly: true},
-		"saslStart":          {run: local(cmdAuthFailed)},
-		"saslContinue":       {run: local(cmdAuthFailed)},
-		"authenticate":       {run: local(cmdAuthFailed)},
-		"serverStatus":       {run: routerServerStatus},
-		"startSession":       {run: local(cmdStartSession)},
-		"refreshSessions":    {run: local(cmdOK)},
-		"connectionStatus":   {run: local(cmdConnectionStatus)},
-		"whatsmyuri":         {run: local(cmdWhatsMyURI)},
-		"hostInfo":           {run: local(cmdHostInfo)},
-		"getCmdLineOpts":     {run: routerCmdLineOpts, adminOnly: true},
-		"listCommands":       {run: routerListCommands},
-		"configureFailPoint": {run: local(cmdConfigureFailPoint), adminOnly: true},
-		"replSetGetStatus":   {run: notOnMongos},
-		"endSessions":        {run: routerBroadcastSessions},
-		"killSessions":       {run: routerBroadcastSessions},
-		"killAllSessions":    {run: routerBroadcastSessions},
-		"getMore":            {run: routerGetMore},
-		"killCursors":        {run: routerKillCursors},
-		"commitTransaction":  {run: routerEndTxn, adminOnly: true},
-		"abortTransaction":   {run: routerEndTxn, adminOnly: true},
-		"listDatabases":      {run: routerListDatabases, adminOnly: true},
-		"dropDatabase":       {run: routerDropDatabase},
-		"addShard":           {run: routerAddShard, adminOnly: true},
-		"listShards":         {run: routerListShards, adminOnly: true},
-		"shardCollection":    {run: routerShardCollection, adminOnly: true},
-		"enableSharding":     {run: routerEnableSharding, adminOnly: true},
-		"moveChunk":          {run: routerMoveChunk, adminOnly: true},
-		"reshardCollection":  {run: routerReshardCollection, adminOnly: true},
-		"split":              {run: routerSplit, adminOnly: true},
-		"removeShard":        {run: routerRemoveShard, adminOnly: true},
+		"ping":                     {run: local(cmdPing)},
+		"buildInfo":                {run: local(cmdBuildInfo)},
+		"buildinfo":                {run: local(cmdBuildInfo)},
+		"getParameter":             {run: local(cmdGetParameter), adminOnly: true},
+		"setParameter":             {run: local(cmdSetParameter), adminOnly: true},
+		"saslStart":                {run: local(cmdAuthFailed)},
+		"saslContinue":             {run: local(cmdAuthFailed)},
+		"authenticate":             {run: local(cmdAuthFailed)},
+		"serverStatus":             {run: routerServerStatus},
+		"startSession":             {run: local(cmdStartSession)},
+		"refreshSessions":          {run: local(cmdOK)},
+		"connectionStatus":         {run: local(cmdConnectionStatus)},
+		"whatsmyuri":               {run: local(cmdWhatsMyURI)},
+		"hostInfo":                 {run: local(cmdHostInfo)},
+		"getCmdLineOpts":           {run: routerCmdLineOpts, adminOnly: true},
+		"listCommands":             {run: routerListCommands},
+		"configureFailPoint":       {run: local(cmdConfigureFailPoint), adminOnly: true},
+		"replSetGetStatus":         {run: notOnMongos},
+		"endSessions":              {run: routerBroadcastSessions},
+		"killSessions":             {run: routerBroadcastSessions},
+		"killAllSessions":          {run: routerBroadcastSessions},
+		"getMore":                  {run: routerGetMore},
+		"killCursors":              {run: routerKillCursors},
+		"commitTransaction":        {run: routerEndTxn, adminOnly: true},
+		"abortTransaction":         {run: routerEndTxn, adminOnly: true},
+		"listDatabases":            {run: routerListDatabases, adminOnly: true},
+		"dropDatabase":             {run: routerDropDatabase},
+		"addShard":                 {run: routerAddShard, adminOnly: true},
+		"listShards":               {run: routerListShards, adminOnly: true},
+		"shardCollection":          {run: routerShardCollection, adminOnly: true},
+		"enableSharding":           {run: routerEnableSharding, adminOnly: true},
+		"moveChunk":                {run: routerMoveChunk, adminOnly: true},
+		"reshardCollection":        {run: routerReshardCollection, adminOnly: true},
+		"split":                    {run: routerSplit, adminOnly: true},
+		"removeShard":              {run: routerRemoveShard, adminOnly: true},
+		"checkMetadataConsistency": {run: routerCheckMetadataConsistency},
 
 		cmdNameAdvanceClock: {run: routerAdvanceClock, adminOnly: true, testControl: true},
 		cmdNameNow:          {run: local(cmdTestNow), adminOnly: true, testControl: true},
@@ -321,12 +326,9 @@ func (rt *router) run(ctx context.Context, c *conn, cmd bson.D, seqs []wire.Sect
 	if r.db == "" {
 		return rt.errorReply(errorf(40571, "OP_MSG requests require a $db argument"), r)
 	}
-	switch r.name {
-	case "hello", "isMaster", "ismaster":
-		return rt.hello(c, cmd, r.name != "hello")
-	}
 	spec, ok := routerCommands[r.name]
-	if !ok {
+	hello := r.name == "hello" || r.name == "isMaster" || r.name == "ismaster"
+	if !ok && !hello {
 		base, known := commands[r.name]
 		if !known || base.testControl {
 			return rt.errorReply(errorf(mongoerr.CodeCommandNotFound, "no such command: '%s'", r.name), r)
@@ -347,27 +349,15 @@ func (rt *router) run(ctx context.Context, c *conn, cmd bson.D, seqs []wire.Sect
 	}
 	if r.name != "configureFailPoint" {
 		if fp := e.fail.check("failCommand", r, requestNS(r)); fp != nil {
-			if fp.BlockFor > 0 {
-				t := time.NewTimer(fp.BlockFor)
-				select {
-				case <-t.C:
-				case <-ctx.Done():
-				}
-				t.Stop()
-			}
-			if fp.CloseConnection {
-				return nil
-			}
-			if fp.ErrorCode != 0 {
-				ce := &cmdError{Code: fp.ErrorCode, Msg: "Failing command via 'failCommand' failpoint", Extra: fp.ErrorExtraInfo}
-				if fp.ErrorLabels != nil {
-					ce.Labels, ce.labelsSet = fp.ErrorLabels, true
-				}
-				return rt.errorReply(ce, r)
+			if reply, done := rt.failCommand(r, fp); done {
+				return reply
 			}
 			wce = fp.WriteConcernError
 			fpLabels, fpLabelsSet = fp.ErrorLabels, fp.ErrorLabels != nil
 		}
+	}
+	if hello {
+		return rt.hello(c, cmd, r.name != "hello")
 	}
 	if err := checkSessionOptions(r); err != nil {
 		return rt.errorReply(asCmdError(err), r)
@@ -399,7 +389,7 @@ func (rt *router) run(ctx context.Context, c *conn, cmd bson.D, seqs []wire.Sect
 	}
 	if final {
 		if wce == nil {
-			return rt.withTopologyVersion(rt.withClusterTime(reply))
+			return rt.noteReply(rt.withClusterTime(reply))
 		}
 		// A writeConcernError from the mongos' fail point joins the
 		// shard's successful reply.
@@ -417,15 +407,17 @@ func (rt *router) run(ctx context.Context, c *conn, cmd bson.D, seqs []wire.Sect
 		}
 	}
 	reply = append(reply, bson.E{Key: "ok", Value: 1.0})
-	return rt.withTopologyVersion(e.withOperationTime(reply, r.opTime))
+	return rt.noteReply(e.withOperationTime(reply, r.opTime))
 }
 
 // stateChangeCodes are the "not primary" and "node is recovering" codes
-// (the NotPrimaryError and ShutdownError categories), whose error replies
-// carry the server's topologyVersion: a driver ignores such an error when
-// the topologyVersion is the one it already knows (the SDAM spec's stale
-// error rule), instead of marking the server Unknown and waiting for its
-// monitor's next hello.
+// (the NotPrimaryError and ShutdownError categories). A mongos attaches no
+// topologyVersion to them (src/mongo/db/service_entry_point_common.cpp
+// does for a replica-set member only), so a driver marks the mongos
+// Unknown and waits for its monitor's next hello; the emulated mongos
+// answers a waiting awaitable hello at once after returning one (kickHello),
+// where a real one answers after maxAwaitTimeMS, so tests do not wait out
+// heartbeatFrequencyMS.
 var stateChangeCodes = map[int32]bool{
 	mongoerr.CodeNotWritablePrimary: true, mongoerr.CodeNotPrimaryNoSecondaryOk: true, mongoerr.CodeNotPrimaryOrSecondary: true,
 	mongoerr.CodeInterruptedDueToReplStateChange: true, mongoerr.CodePrimarySteppedDown: true,
@@ -436,33 +428,37 @@ func (rt *router) topologyVersion() bson.D {
 	return bson.D{{Key: "processId", Value: rt.processID}, {Key: "counter", Value: int64(0)}}
 }
 
-// errorReply is the engine's error reply, with the mongos'
-// topologyVersion for a state-change error.
+// errorReply is the engine's error reply; a state-change error wakes the
+// mongos' awaitable hellos.
 func (rt *router) errorReply(ce *cmdError, r *request) bson.D {
-	return rt.withTopologyVersion(rt.e.errorReply(ce, r))
+	if stateChangeCodes[ce.Code] {
+		rt.kickHello()
+	}
+	return rt.e.errorReply(ce, r)
 }
 
-// withTopologyVersion adds the mongos' topologyVersion to an error reply
-// with a state-change code.
-func (rt *router) withTopologyVersion(reply bson.D) bson.D {
-	if reply == nil {
-		return nil
-	}
-	if wce, ok := lookupD(reply, "writeConcernError").(bson.D); ok {
-		// Drivers read a writeConcernError's topologyVersion from the
-		// top of the reply.
-		if code, _ := asInt64(lookupD(wce, "code")); stateChangeCodes[int32(code)] {
-			return replaceField(reply, "topologyVersion", rt.topologyVersion())
-		}
-	}
-	if ok, _ := lookupD(reply, "ok").(float64); ok == 1 {
-		return reply
-	}
+// noteReply wakes the awaitable hellos after a reply (a shard's, passed
+// on, or one with a writeConcernError) with a state-change code.
+func (rt *router) noteReply(reply bson.D) bson.D {
 	code, _ := asInt64(lookupD(reply, "code"))
-	if !stateChangeCodes[int32(code)] {
-		return reply
+	wce, _ := lookupD(reply, "writeConcernError").(bson.D)
+	wceCode, _ := asInt64(lookupD(wce, "code"))
+	if stateChangeCodes[int32(code)] || stateChangeCodes[int32(wceCode)] {
+		rt.kickHello()
 	}
-	return replaceField(reply, "topologyVersion", rt.topologyVersion())
+	return reply
+}
+
+// kickHello answers the awaitable hellos waiting on the mongos, 100 ms
+// from now: after the driver has taken in the error and marked the mongos
+// Unknown (a hello answered before would not bring it back).
+func (rt *router) kickHello() {
+	time.AfterFunc(100*time.Millisecond, func() {
+		rt.mu.Lock()
+		close(rt.helloKick)
+		rt.helloKick = make(chan struct{})
+		rt.mu.Unlock()
+	})
 }
 
 // withClusterTime sets a shard's reply's $clusterTime to the cluster's.
@@ -482,6 +478,44 @@ func (rt *router) withClusterTime(reply bson.D) bson.D {
 		}
 	}
 	return reply
+}
+
+// queryHello answers a handshake sent as OP_QUERY: the mongos' failCommand
+// fail point applies to it as to any hello (nil: close the connection).
+func (rt *router) queryHello(c *conn, cmd bson.D, legacy bool) bson.D {
+	r := &request{ctx: c.srv.ctx, conn: c, cmd: cmd, name: cmd[0].Key, db: "admin"}
+	if fp := rt.e.fail.check("failCommand", r, ""); fp != nil {
+		if reply, done := rt.failCommand(r, fp); done {
+			return reply
+		}
+	}
+	return rt.hello(c, cmd, legacy)
+}
+
+// failCommand applies a failCommand fail point that matched a request:
+// it blocks, then closes the connection (nil, true) or fails the command
+// (its error reply, true); done is false when the command is to run.
+func (rt *router) failCommand(r *request, fp *FailPoint) (bson.D, bool) {
+	if fp.BlockFor > 0 {
+		t := time.NewTimer(fp.BlockFor)
+		select {
+		case <-t.C:
+		case <-r.ctx.Done():
+		}
+		t.Stop()
+	}
+	if fp.CloseConnection {
+		rt.kickHello()
+		return nil, true
+	}
+	if fp.ErrorCode != 0 {
+		ce := &cmdError{Code: fp.ErrorCode, Msg: "Failing command via 'failCommand' failpoint", Extra: fp.ErrorExtraInfo}
+		if fp.ErrorLabels != nil {
+			ce.Labels, ce.labelsSet = fp.ErrorLabels, true
+		}
+		return rt.errorReply(ce, r), true
+	}
+	return nil, false
 }
 
 // hello answers as a mongos does (src/mongo/s/mongos_hello_response.cpp):
@@ -505,9 +539,13 @@ func (rt *router) hello(c *conn, cmd bson.D, legacy bool) bson.D {
 	if tv, ok := lookupD(cmd, "topologyVersion").(bson.D); ok {
 		if pid, _ := lookupD(tv, "processId").(bson.ObjectID); pid == rt.processID {
 			if ms, ok := asInt64(lookupD(cmd, "maxAwaitTimeMS")); ok && ms > 0 {
+				rt.mu.Lock()
+				kick := rt.helloKick
+				rt.mu.Unlock()
 				t := time.NewTimer(time.Duration(ms) * time.Millisecond)
 				select {
 				case <-t.C:
+				case <-kick:
 				case <-c.srv.ctx.Done():
 				}
 				t.Stop()
@@ -1011,4 +1049,16 @@ func routerEnableSharding(rt *router, r *request) (bson.D, bool, error) {
 	}
 	rt.primaryShard(r.ctx, db, true)
 	return bson.D{}, false, nil
+}
+
+// routerCheckMetadataConsistency is checkMetadataConsistency (7.0+): a
+// cursor over the inconsistencies between the shards' metadata and the
+// config server's, which the emulated cluster, whose metadata has one
+// owner, never has.
+func routerCheckMetadataConsistency(rt *router, r *request) (bson.D, bool, error) {
+	ns := r.db + ".$cmd.checkMetadataConsistency"
+	if coll, ok := r.cmd[0].Value.(string); ok {
+		ns = r.db + "." + coll
+	}
+	return cursorReply(true, 0, ns, bson.A{}), false, nil
 }

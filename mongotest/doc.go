@@ -236,11 +236,12 @@
 //
 //	area             emulated                                           not emulated
 //	---------------  -------------------------------------------------  ---------------------------------------------
-//	mongos           hello as a mongos (msg isdbgrid, no setName or      a second mongos (useMultipleMongoses tests);
-//	                 hosts, topologyVersion, awaitable hello); state-    listDatabases sizes are the shards' sums
-//	                 change errors carry its topologyVersion; fail
-//	                 points act at the mongos (Server.FailCommand on
-//	                 Mongos()), or on a shard (Shards())
+//	mongos           hello as a mongos (msg isdbgrid, no setName or      listDatabases sizes are the shards' sums; the
+//	                 hosts, topologyVersion, awaitable hello, answered   awaitable hello is answered 100 ms after a
+//	                 early after a state-change error); Mongoses(n),     "not primary" error, where a real mongos waits
+//	                 each with its own cursors and transactions; fail    maxAwaitTimeMS
+//	                 points act at a mongos (Server.FailCommand on
+//	                 Mongos()), hello included, or on a shard (Shards())
 //	placement        a database's primary shard (the one with the        zones, jumbo chunks, chunk sizes; moveRange;
 //	                 fewest databases; enableSharding primaryShard);     an update that changes a document's shard key
 //	                 shardCollection with ranged or hashed keys; chunks  leaves it on its shard

@@ -24,6 +24,7 @@ type changeStream struct {
 	fullDocument  string
 	fullDocBefore string
 	showExpanded  bool
+	showMigration bool   // showMigrationEvents: a shard's fromMigrate writes too
 	nextSeq       int64  // next oplog entry to scan
 	skipThrough   string // skip events whose token data is <= this (resume point)
 	mustFind      bool   // the resume token names an event that must be found
@@ -46,6 +47,10 @@ type changeStream struct {
 	done           bool // invalidate returned: close the cursor
 	killOnce       sync.Once
 	killed         chan struct{}
+	// passResume, on a shard's stream a mongos merges (needsMerge), lets
+	// the resume token's event through: the mongos checks that it finds
+	// it (the token may name another shard's event, so the shard does not).
+	passResume bool
 }
 
 // streamEvent is an event ready to return: the event as produced (before
@@ -204,6 +209,8 @@ func (e *engine) openChangeStream(r *request, pipeline bson.A) (bson.D, error) {
 	var resumeAfter, startAfter bson.D
 	var startAt *bson.Timestamp
 	allForCluster := false
+	allowConfig := false
+	merging := mql.Truthy(lookupD(r.cmd, "needsMerge")) // a mongos' shard stream
 	for _, o := range opts {
 		if (o.Key == "fullDocumentBeforeChange" || o.Key == "showExpandedEvents") && !e.cfg.release.hasImages() {
 			// Both are new in 6.0; before, the spec's parser knows neither.
@@ -250,7 +257,11 @@ func (e *engine) openChangeStream(r *request, pipeline bson.A) (bson.D, error) {
 			cs.showExpanded = mql.Truthy(o.Value)
 		case "allChangesForCluster":
 			allForCluster = mql.Truthy(o.Value)
-		case "allowToRunOnConfigDB", "allowToRunOnSystemNS", "showMigrationEvents", "showSystemEvents", "showRawUpdateDescription", "$_generateV2ResumeTokens":
+		case "showMigrationEvents":
+			cs.showMigration = mql.Truthy(o.Value)
+		case "allowToRunOnConfigDB":
+			allowConfig = mql.Truthy(o.Value)
+		case "allowToRunOnSystemNS", "showSystemEvents", "showRawUpdateDescription", "$_generateV2ResumeTokens":
 		default:
 			return nil, errorf(mongoerr.CodeIDLUnknownField, "BSON field '$changeStream.%s' is an unknown field.", o.Key)
 		}
@@ -262,6 +273,8 @@ func (e *engine) openChangeStream(r *request, pipeline bson.A) (bson.D, error) {
 		}
 		cs.db = ""
 		ns = "admin.$cmd.aggregate"
+	case r.db == "config" && allowConfig && merging:
+		// The config server's stream a mongos opens (config.shards).
 	case r.db == "admin" || r.db == "local" || r.db == "config":
 		return nil, errorf(mongoerr.CodeInvalidNamespace, "$changeStream may not be opened on the internal %s database", r.db)
 	case strings.HasPrefix(cs.coll, "system."):
@@ -358,6 +371,10 @@ func (e *engine) openChangeStream(r *request, pipeline bson.A) (bson.D, error) {
 			cs.resumeFragment = *tok.FragmentNum
 		}
 		cs.mustFind = tok.TokenType == resumetoken.TypeEvent
+		if merging {
+			cs.mustFind = false
+			cs.passResume = cs.resumeFragment < 0 && !tok.FromInvalidate && tok.TokenType == resumetoken.TypeEvent
+		}
 		cs.nextSeq = e.oplog.seqAtOrAfter(tok.ClusterTime)
 		cs.setPBRT(tok.Document(), data)
 	case startAt != nil:
@@ -532,7 +549,7 @@ func (e *engine) scan(cs *changeStream, want int, rd *oplogReader) error {
 				}
 				if ev.data == cs.skipThrough {
 					cs.found = true
-					if cs.resumeFragment < 0 {
+					if cs.resumeFragment < 0 && !cs.passResume {
 						continue
 					}
 					cs.dropFragments, cs.resumeFragment = cs.resumeFragment, -1

@@ -13,7 +13,7 @@ func (e *engine) deleteRecord(c *collection, rec *record) {
 	c.remove(rec, e.keepHistory())
 	rec.seq = e.oplog.nextSeq
 	u := c.uuid
-	ent := &oplogEntry{op: opDelete, db: c.db, coll: c.name, uuid: &u, docKey: bson.D{rec.doc[0]}}
+	ent := &oplogEntry{op: opDelete, db: c.db, coll: c.name, uuid: &u, docKey: c.documentKey(rec.doc)}
 	if c.preAndPostImages {
 		ent.preImage = rec.doc
 		ent.preImageRecorded = true

@@ -176,6 +176,6 @@ func (e *engine) insertDoc(c *collection, doc bson.D, raw bson.Raw) error {
 	c.byID[keyOf(doc[0].Value)].seq = e.oplog.nextSeq
 	u := c.uuid
 	e.appendOplog(&oplogEntry{op: opInsert, db: c.db, coll: c.name, uuid: &u,
-		docKey: bson.D{doc[0]}, doc: doc, docRaw: raw})
+		docKey: c.documentKey(doc), doc: doc, docRaw: raw})
 	return nil
 }

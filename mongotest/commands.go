@@ -138,6 +138,9 @@ func (e *engine) run(ctx context.Context, c *conn, cmd bson.D, seqs []wire.Secti
 	if len(cmd) == 0 {
 		return e.errorReply(errorf(mongoerr.CodeFailedToParse, "empty command document"), nil)
 	}
+	if e.router != nil { // a mongos
+		return e.router.run(ctx, c, cmd, seqs)
+	}
 	r := &request{ctx: ctx, conn: c, cmd: cmd, name: cmd[0].Key, seqs: seqs}
 	for _, el := range cmd {
 		switch el.Key {
@@ -252,6 +255,10 @@ func (e *engine) execute(spec command, r *request) (bson.D, error) {
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if r.conn != nil && r.conn.fromMigrate { // a sharded DDL's participant (sharded.go)
+		e.fromMigrate = true
+		defer func() { e.fromMigrate = false }()
+	}
 	before := e.oplog.nextSeq
 	defer func() {
 		if r.conn != nil && (e.oplog.nextSeq != before || r.opTime != nil) {

@@ -64,16 +64,10 @@ func TestConformance(t *testing.T) {
 	// out its rediscovery after a dropped connection (500 ms), so
 	// concurrency, not the CPU, bounds the run. A real deployment runs one
 	// file at a time.
-	type profile struct {
-		name string
-		// server returns the URI to run a file against and a function
-		// that releases it.
-		server func() (string, func())
-	}
 	var profiles []profile
-	slots := make(chan struct{}, 8)
+	slots := 8
 	if uri := os.Getenv("FERRY_TEST_MONGODB_URI"); uri != "" {
-		slots = make(chan struct{}, 1)
+		slots = 1
 		profiles = []profile{{"server", func() (string, func()) { return uri, func() {} }}}
 	} else {
 		for _, v := range []string{"8.0.4", "8.2.1"} {
@@ -83,6 +77,24 @@ func TestConformance(t *testing.T) {
 			}})
 		}
 	}
+	for _, l := range runConformance(t, suites, suiteFiles, profiles, slots, "") {
+		fmt.Println(l)
+	}
+}
+
+// profile is a server the conformance suites run against.
+type profile struct {
+	name string
+	// server returns the URI to run a file against and a function
+	// that releases it.
+	server func() (string, func())
+}
+
+// runConformance runs every suite's files under every profile, at most
+// slots files at once, and returns the summary: a line per suite
+// ("conformance: <label><suite>: ...") and one per test that did not pass.
+func runConformance(t *testing.T, suites []suite, suiteFiles [][]string, profiles []profile, slots int, label string) []string {
+	sem := make(chan struct{}, slots)
 	// results[suite][profile][file] are the results of one file.
 	results := make([][][][]unified.Result, len(suites))
 	var wg sync.WaitGroup
@@ -91,15 +103,16 @@ func TestConformance(t *testing.T) {
 		results[si] = make([][][]unified.Result, len(profiles))
 		for pi, p := range profiles {
 			results[si][pi] = make([][]unified.Result, len(files))
+			name := s.name + "/" + label + p.name
 			for fi, path := range files {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					slots <- struct{}{}
-					defer func() { <-slots }()
+					sem <- struct{}{}
+					defer func() { <-sem }()
 					uri, release := p.server()
 					defer release()
-					t.Run(s.name+"/"+p.name+"/"+strings.TrimSuffix(filepath.Base(path), ".json"), func(t *testing.T) {
+					t.Run(name+"/"+strings.TrimSuffix(filepath.Base(path), ".json"), func(t *testing.T) {
 						results[si][pi][fi] = unified.RunFile(t, path, uri, unified.ExpectFailures(s.knownFailures))
 					})
 				}()
@@ -149,11 +162,9 @@ func TestConformance(t *testing.T) {
 			}
 			lines = append(lines, fmt.Sprintf("  %s %s / %s: %s", status, r.File, r.Test, r.Reason))
 		}
-		summary = append(summary, fmt.Sprintf("conformance: %s: %d passed, %d failed, %d skipped",
-			s.name, counts[unified.Passed], counts[unified.Failed], counts[unified.Skipped]))
+		summary = append(summary, fmt.Sprintf("conformance: %s%s: %d passed, %d failed, %d skipped",
+			label, s.name, counts[unified.Passed], counts[unified.Failed], counts[unified.Skipped]))
 		summary = append(summary, lines...)
 	}
-	for _, l := range summary {
-		fmt.Println(l)
-	}
+	return summary
 }

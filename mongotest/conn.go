@@ -30,6 +30,12 @@ type conn struct {
 	// sasl its authentication conversation in progress.
 	user *authUser
 	sasl *saslState
+	// routed, on a mongos, are the connection's own connections to
+	// the shards (mongos.go).
+	routed map[*Server]*conn
+	// fromMigrate marks a mongos' connection to a shard whose writes are
+	// a sharded DDL's participant entries (fromMigrate in the oplog).
+	fromMigrate bool
 }
 
 // saslConv is the connection's SCRAM conversation in progress, or nil.
@@ -74,6 +80,9 @@ func (c *conn) serve() {
 				return
 			}
 			reply := c.handleQuery(q)
+			if reply == nil {
+				return
+			}
 			out = wire.AppendReply(out, c.reqID, h.RequestID, 8, reply)
 		case wire.OpMsg:
 			m, err := wire.ParseMsg(h, body)
@@ -130,7 +139,11 @@ func (c *conn) handleQuery(q *wire.Query) []byte {
 	}
 	switch cmd[0].Key {
 	case "isMaster", "ismaster", "hello":
-		return marshalReply(c.srv.eng.hello(c, cmd, cmd[0].Key != "hello"))
+		reply := c.srv.eng.hello(c, cmd, cmd[0].Key != "hello")
+		if reply == nil { // a mongos' fail point closes the connection
+			return nil
+		}
+		return marshalReply(reply)
 	}
 	return marshalReply(c.srv.eng.errorReply(errorf(mongoerr.CodeUnsupportedOpQueryCommand,
 		"Unsupported OP_QUERY command: %s. The client driver may require an upgrade.", cmd[0].Key), nil))

@@ -56,6 +56,12 @@ type engine struct {
 	// change-stream getMores that wait for events.
 	newEntry chan struct{}
 	ttlKick  chan struct{}
+
+	// router, on a mongos, routes commands to the shards (mongos.go).
+	router *router
+	// fromMigrate, on a shard, marks the oplog entries written while it
+	// is set as a chunk migration's (sharded.go).
+	fromMigrate bool
 }
 
 type serverParams struct {
@@ -138,6 +144,10 @@ func (e *engine) ttlInterval() time.Duration {
 // nextTimestamp returns a cluster time strictly greater than every earlier
 // one: the wall-clock second, with the increment counting writes within it.
 func (e *engine) nextTimestamp(now time.Time) bson.Timestamp {
+	if k := e.cfg.sharding.clock; k != nil { // a member of a sharded cluster
+		e.lastTS = k.next(now)
+		return e.lastTS
+	}
 	secs := uint32(now.Unix())
 	if secs <= e.lastTS.T {
 		e.lastTS = bson.Timestamp{T: e.lastTS.T, I: e.lastTS.I + 1}
@@ -149,6 +159,9 @@ func (e *engine) nextTimestamp(now time.Time) bson.Timestamp {
 
 // clusterTime is the newest cluster time (the last oplog entry's).
 func (e *engine) clusterTime() bson.Timestamp {
+	if k := e.cfg.sharding.clock; k != nil { // the cluster's, as gossiped
+		return k.current()
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.lastTS

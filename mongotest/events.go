@@ -12,7 +12,7 @@ import (
 
 // inScope reports whether an oplog entry concerns the stream's namespace.
 func (cs *changeStream) inScope(ent *oplogEntry) bool {
-	if ent.op == opNoop {
+	if ent.op == opNoop || ent.fromMigrate && !cs.showMigration {
 		return false
 	}
 	if cs.db == "" { // whole cluster
@@ -35,7 +35,8 @@ func (cs *changeStream) inScope(ent *oplogEntry) bool {
 }
 
 // expandedOnly are the events shown only with showExpandedEvents.
-var expandedOnly = map[string]bool{opCreate: true, opCreateIndexes: true, opDropIndexes: true, opModify: true}
+var expandedOnly = map[string]bool{opCreate: true, opCreateIndexes: true, opDropIndexes: true, opModify: true,
+	opShardCollection: true, opReshardCollection: true}
 
 // eventsFor turns one oplog entry into the events this stream shows: usually
 // one, two for an invalidating drop or rename, none when out of scope.
@@ -93,7 +94,7 @@ func (e *engine) eventsFor(cs *changeStream, ent *oplogEntry, rd *oplogReader) (
 		if ent.nsType != "" && e.cfg.release.atLeast(8, 1) { // nsType is new in 8.1
 			ev = append(ev, bson.E{Key: "nsType", Value: ent.nsType})
 		}
-	case opCreateIndexes, opDropIndexes:
+	case opCreateIndexes, opDropIndexes, opShardCollection, opReshardCollection:
 		ev = append(ev, bson.E{Key: "ns", Value: ns}, bson.E{Key: "operationDescription", Value: ent.opDesc})
 	case opModify:
 		ev = append(ev, bson.E{Key: "ns", Value: ns}, bson.E{Key: "operationDescription", Value: ent.opDesc},
@@ -117,6 +118,9 @@ func (e *engine) eventsFor(cs *changeStream, ent *oplogEntry, rd *oplogReader) (
 	}
 	if ent.txnNumber != nil {
 		ev = append(ev, bson.E{Key: "txnNumber", Value: *ent.txnNumber})
+	}
+	if ent.fromMigrate { // shown to a shard's showMigrationEvents stream only
+		ev = append(ev, bson.E{Key: "fromMigrate", Value: true})
 	}
 	out := []streamEvent{{doc: ev, data: data}}
 	if e.invalidates(cs, ent) {

@@ -27,6 +27,9 @@ func cmdHello(e *engine, r *request) (bson.D, error) {
 // (MONGO-SEMANTICS §1.2). It omits topologyVersion so drivers poll instead of
 // streaming, and omits compression so they never compress.
 func (e *engine) hello(c *conn, cmd bson.D, legacy bool) bson.D {
+	if e.router != nil { // a mongos: an OP_QUERY handshake (OP_MSG goes to router.run)
+		return e.router.queryHello(c, cmd, legacy)
+	}
 	addr := c.srv.Addr()
 	me := c.srv.memberAddr(c.member)
 	if c.appName == "" {

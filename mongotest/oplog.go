@@ -25,6 +25,9 @@ const (
 	opCreateIndexes = "createIndexes"
 	opDropIndexes   = "dropIndexes"
 	opModify        = "modify"
+	// A sharded cluster's DDL events (sharding_meta.go).
+	opShardCollection   = "shardCollection"
+	opReshardCollection = "reshardCollection"
 )
 
 // oplogEntry is one replicated write. Documents are immutable once logged.
@@ -53,6 +56,10 @@ type oplogEntry struct {
 	txnOpIndex int
 	lsid       bson.D
 	txnNumber  *int64
+	// fromMigrate marks a shard's writes that only move data (a chunk
+	// migration, a sharded DDL's participants): change streams do not
+	// show them (sharded.go).
+	fromMigrate bool
 
 	size int64
 
@@ -218,6 +225,9 @@ func (e *engine) appendOplog(ent *oplogEntry) {
 func (e *engine) appendStamped(ent *oplogEntry) {
 	o := &e.oplog
 	ent.seq = o.nextSeq
+	if e.fromMigrate {
+		ent.fromMigrate = true
+	}
 	o.nextSeq++
 	if last := o.last(); last == nil || last.ts != ent.ts {
 		o.units++

@@ -31,7 +31,8 @@ type config struct {
 	atlasShared     bool
 	standalone      bool
 	users           []userSpec
-	err             error // from an option
+	sharding        shardingConfig // NewShardedServer's settings (sharded.go)
+	err             error          // from an option
 }
 
 // release is the MongoDB release the server reports.

@@ -41,6 +41,13 @@ func Start(opts ...Option) (*Server, error) {
 	if cfg.err != nil {
 		return nil, cfg.err
 	}
+	return start(cfg, nil)
+}
+
+// start starts a server with a validated configuration; init, when not
+// nil, sets up its engine before it accepts connections (a shard's or a
+// mongos').
+func start(cfg config, init func(*Server)) (*Server, error) {
 	if cfg.replSetName == "" {
 		return nil, fmt.Errorf("mongotest: ReplicaSetName must not be empty")
 	}
@@ -81,6 +88,9 @@ func Start(opts ...Option) (*Server, error) {
 		s.uri = fmt.Sprintf("mongodb://%s/", ln.Addr().String())
 	}
 	s.eng = newEngine(&s.cfg)
+	if init != nil {
+		init(s)
+	}
 	s.wg.Add(2 + len(secLns))
 	go s.acceptLoop(ln, 0)
 	for i, l := range secLns {

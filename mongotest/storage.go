@@ -44,6 +44,9 @@ type collection struct {
 	idOrder *ordered[idEntry]
 	// pending holds _id keys that open transactions have inserted.
 	pending map[string]*txn
+	// shardKey, on a shard of a sharded collection, are the shard key's
+	// fields: change events' documentKey carries them (sharded.go).
+	shardKey []string
 }
 
 type record struct {

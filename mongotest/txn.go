@@ -513,11 +513,11 @@ func (e *engine) commitTxn(t *txn) error {
 			txnOpIndex: ddl + i, lsid: t.sess.lsid, txnNumber: &num}
 		switch op.op {
 		case opInsert:
-			ent.docKey, ent.doc, ent.docRaw = bson.D{op.doc[0]}, op.doc, op.raw
+			ent.docKey, ent.doc, ent.docRaw = c.documentKey(op.doc), op.doc, op.raw
 		case opDelete:
-			ent.docKey = bson.D{op.pre[0]}
+			ent.docKey = c.documentKey(op.pre)
 		default:
-			ent.docKey, ent.doc, ent.upd = bson.D{op.doc[0]}, op.doc, op.desc
+			ent.docKey, ent.doc, ent.upd = c.documentKey(op.doc), op.doc, op.desc
 		}
 		if c.preAndPostImages && op.op != opInsert {
 			ent.preImage, ent.preImageRecorded = op.pre, true
@@ -658,7 +658,7 @@ func (e *engine) writeUpdate(r *request, c *collection, ref docRef, doc bson.D, 
 		return err
 	}
 	rec.seq = e.oplog.nextSeq
-	ent := &oplogEntry{op: op, db: c.db, coll: c.name, docKey: bson.D{doc[0]}, doc: doc, upd: desc}
+	ent := &oplogEntry{op: op, db: c.db, coll: c.name, docKey: c.documentKey(doc), doc: doc, upd: desc}
 	if op == opReplace {
 		ent.upd = nil
 	}

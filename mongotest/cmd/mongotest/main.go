@@ -4,6 +4,12 @@
 //
 //	go run ./mongotest/cmd/mongotest -addr 127.0.0.1:27017
 //
+// With -shards N it serves a sharded cluster instead: a mongos on -addr in
+// front of N emulated shards and a config server (NewShardedServer); the
+// connection string it prints is the mongos':
+//
+//	go run ./mongotest/cmd/mongotest -addr 127.0.0.1:27017 -shards 2 -noop-interval 1s
+//
 // It prints its connection string, one line on stdout, and serves until
 // interrupted (SIGINT, SIGTERM) or, with -exit-on-stdin-eof, until its
 // standard input is closed.
@@ -26,6 +32,12 @@
 //	-noop-interval      NoopInterval
 //	-ttl-interval       TTLMonitorInterval
 //	-secondaries        Secondaries
+//	-shards             NewShardedServer   (N > 0: a sharded cluster of N shards
+//	                                        behind a mongos on -addr; the other
+//	                                        flags apply to every shard)
+//	-balancer-interval  BalancerInterval   (with -shards)
+//	-mongoses           Mongoses           (with -shards: that many mongos, the
+//	                                        first on -addr; the URI lists all)
 //	-frozen-clock       Clock              (a clock that stands still at the given
 //	                                        RFC 3339 time; only ferryTestAdvanceClock
 //	                                        moves it)
@@ -68,7 +80,8 @@ import (
 
 const usage = `usage: mongotest [flags]
 
-Runs the MongoDB replica-set emulator; prints its connection string on
+Runs the MongoDB replica-set emulator (with -shards N, a sharded cluster
+of N emulated shards behind a mongos); prints its connection string on
 stdout and serves until interrupted.
 
 Test controls (admin database, only with -test-controls; refused otherwise):
@@ -91,6 +104,8 @@ var optionFlags = strings.NewReplacer(
 	"User ", "-user ",
 	"ReplicaSetName", "-replset",
 	"Standalone", "-profile standalone",
+	"BalancerInterval", "-balancer-interval",
+	"Mongoses", "-mongoses",
 )
 
 func main() {
@@ -117,6 +132,9 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	noop := fs.Duration("noop-interval", 10*time.Second, "periodic no-op oplog write while idle (0 disables it)")
 	ttl := fs.Duration("ttl-interval", 60*time.Second, "TTL monitor interval (MongoDB's ttlMonitorSleepSecs)")
 	secondaries := fs.Int("secondaries", 0, "number of read-only secondaries, each on a port of its own (listed in hello)")
+	shards := fs.Int("shards", 0, "serve a sharded cluster of this many shards behind a mongos on -addr (0: a replica set)")
+	balancer := fs.Duration("balancer-interval", 0, "with -shards: run the balancer this often (0: no balancer; moveChunk still works)")
+	mongoses := fs.Int("mongoses", 1, "with -shards: the number of mongos, the first on -addr, the others on ports of their own (the printed URI lists them all)")
 	frozen := fs.String("frozen-clock", "", "RFC 3339 time at which the server's clock stands still (moved only by ferryTestAdvanceClock); empty: the real clock")
 	controls := fs.Bool("test-controls", false, "accept the test-control commands ferryTestAdvanceClock and ferryTestNow (see the usage above)")
 	stdinEOF := fs.Bool("exit-on-stdin-eof", false, "also exit when standard input is closed (for a parent process: the server ends with it)")
@@ -154,6 +172,25 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return 2
 	}
 	opts = append(opts, users...)
+	if *shards < 0 {
+		fmt.Fprintf(stderr, "mongotest: -shards must not be negative, got %d\n", *shards)
+		return 2
+	}
+	if *balancer != 0 && *shards == 0 {
+		fmt.Fprintln(stderr, "mongotest: -balancer-interval needs -shards N (a replica set has no balancer)")
+		return 2
+	}
+	if *mongoses != 1 && *shards == 0 {
+		fmt.Fprintln(stderr, "mongotest: -mongoses needs -shards N (a replica set has no mongos)")
+		return 2
+	}
+	if *mongoses < 1 {
+		fmt.Fprintf(stderr, "mongotest: -mongoses must be at least 1, got %d\n", *mongoses)
+		return 2
+	}
+	if *shards > 0 {
+		opts = append(opts, mongotest.BalancerInterval(*balancer), mongotest.Mongoses(*mongoses))
+	}
 	if *frozen != "" {
 		at, err := time.Parse(time.RFC3339Nano, *frozen)
 		if err != nil {
@@ -172,14 +209,26 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	// that reads it and stops the server at once gets a clean exit.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	srv, err := mongotest.Start(opts...)
-	if err != nil {
-		// The options' errors name the options; name the flags instead.
-		fmt.Fprintln(stderr, optionFlags.Replace(err.Error()))
-		return 1
+	var uri string
+	if *shards > 0 {
+		sc, err := mongotest.StartSharded(*shards, opts...)
+		if err != nil {
+			fmt.Fprintln(stderr, optionFlags.Replace(err.Error()))
+			return 1
+		}
+		defer sc.Close()
+		uri = sc.URI()
+	} else {
+		srv, err := mongotest.Start(opts...)
+		if err != nil {
+			// The options' errors name the options; name the flags instead.
+			fmt.Fprintln(stderr, optionFlags.Replace(err.Error()))
+			return 1
+		}
+		defer srv.Close()
+		uri = srv.URI()
 	}
-	defer srv.Close()
-	fmt.Fprintln(stdout, srv.URI())
+	fmt.Fprintln(stdout, uri)
 	if *stdinEOF {
 		// The read ends when the parent closes the pipe or dies (the kernel
 		// closes its end); whatever it sends is ignored.

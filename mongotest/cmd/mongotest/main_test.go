@@ -161,3 +161,43 @@ func TestBadFlags(t *testing.T) {
 		}
 	}
 }
+
+// TestShards: -shards 2 serves a mongos (hello says isdbgrid) in front of
+// two shards (listShards); a bad count is refused naming the flag.
+func TestShards(t *testing.T) {
+	uri, _, _ := serve(t, "-addr", "127.0.0.1:0", "-shards", "2", "-mongoses", "2", "-noop-interval", "200ms", "-exit-on-stdin-eof")
+	if hosts := strings.Count(strings.TrimPrefix(uri, "mongodb://"), ","); hosts != 1 {
+		t.Fatalf("URI %s; want two mongos hosts", uri)
+	}
+	admin := connect(t, uri).Database("admin")
+	var hello struct {
+		Msg     string `bson:"msg"`
+		SetName string `bson:"setName"`
+	}
+	if err := admin.RunCommand(testCtx(t), bson.D{{Key: "hello", Value: 1}}).Decode(&hello); err != nil || hello.Msg != "isdbgrid" || hello.SetName != "" {
+		t.Fatalf("hello %+v (%v); want a mongos (msg isdbgrid, no setName)", hello, err)
+	}
+	var shards struct {
+		Shards []struct {
+			ID string `bson:"_id"`
+		} `bson:"shards"`
+	}
+	if err := admin.RunCommand(testCtx(t), bson.D{{Key: "listShards", Value: 1}}).Decode(&shards); err != nil || len(shards.Shards) != 2 {
+		t.Fatalf("listShards %+v (%v); want 2 shards", shards, err)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-shards", "-1"}, "-shards must not be negative"},
+		{[]string{"-balancer-interval", "1s"}, "-balancer-interval needs -shards"},
+		{[]string{"-mongoses", "2"}, "-mongoses needs -shards"},
+		{[]string{"-shards", "1", "-mongoses", "0"}, "-mongoses must be at least 1"},
+	} {
+		var stdout, stderr bytes.Buffer
+		code := run(append([]string{"-addr", "127.0.0.1:0"}, tc.args...), strings.NewReader(""), &stdout, &stderr)
+		if code == 0 || !strings.Contains(stderr.String(), tc.want) {
+			t.Errorf("%q: status %d, stderr %q; want a failure naming %s", tc.args, code, stderr.String(), tc.want)
+		}
+	}
+}

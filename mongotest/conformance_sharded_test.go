@@ -18,18 +18,8 @@ var shardedSuites = []suite{
 	{name: "transactions-convenient-api", knownFailures: map[string]string{}},
 	{name: "retryable-writes", knownFailures: retryableWritesKnownFailures},
 	{name: "sessions", knownFailures: map[string]string{}},
-	{name: "crud", knownFailures: shardedCrudKnownFailures},
+	{name: "crud", knownFailures: crudKnownFailures},
 }
-
-// shardedCrudKnownFailures are crud's, and a client bulkWrite over
-// databases whose primary shards differ, which the mongos does not split.
-var shardedCrudKnownFailures = func() map[string]string {
-	m := map[string]string{"client-bulkWrite-mixed-namespaces.json/client bulkWrite with mixed namespaces": "the emulated mongos does not split a bulkWrite across shards (238)"}
-	for k, v := range crudKnownFailures {
-		m[k] = v
-	}
-	return m
-}()
 
 // TestConformanceSharded runs the suites through a mongos in front of two
 // emulated shards (or against FERRY_TEST_MONGODB_SHARDED_URI when it is

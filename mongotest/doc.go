@@ -259,10 +259,11 @@
 //	                 config.databases, config.shards readable);
 //	                 split, moveChunk, removeShard, reshardCollection,
 //	                 a balancer (by document count)
-//	CRUD             writes routed by shard key; reads targeted by a     bulkWrite across shards (238); $out/$merge
-//	                 shard key equality or broadcast and merged; one-   from a sharded collection (238); upsert or
-//	                 document writes without the key find their         findAndModify upsert without the full shard
-//	                 document first; _id unique per shard only          key (61)
+//	CRUD             writes routed by shard key; reads targeted by a     a bulkWrite update/delete on a sharded collection
+//	                 shard key equality or broadcast and merged; one-   that does not pin its shard key, $out/$merge
+//	                 document writes without the key find their         from a sharded collection (238); upsert or
+//	                 document first; a client bulkWrite split by shard;  findAndModify upsert without the full shard
+//	                 _id unique per shard only                          key (61)
 //	transactions     across shards: each shard joins at its first       two-phase commit: shards commit one after the
 //	                 statement and commits at its own cluster time;      other, so a failure midway is not atomic
 //	                 recoveryToken; a failed statement aborts all

@@ -346,6 +346,9 @@ func (rt *router) run(ctx context.Context, c *conn, cmd bson.D, seqs []wire.Sect
 	fpLabelsSet := false
 	if c != nil {
 		r.lastOpBefore = c.lastOp
+		if hello {
+			noteAppName(c, cmd)
+		}
 	}
 	if r.name != "configureFailPoint" {
 		if fp := e.fail.check("failCommand", r, requestNS(r)); fp != nil {
@@ -484,6 +487,7 @@ func (rt *router) withClusterTime(reply bson.D) bson.D {
 // fail point applies to it as to any hello (nil: close the connection).
 func (rt *router) queryHello(c *conn, cmd bson.D, legacy bool) bson.D {
 	r := &request{ctx: c.srv.ctx, conn: c, cmd: cmd, name: cmd[0].Key, db: "admin"}
+	noteAppName(c, cmd) // the handshake names the application its fail points match
 	if fp := rt.e.fail.check("failCommand", r, ""); fp != nil {
 		if reply, done := rt.failCommand(r, fp); done {
 			return reply
@@ -525,17 +529,7 @@ func (rt *router) failCommand(r *request, fp *FailPoint) (bson.D, bool) {
 // before answering, as an awaitable hello does while nothing changes.
 func (rt *router) hello(c *conn, cmd bson.D, legacy bool) bson.D {
 	e := rt.e
-	if c.appName == "" {
-		if client, ok := lookupTop(cmd, "client"); ok {
-			if cd, ok := client.(bson.D); ok {
-				if app, ok := lookupTop(cd, "application"); ok {
-					if ad, ok := app.(bson.D); ok {
-						c.appName, _ = lookupD(ad, "name").(string)
-					}
-				}
-			}
-		}
-	}
+	noteAppName(c, cmd)
 	if tv, ok := lookupD(cmd, "topologyVersion").(bson.D); ok {
 		if pid, _ := lookupD(tv, "processId").(bson.ObjectID); pid == rt.processID {
 			if ms, ok := asInt64(lookupD(cmd, "maxAwaitTimeMS")); ok && ms > 0 {
@@ -576,6 +570,19 @@ func (rt *router) hello(c *conn, cmd bson.D, legacy bool) bson.D {
 		bson.E{Key: "ok", Value: 1.0},
 	)
 	return e.withClusterTime(reply)
+}
+
+// noteAppName records the application name a handshake's client metadata
+// gives, the first time.
+func noteAppName(c *conn, cmd bson.D) {
+	if c.appName != "" {
+		return
+	}
+	if cd, ok := lookupD(cmd, "client").(bson.D); ok {
+		if ad, ok := lookupD(cd, "application").(bson.D); ok {
+			c.appName, _ = lookupD(ad, "name").(string)
+		}
+	}
 }
 
 // shardConn returns the client connection's own connection to a shard,
@@ -791,30 +798,6 @@ func isChangeStreamPipeline(cmd bson.D) bool {
 		}
 	}
 	return false
-}
-
-// routerBulkWrite runs a bulkWrite whose namespaces all live on one
-// shard (unsharded, with one primary shard) there; others are refused.
-func routerBulkWrite(rt *router, r *request) (bson.D, bool, error) {
-	infos, _ := lookupD(r.cmd, "nsInfo").(bson.A)
-	var target *shard
-	for _, v := range infos {
-		d, _ := v.(bson.D)
-		ns, _ := lookupD(d, "ns").(string)
-		db, coll, _ := splitNS(ns)
-		if rt.sharded(db+"."+coll) != nil {
-			return nil, false, errorf(mongoerr.CodeNotImplemented, "mongotest: bulkWrite through the mongos on the sharded collection %s is not emulated; use insert/update/delete", ns)
-		}
-		sh := rt.primaryShard(r.ctx, db, true)
-		if target != nil && sh != target {
-			return nil, false, errorf(mongoerr.CodeNotImplemented, "mongotest: bulkWrite through the mongos across databases on different shards is not emulated")
-		}
-		target = sh
-	}
-	if target == nil {
-		target = rt.primaryShard(r.ctx, "admin", false)
-	}
-	return rt.forward(r, target, r.cmd)
 }
 
 // routerBroadcastSessions ends or kills sessions on every shard, and

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -230,5 +231,57 @@ func TestShardedTransactionOnShardedCollection(t *testing.T) {
 	}
 	if total != 20 {
 		t.Errorf("the shards hold %d documents; want 20", total)
+	}
+}
+
+// TestShardedClientBulkWrite: a client bulkWrite over two databases on
+// different shards and a sharded collection is split by shard and merged:
+// the counts and every result's idx are the command's.
+func TestShardedClientBulkWrite(t *testing.T) {
+	client, sc := mongotest.ShardedClient(t, 2)
+	if sc == nil {
+		t.Skip("reads each shard: needs the emulated cluster")
+	}
+	for _, db := range []string{"alpha", "beta"} { // primaries shard0, shard1
+		if _, err := client.Database(db).Collection("c").InsertOne(ctx(t), bson.D{{Key: "_id", Value: "setup"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	shardCollection(t, client, "alpha.sharded", bson.D{{Key: "_id", Value: "hashed"}})
+	var models []mongo.ClientWriteModel
+	var targets []string
+	for i := 0; i < 6; i++ {
+		db := []string{"alpha", "beta"}[i%2]
+		models = append(models, mongo.NewClientInsertOneModel().SetDocument(bson.D{{Key: "_id", Value: i}}))
+		targets = append(targets, db+".c")
+		models = append(models, mongo.NewClientInsertOneModel().SetDocument(bson.D{{Key: "_id", Value: i}}))
+		targets = append(targets, "alpha.sharded")
+	}
+	var w []mongo.ClientBulkWrite
+	for i, m := range models {
+		db, coll, _ := strings.Cut(targets[i], ".")
+		w = append(w, mongo.ClientBulkWrite{Database: db, Collection: coll, Model: m})
+	}
+	res, err := client.BulkWrite(ctx(t), w, options.ClientBulkWrite().SetVerboseResults(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.InsertedCount != 12 || len(res.InsertResults) != 12 {
+		t.Fatalf("bulkWrite: %d inserted, %d results; want 12 and 12", res.InsertedCount, len(res.InsertResults))
+	}
+	for i := 0; i < 12; i++ {
+		if _, ok := res.InsertResults[i]; !ok {
+			t.Fatalf("no result for operation %d (results %v)", i, res.InsertResults)
+		}
+	}
+	if n := len(shardDocs(t, sc.Shards()[1], "beta", "c")); n != 4 {
+		t.Errorf("shard1 holds %d documents of beta.c; want 4", n)
+	}
+	total := 0
+	for _, srv := range sc.Shards() {
+		total += len(shardDocs(t, srv, "alpha", "sharded"))
+	}
+	if total != 6 {
+		t.Errorf("the shards hold %d documents of alpha.sharded; want 6", total)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -146,6 +147,32 @@ func (r *runner) showSnapshot(rec *snapshotRecord) {
 	r.c.hooks.snapshot(SnapshotInfo{Stream: r.c.cfg.name, Partition: r.c.cfg.partition, Progress: p})
 }
 
+// maxSnapshotError bounds the error a snapshot record keeps.
+const maxSnapshotError = 300
+
+// noteChunkFailure records a failed try of the snapshot's current chunk
+// in its record (SnapshotProgress.Failures and Error), so a chunk that
+// keeps failing shows in ferry status and ferry snapshot -wait rather
+// than only in this member's log. Best effort: when the store is what
+// fails, the log line is all there is.
+func (r *runner) noteChunkFailure(ctx context.Context, gen int64, err error) {
+	rec := r.snapshotRec()
+	if !rec.running() {
+		return
+	}
+	msg := RedactTokens(err.Error())
+	if len(msg) > maxSnapshotError {
+		msg = strings.ToValidUTF8(msg[:maxSnapshotError], "") + "..."
+	}
+	rec.Failures++
+	rec.Error = msg
+	if serr := r.saveSnapshot(ctx, rec, gen); serr != nil {
+		r.c.log.Debug("snapshot: cannot record the chunk's failure", "err", serr)
+		return
+	}
+	r.showSnapshot(rec)
+}
+
 // snapshotLoop runs the partition's snapshots until ctx ends: the one the
 // checkpoint records as in progress, then the operator's requests.
 func (r *runner) snapshotLoop(ctx context.Context) {
@@ -183,6 +210,7 @@ func (r *runner) snapshotLoop(ctx context.Context) {
 				return
 			}
 			r.c.log.Warn("snapshot: a chunk failed; retrying", "err", RedactTokens(err.Error()), "in", wait)
+			r.noteChunkFailure(ctx, gen, err)
 			if !backoff.Sleep(ctx, backoff.Jitter(wait)) {
 				return
 			}
@@ -331,7 +359,7 @@ func (r *runner) runSnapshot(ctx context.Context, gen int64, rec *snapshotRecord
 			if len(rec.Filter) > 0 && len(namespaces) == 1 && !last {
 				rec.Total = r.extrapolate(rec)
 			}
-			rec.Retries = 0
+			rec.Retries, rec.Failures, rec.Error = 0, 0, ""
 			r.snap.upDone += int64(n)
 			rec.Rate = r.upRate(rec)
 			if err := r.saveSnapshot(ctx, rec, gen); err != nil {

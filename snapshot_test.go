@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 
 	ferry "github.com/ferry-io/ferry"
 	"github.com/ferry-io/ferry/checkpoint"
+	"github.com/ferry-io/ferry/internal/emutest"
 	"github.com/ferry-io/ferry/internal/poll"
 )
 
@@ -443,5 +445,35 @@ func TestSnapshotFilteredReadsOnce(t *testing.T) {
 	t.Logf("filtered request: %d documents delivered; the server examined %d for a collection of %d over %d partitions", done, examined, n, parts)
 	if done != n/3 || float64(examined) > 1.1*n {
 		t.Fatalf("%d delivered (want %d), %d examined (want at most %.0f)", done, n/3, examined, 1.1*n)
+	}
+}
+
+// TestSnapshotFailingChunkIsVisible: a chunk the source keeps refusing is
+// retried, and its failed tries and error are recorded with the snapshot
+// (what ferry status and ferry snapshot -wait read), not only logged; once
+// a chunk finishes, the snapshot goes on and the failure is cleared.
+func TestSnapshotFailingChunkIsVisible(t *testing.T) {
+	e := newEnv(t)
+	c := e.db.Collection("c")
+	const n, chunk = 200, 50
+	insertN(t, c, 0, n, func(int) bson.D { return nil })
+	e.srv.FailCommand(emutest.FailPoint{Commands: []string{"find"}, Skip: 1, ErrorCode: 8000, Namespace: e.db.Name() + ".c"})
+	defer e.srv.ClearFailPoints()
+	proj := newProjection()
+	r := start(t, e.client, proj.handle, e.opts(ferry.StartAt(ferry.StartWithBackfill()), ferry.SnapshotChunkSize(chunk))...)
+	failing := waitSnapshot(t, e.store, "s", 0, "a chunk failing twice", func(p ferry.SnapshotProgress) bool { return p.Failures >= 2 })
+	if !failing.Running() || failing.Done != chunk || !strings.Contains(failing.Error, "8000") {
+		t.Fatalf("snapshot while its second chunk fails: %+v; want it running at %d done with the server's error 8000", failing, chunk)
+	}
+	e.srv.ClearFailPoints()
+	done := waitSnapshot(t, e.store, "s", 0, "finished", finished)
+	if done.Done != n || done.Failures != 0 || done.Error != "" {
+		t.Fatalf("finished snapshot %+v; want %d done and the failure cleared", done, n)
+	}
+	if rows, _ := proj.rowsOf(); len(rows) != n {
+		t.Fatalf("%d documents delivered, want %d", len(rows), n)
+	}
+	if err := r.stop(t); err != nil {
+		t.Fatal(err)
 	}
 }

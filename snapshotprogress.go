@@ -54,6 +54,12 @@ type SnapshotProgress struct {
 	Started   time.Time // when the snapshot began
 	Finished  time.Time // zero while it runs
 	Cancelled bool
+	// Failures counts the failed tries of the chunk the snapshot is at
+	// (0 once a chunk finished); Error is the last one's error, redacted.
+	// A failing chunk is retried with backoff for as long as it fails:
+	// these say so to ferry status, ferry snapshot -wait and /status.
+	Failures int
+	Error    string
 }
 
 // Running reports whether the snapshot is still in progress.
@@ -129,6 +135,10 @@ type snapshotRecord struct {
 	// Retries counts the restarts of a history-lost snapshot without a
 	// chunk finished (the stream's own history lost meanwhile).
 	Retries int `bson:"retries,omitempty"`
+	// Failures and Error: the current chunk's failed tries and the last
+	// error (SnapshotProgress.Failures), cleared when a chunk finishes.
+	Failures int    `bson:"failures,omitempty"`
+	Error    string `bson:"error,omitempty"`
 }
 
 func (s *snapshotRecord) running() bool { return s != nil && s.ID != "" && s.Finished.IsZero() }
@@ -161,7 +171,8 @@ func (s *snapshotRecord) setAfter(v bson.RawValue) {
 
 func (s *snapshotRecord) progress() SnapshotProgress {
 	p := SnapshotProgress{ID: s.ID, Reason: s.Reason, Request: s.Request, Namespace: s.NS, Mode: s.Mode,
-		Done: s.Done, Chunks: s.Chunks, Total: s.Total, Rate: s.Rate, Started: s.Started, Finished: s.Finished, Cancelled: s.Cancelled}
+		Done: s.Done, Chunks: s.Chunks, Total: s.Total, Rate: s.Rate, Started: s.Started, Finished: s.Finished, Cancelled: s.Cancelled,
+		Failures: s.Failures, Error: s.Error}
 	if len(s.Filter) > 0 {
 		p.Filter = s.Filter.String()
 	}

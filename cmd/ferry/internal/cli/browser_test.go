@@ -372,6 +372,7 @@ type snapshotView struct {
 	ValueText   string  `json:"valueText"`
 	Text        string  `json:"text"`
 	Summary     string  `json:"summary"`
+	Failing     string  `json:"failing"` // the failing chunk's line ("": none)
 }
 
 const snapshotProbeJS = `(() => [...document.querySelectorAll("section.stream [data-snapshot-state]")].map(d => {
@@ -380,7 +381,8 @@ const snapshotProbeJS = `(() => [...document.querySelectorAll("section.stream [d
     bar: !!bar, determinate: !!bar && bar.hasAttribute("value"), value: bar ? bar.value : -1, max: bar ? bar.max : -1,
     width: bar ? bar.getBoundingClientRect().width : 0,
     label: bar ? bar.getAttribute("aria-label") || "" : "", valueText: bar ? bar.getAttribute("aria-valuetext") || "" : "",
-    text: text ? text.textContent : d.textContent, summary: document.getElementById("summary").textContent};
+    text: text ? text.textContent : d.textContent, summary: document.getElementById("summary").textContent,
+    failing: (d.querySelector(".snap-fail") || {textContent: ""}).textContent};
 }))()`
 
 // waitSnapshotView polls the page until its first snapshot satisfies cond.
@@ -407,8 +409,9 @@ func waitSnapshotView(t *testing.T, ctx context.Context, d time.Duration, what s
 // documents (start_at: backfill, one partition), its sink taking the
 // first chunk and refusing the next: the page it serves shows a progress
 // bar at 1000 of 2500 (40%), with the documents, rate and ETA as text and
-// for screen readers; once the sink takes the rest, the bar gives way to
-// the finished snapshot's line. Screenshots in the artifact directory.
+// for screen readers; once the sink takes the rest but the source refuses
+// the next chunk's read, a line under the bar says so; once it reads again,
+// the bar gives way to the finished snapshot's line. Screenshots in the artifact directory.
 func TestStatusPageSnapshotInBrowser(t *testing.T) {
 	ctx := newBrowser(t)
 	s := startStalledSnapshot(t)
@@ -444,7 +447,23 @@ func TestStatusPageSnapshotInBrowser(t *testing.T) {
 	}
 	screenshot(t, ctx, "status-snapshot-phone.png")
 
+	// The source refuses the next chunk's read (the second was read before
+	// the sink refused it, and finishes now): the bar stays, with the
+	// failing chunk's tries and error below it.
+	failPoint(t, s.e, bson.D{{Key: "failCommands", Value: bson.A{"find"}}, {Key: "errorCode", Value: 8000},
+		{Key: "namespace", Value: "shop.catalog"}})
 	s.release()
+	failing := regexp.MustCompile(`^its next chunk failed [0-9]+ times?, retrying: .*8000`)
+	v = waitSnapshotView(t, ctx, 30*time.Second, "a failing chunk", func(v snapshotView) bool { return v.Failing != "" })
+	if !failing.MatchString(v.Failing) || !v.Bar || v.Value != 2*snapChunk || strings.Contains(v.Text, "ETA") {
+		t.Errorf("a failing chunk: %+v, want the bar at %d (the chunk read before the refusals), no ETA, and a line matching %s", v, 2*snapChunk, failing)
+	}
+	t.Logf("failing: %s", v.Failing)
+	screenshot(t, ctx, "status-snapshot-failing.png")
+	if err := s.e.client.Database("admin").RunCommand(context.Background(), bson.D{
+		{Key: "configureFailPoint", Value: "failCommand"}, {Key: "mode", Value: "off"}}).Err(); err != nil {
+		t.Fatal(err)
+	}
 	v = waitSnapshotView(t, ctx, 60*time.Second, "the snapshot finished", func(v snapshotView) bool { return v.State == "finished" })
 	if v.Bar || !regexp.MustCompile(`^partition 0: last snapshot \(start\) finished [0-9.]+ (ms|s) ago: 2,500 documents$`).MatchString(v.Text) ||
 		strings.Contains(v.Summary, "snapshot(s) running") {

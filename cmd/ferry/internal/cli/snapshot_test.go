@@ -540,3 +540,30 @@ func TestSnapshotProgressLines(t *testing.T) {
 		t.Errorf("the bar is %d columns wide", n)
 	}
 }
+
+// TestSnapshotWaitShowsAFailingChunk: -wait prints a line when a
+// partition's next chunk starts failing or fails otherwise, not at every
+// retry, and one when it goes through again.
+func TestSnapshotWaitShowsAFailingChunk(t *testing.T) {
+	var out strings.Builder
+	w := &snapshotWait{out: &out}
+	views := []map[int]chunkFailure{
+		nil,
+		{1: {1, "(AtlasError) 8000 refused"}},
+		{1: {2, "(AtlasError) 8000 refused"}},
+		{1: {3, "connection reset"}, 3: {1, "connection reset"}},
+		{3: {2, "connection reset"}},
+		nil,
+	}
+	for _, f := range views {
+		w.showFailing(waitView{failing: f})
+	}
+	want := "partition 1: its next chunk failed (1 attempt so far), retrying: (AtlasError) 8000 refused\n" +
+		"partition 1: its next chunk failed (3 attempts so far), retrying: connection reset\n" +
+		"partition 3: its next chunk failed (1 attempt so far), retrying: connection reset\n" +
+		"partition 1: its chunk went through; the snapshot goes on\n" +
+		"partition 3: its chunk went through; the snapshot goes on\n"
+	if out.String() != want {
+		t.Errorf("-wait printed\n%s\nwant\n%s", out.String(), want)
+	}
+}

@@ -71,6 +71,10 @@ type snapshotJSON struct {
 	Mode       string     `json:"mode,omitempty"`
 	Started    time.Time  `json:"started"`
 	Finished   *time.Time `json:"finished"`
+	// ChunkFailures counts the failed tries of the chunk it is at (0:
+	// none since the last chunk finished); LastError the last one's error.
+	ChunkFailures int    `json:"chunk_failures"`
+	LastError     string `json:"last_error,omitempty"`
 }
 
 // snapshotRow is a partition's snapshot with its rate set.
@@ -86,7 +90,7 @@ func snapshotRow(p ferry.SnapshotProgress, now time.Time) *snapshotJSON {
 	}
 	s := &snapshotJSON{ID: p.ID, Reason: p.Reason, Request: p.Request, State: snapshotStateOf(p), Filter: p.Filter,
 		Done: p.Done, Estimated: p.Total, Percent: p.Percent(), Rate: p.Rate, Chunks: p.Chunks,
-		Namespace: p.Namespace, Mode: p.Mode, Started: p.Started}
+		Namespace: p.Namespace, Mode: p.Mode, Started: p.Started, ChunkFailures: p.Failures, LastError: p.Error}
 	if p.Filter != "" {
 		var doc bson.Raw
 		if bson.UnmarshalExtJSON([]byte(p.Filter), false, &doc) == nil {
@@ -212,6 +216,9 @@ func printSnapshotStatus(stdout io.Writer, doc snapshotStatusJSON, now time.Time
 			}
 			fmt.Fprintf(w, "  %d\t%s\t%s\t%s\t%d/%s\t%.1f%%\t%s\t%s\t%d\t%s\n", p.Partition, sn.ID, sn.Reason, sn.State,
 				sn.Done, est, sn.Percent, rateText(sn.Rate), eta, sn.Chunks, filter)
+			if sn.ChunkFailures > 0 {
+				fmt.Fprintf(w, "    partition %d: its next chunk failed %s, retrying: %s\n", p.Partition, plural(sn.ChunkFailures, "time"), sn.LastError)
+			}
 		}
 		if r := s.Request; r != nil {
 			state := "pending"

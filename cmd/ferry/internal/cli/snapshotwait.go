@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
@@ -30,6 +31,13 @@ type snapshotWait struct {
 	lastKey  string       // the partitions' states then
 	drawn    bool         // a bar is on the terminal's current line
 	lastErr  string
+	// failing is each partition's failing chunk's error, as last printed.
+	failing map[int]string
+}
+
+type chunkFailure struct {
+	tries int
+	err   string
 }
 
 type rateSample struct {
@@ -52,6 +60,9 @@ type waitView struct {
 	partitions                            int
 	running, finished, cancelled, waiting int
 	failed                                []string // why a partition cannot go on
+	// failing: running partitions whose next chunk failed (the error and
+	// how many tries), retried with backoff.
+	failing map[int]chunkFailure
 	// replacedBy is the request that replaced this one ("": none);
 	// cancelledReq: the request is cancelled.
 	replacedBy   string
@@ -122,6 +133,12 @@ func (w *snapshotWait) view(ctx context.Context) (waitView, error) {
 			v.failed = append(v.failed, fmt.Sprintf("partition %d: %s", p.partition, p.problem))
 		case mine:
 			v.running++
+			if p.progress.Failures > 0 {
+				if v.failing == nil {
+					v.failing = map[int]chunkFailure{}
+				}
+				v.failing[p.partition] = chunkFailure{p.progress.Failures, p.progress.Error}
+			}
 		default:
 			v.waiting++
 		}
@@ -155,6 +172,7 @@ func (w *snapshotWait) run(ctx context.Context) int {
 		} else if err == nil {
 			w.lastErr = ""
 			w.sample(now, v.done)
+			w.showFailing(v)
 			if w.lastLine.IsZero() && !w.tty {
 				w.show(now, v) // the first line, however quickly it ends
 			}
@@ -215,6 +233,36 @@ func (w *snapshotWait) show(now time.Time, v waitView) {
 	fmt.Fprintf(w.out, "%s snapshot %s: %s\n", now.UTC().Format(time.RFC3339), w.id, progressText(v, rate))
 }
 
+// showFailing prints a line when a partition's next chunk starts failing
+// (or fails with another error), and when it goes through again: a chunk
+// that keeps failing is retried for as long as it fails, so the operator
+// must see why the progress stopped.
+func (w *snapshotWait) showFailing(v waitView) {
+	parts := make([]int, 0, len(v.failing)+len(w.failing))
+	for p := range v.failing {
+		parts = append(parts, p)
+	}
+	for p := range w.failing {
+		if _, still := v.failing[p]; !still {
+			parts = append(parts, p)
+		}
+	}
+	slices.Sort(parts)
+	for _, p := range parts {
+		f, now := v.failing[p]
+		switch was, before := w.failing[p]; {
+		case now && (!before || was != f.err):
+			w.println(fmt.Sprintf("partition %d: its next chunk failed (%s so far), retrying: %s", p, plural(f.tries, "attempt"), f.err))
+		case !now && before:
+			w.println(fmt.Sprintf("partition %d: its chunk went through; the snapshot goes on", p))
+		}
+	}
+	w.failing = make(map[int]string, len(v.failing))
+	for p, f := range v.failing {
+		w.failing[p] = f.err
+	}
+}
+
 // println prints a line, below the bar if one is drawn.
 func (w *snapshotWait) println(s string) {
 	if w.drawn {
@@ -246,7 +294,7 @@ func (w *snapshotWait) finish(v waitView) int {
 			name, strings.Join(v.failed, "; "), v.done))
 		return 1
 	case v.finished == v.partitions:
-		w.println(fmt.Sprintf("%s finished: %d documents%s%s, %d partitions", name, v.done, took, avg, v.partitions))
+		w.println(fmt.Sprintf("%s finished: %d documents%s%s, %s", name, v.done, took, avg, plural(v.partitions, "partition")))
 		return 0
 	case v.replacedBy != "":
 		w.println(fmt.Sprintf("%s was replaced by request %s: %d documents delivered (%d partitions finished, %d stopped)",

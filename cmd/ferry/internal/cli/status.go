@@ -194,12 +194,15 @@ func snapshotText(s *snapshotProgressDoc) string {
 		} else if r != nil {
 			fmt.Fprintf(&b, ", %s/s", thousands(int64(math.Round(*r))))
 		}
-		if s.ETASeconds != nil {
+		if s.ETASeconds != nil && s.ChunkFailures == 0 { // no ETA while a chunk fails
 			fmt.Fprintf(&b, ", ETA %s", shortDuration(*s.ETASeconds))
 		}
 		fmt.Fprintf(&b, ", %s done", plural(int(s.ChunksDone), "chunk"))
 		if s.Namespace != "" {
 			fmt.Fprintf(&b, ", reading %s (%s)", s.Namespace, s.Mode)
+		}
+		if s.ChunkFailures > 0 {
+			fmt.Fprintf(&b, "; its next chunk failed %s, retrying: %s", plural(s.ChunkFailures, "time"), s.LastError)
 		}
 		return b.String()
 	case snapshotCancelled:

@@ -127,6 +127,10 @@ type snapshotProgressDoc struct {
 	ETASeconds         *float64   `json:"eta_seconds"`
 	StartedAt          time.Time  `json:"started_at"`
 	FinishedAt         *time.Time `json:"finished_at"`
+	// ChunkFailures counts the failed tries of the chunk the snapshot is
+	// at (0 once a chunk finished), LastError the last one's error.
+	ChunkFailures int    `json:"chunk_failures"`
+	LastError     string `json:"last_error"`
 }
 
 // Snapshot states (snapshotProgressDoc.State).
@@ -139,7 +143,8 @@ const (
 // newSnapshotProgressDoc is the status document's view of a snapshot's progress.
 func newSnapshotProgressDoc(p ferry.SnapshotProgress) *snapshotProgressDoc {
 	d := &snapshotProgressDoc{ID: p.ID, State: snapshotRunning, Reason: p.Reason, Request: p.Request, Filtered: p.Filter != "",
-		Namespace: p.Namespace, Mode: p.Mode, DocumentsDone: p.Done, ChunksDone: p.Chunks, StartedAt: p.Started.UTC()}
+		Namespace: p.Namespace, Mode: p.Mode, DocumentsDone: p.Done, ChunksDone: p.Chunks, StartedAt: p.Started.UTC(),
+		ChunkFailures: p.Failures, LastError: p.Error}
 	switch {
 	case p.Cancelled:
 		d.State = snapshotCancelled

@@ -30,7 +30,8 @@
 // first report of a snapshot on this member (a new one, from 0, or one
 // taken over from another member, part done) only sets the baseline, so
 // another member's documents are never counted here. The gauges
-// (ferry_snapshot_documents_done, _estimated, _per_second, ferry_snapshot_running)
+// (ferry_snapshot_documents_done, _estimated, _per_second, ferry_snapshot_running,
+// ferry_snapshot_chunk_failures)
 // are the snapshot's own figures, whoever delivered its chunks.
 package metrics
 
@@ -68,6 +69,7 @@ type Metrics struct {
 	snapTotal   *prometheus.GaugeVec
 	snapRate    *prometheus.GaugeVec
 	snapRunning *prometheus.GaugeVec
+	snapFails   *prometheus.GaugeVec
 
 	mu          sync.Mutex
 	checkpoints map[[2]string]time.Time  // (stream, partition) → last successful checkpoint write
@@ -146,6 +148,8 @@ func New(reg prometheus.Registerer) *Metrics {
 			Help: "The snapshot's rate since this member took it up; once it finished, the rate of its last chunk."}, sp),
 		snapRunning: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "ferry_snapshot_running",
 			Help: "1 while a snapshot of the partition runs on this member, else 0."}, sp),
+		snapFails: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "ferry_snapshot_chunk_failures",
+			Help: "Failed tries of the chunk the partition's snapshot is at (0 once a chunk finished): above 0, a chunk is being retried."}, sp),
 		checkpoints: map[[2]string]time.Time{},
 		pending:     map[[2]string]time.Time{},
 		positions:   map[[2]string]time.Time{},
@@ -156,7 +160,7 @@ func New(reg prometheus.Registerer) *Metrics {
 	}
 	reg.MustRegister(m.events, m.duration, m.retries, m.deadLetters, m.resumes, m.sinkUp, m.state, m.failures,
 		m.queueEvents, m.queueBytes, m.cpWrites, m.noImage,
-		m.snapDocs, m.snapChunks, m.snapDone, m.snapTotal, m.snapRate, m.snapRunning, m)
+		m.snapDocs, m.snapChunks, m.snapDone, m.snapTotal, m.snapRate, m.snapRunning, m.snapFails, m)
 	return m
 }
 
@@ -247,7 +251,7 @@ func (m *Metrics) forget(stream, p string) {
 	labels := prometheus.Labels{"stream": stream, "partition": p}
 	for _, v := range []interface{ DeletePartialMatch(prometheus.Labels) int }{
 		m.events, m.retries, m.deadLetters, m.resumes, m.sinkUp, m.queueEvents, m.queueBytes, m.cpWrites, m.noImage,
-		m.snapDocs, m.snapChunks, m.snapDone, m.snapTotal, m.snapRate, m.snapRunning,
+		m.snapDocs, m.snapChunks, m.snapDone, m.snapTotal, m.snapRate, m.snapRunning, m.snapFails,
 	} {
 		v.DeletePartialMatch(labels)
 	}
@@ -290,6 +294,7 @@ func (m *Metrics) OnSnapshot(i ferry.SnapshotInfo) {
 		running = 1
 	}
 	m.snapRunning.WithLabelValues(i.Stream, p).Set(running)
+	m.snapFails.WithLabelValues(i.Stream, p).Set(float64(pr.Failures))
 }
 
 // StreamState sets ferry_stream_state for a stream: 1 for state, 0 for

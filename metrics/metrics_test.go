@@ -235,3 +235,31 @@ ferry_snapshot_running{partition=%[1]q,stream="s"} %[7]v
 	snap(1, "c", 9000, 10, 9000, 800, true)
 	compare("partition 1 back, finished", head+series("0", 3200, 4, 700, 2600, 350, 1)+series("1", 1000, 1, 9000, 9000, 800, 0))
 }
+
+// TestSnapshotChunkFailures: ferry_snapshot_chunk_failures follows the
+// failed tries of the snapshot's current chunk, back to 0 once one
+// finishes.
+func TestSnapshotChunkFailures(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := New(reg)
+	report := func(done int64, failures int) {
+		m.OnSnapshot(ferry.SnapshotInfo{Stream: "s", Partition: 1, Progress: ferry.SnapshotProgress{ID: "a", Done: done, Chunks: done / 100,
+			Total: 1000, Failures: failures, Error: "boom", Started: time.Now()}})
+	}
+	want := func(step string, v int) {
+		t.Helper()
+		exp := fmt.Sprintf(`# HELP ferry_snapshot_chunk_failures Failed tries of the chunk the partition's snapshot is at (0 once a chunk finished): above 0, a chunk is being retried.
+# TYPE ferry_snapshot_chunk_failures gauge
+ferry_snapshot_chunk_failures{partition="1",stream="s"} %d
+`, v)
+		if err := testutil.GatherAndCompare(reg, strings.NewReader(exp), "ferry_snapshot_chunk_failures"); err != nil {
+			t.Fatalf("%s: %v", step, err)
+		}
+	}
+	report(100, 0)
+	want("a chunk done", 0)
+	report(100, 3)
+	want("the next failing", 3)
+	report(200, 0)
+	want("it went through", 0)
+}

@@ -158,14 +158,23 @@
 // collection, where the documentKey is the shard key's fields then _id and
 // _id is unique only per shard, documents that share an _id share a
 // partition, which is harmless (one document's events still land in one
-// partition, because its _id does not change). Everything else that
-// identifies a document uses the whole documentKey: the lanes that order
-// a partition's events (one lane per namespace and documentKey), the sinks'
-// ordering keys (sink.KeyOf, Kafka's record key, Pub/Sub's ordering key),
-// the mongodb projection's key, and the documentKey of backfill events,
-// which on a sharded collection is built from its shard key
-// (config.collections) as the server builds a change's. The ledger keys by
-// event id, which does not depend on the document.
+// partition, because its _id does not change). The lanes that order a
+// partition's events go by namespace and _id for the same reason: a
+// document's documentKey can change shape ({_id} while it lacks a shard key
+// field, or before a shard learns that its collection is sharded, then
+// {shardKey..., _id}), and its events must keep one lane; documents that
+// share an _id share a lane, which only orders them together. Nothing
+// merges or deduplicates by _id: everything that identifies a document
+// uses the namespace and the whole documentKey — the sinks' ordering keys
+// (sink.KeyOf, Kafka's record key, Pub/Sub's ordering key), the mongodb
+// projection's key, verify's projection diff, and the documentKey of
+// snapshot rows (backfill events), which on a sharded collection is built
+// from its shard key (config.collections, read through mongos) as the
+// server builds a change's. A snapshot's chunks never end between two
+// documents of one _id. The event id is the sha256 of the resume token
+// (whose event identifier holds the documentKey), or for a snapshot row of
+// its snapshot, read time, namespace and documentKey; the ledger and the
+// idempotency keys are event ids.
 //
 // # Errors and failures
 //

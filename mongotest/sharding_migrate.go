@@ -109,13 +109,29 @@ func (rt *router) moveChunk(ctx context.Context, m *collMeta, c *chunk, dst *sha
 	}
 	de.mu.Unlock()
 
-	// The recipient receives the documents (fromMigrate inserts).
+	// The recipient receives the documents (fromMigrate inserts). _id is
+	// unique per shard only: a document whose _id the recipient already
+	// holds for a key outside the chunk (another document, which the
+	// recipient owns) fails the migration before anything moves, as the
+	// recipient's _id index fails a real one; one inside the chunk is an
+	// orphan of an earlier migration, replaced.
 	re.mu.Lock()
+	if rc := re.coll(m.db, m.coll); rc != nil {
+		for _, d := range docs {
+			if rec := rc.byID[keyOf(d[0].Value)]; rec != nil {
+				if k := m.keyOf(rec.doc); compareKeys(k, c.min) < 0 || compareKeys(k, c.max) >= 0 {
+					re.mu.Unlock()
+					return errorf(mongoerr.CodeOperationFailed, "Data transfer error: migration of %s to %s failed: E11000 duplicate key error collection: %s index: _id_ dup key: { _id: %s }",
+						m.ns(), dst.id, m.ns(), shortValue(d[0].Value))
+				}
+			}
+		}
+	}
 	rc := re.ensureShardedCollLocked(m.db, m.coll, m.uuid, m.fields, m.options)
 	re.fromMigrate = true
 	for _, d := range docs {
-		if rc.byID[keyOf(d[0].Value)] != nil {
-			continue // an orphan of an earlier migration: replaced below
+		if rec := rc.byID[keyOf(d[0].Value)]; rec != nil {
+			re.deleteRecord(rc, rec) // an orphan of the chunk's range
 		}
 		_ = re.insertDoc(rc, d, nil)
 	}

@@ -176,6 +176,29 @@
 // its snapshot, read time, namespace and documentKey; the ledger and the
 // idempotency keys are event ids.
 //
+// # Sharded clusters
+//
+// Connect to the mongos. Chunk migrations are invisible to a stream
+// through mongos (fromMigrate): each change is handed over once, before and
+// after a move. An idle shard holds the merged stream back until its
+// periodic no-op (periodicNoopIntervalSecs): events arrive late, never
+// lost. Documents are keyed as the previous section says, never by _id
+// alone. Events without a documentKey — drop, rename, dropDatabase,
+// invalidate and, with ShowExpandedEvents, the DDL events (shardCollection,
+// reshardCollection, refineCollectionShardKey, ...) — reach every
+// partition, and partition 0 alone hands them to the handler.
+//
+// reshardCollection (also moveCollection and unshardCollection, reported as
+// reshardCollection with another provenance) changes the collection's UUID
+// and shard key but invalidates no stream: OnInvalidate and OnHistoryLost
+// are not involved (the stream goes on, and resumes across it); without
+// ShowExpandedEvents its event is not in the stream, with it partition 0
+// hands it over once, and OnPoison applies only if the handler fails it.
+// The events after it carry the new documentKey, so a sink keyed by
+// documentKey sees a document under two keys (the mongodb projection must
+// be rebuilt, with a snapshot); lanes go by _id, so the document's changes
+// stay in order. docs/sharded.md says the same for ferry.yaml.
+//
 // # Errors and failures
 //
 // MongoDB errors are classified by package mongoerr: resumable ones reopen

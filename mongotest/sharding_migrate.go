@@ -19,7 +19,11 @@ import (
 // shard without it). The collection's commands wait for the migration to
 // finish (its critical section), and a migration waits for none: it is
 // refused (ConflictingOperationInProgress, 117) while the donor has an
-// open transaction, which might write into the chunk.
+// open transaction that wrote to the collection (txnOn), which might write
+// into the chunk; transactions on other collections do not matter. A
+// document whose _id the recipient already holds under a key outside the
+// chunk fails the migration (OperationFailed, E11000), as the recipient's
+// _id index fails a real one.
 
 // codeConflictingOperationInProgress is error_codes.yml's.
 const codeConflictingOperationInProgress = 117
@@ -94,9 +98,9 @@ func (rt *router) moveChunk(ctx context.Context, m *collMeta, c *chunk, dst *sha
 	}
 	de, re := src.srv.eng, dst.srv.eng
 	de.mu.Lock()
-	if de.activeTxns > 0 {
+	if de.txnOn(m.db, m.coll) {
 		de.mu.Unlock()
-		return errorf(codeConflictingOperationInProgress, "cannot move a chunk of %s while transactions are open on the donor shard %s; retry when they end", m.ns(), src.id)
+		return errorf(codeConflictingOperationInProgress, "cannot move a chunk of %s while transactions on it are open on the donor shard %s; retry when they end", m.ns(), src.id)
 	}
 	var docs []bson.D
 	if coll := de.coll(m.db, m.coll); coll != nil {
@@ -514,4 +518,31 @@ func routerRemoveShard(rt *router, r *request) (bson.D, bool, error) {
 		return nil, false, errorf(codeShardNotFound, "%v", err)
 	}
 	return bson.D{{Key: "msg", Value: "removeshard completed successfully"}, {Key: "state", Value: "completed"}, {Key: "shard", Value: id}}, false, nil
+}
+
+// txnOn reports whether an open transaction on e has read or written
+// collection db.coll: a migration of one of its chunks waits for it, as a
+// real migration's critical section does (transactions on other
+// collections, such as a consumer's ledger and checkpoints on the same
+// shard, do not hold it up). Callers hold e.mu.
+func (e *engine) txnOn(db, coll string) bool {
+	c := e.coll(db, coll)
+	if c == nil {
+		return false
+	}
+	for _, sess := range e.sessions {
+		t := sess.txn
+		if t == nil || t.state != txnActive {
+			continue
+		}
+		if _, ok := t.local[c]; ok {
+			return true
+		}
+		for _, op := range t.ops {
+			if op.c == c {
+				return true
+			}
+		}
+	}
+	return false
 }

@@ -96,3 +96,65 @@ func TestShardedUpdateLookupAfterMigration(t *testing.T) {
 		t.Errorf("the update's fullDocument after its document moved: %s; want {_id: a, k: 5, v: 1}", up.Lookup("fullDocument"))
 	}
 }
+
+// TestShardedMigrationWaitsOnlyForItsTransactions: a chunk migration is
+// refused (ConflictingOperationInProgress, 117: retry) while a transaction
+// that wrote to its collection is open on the donor, not while one writes
+// to another collection there (a consumer's ledger and checkpoints, in
+// the same shard); once the transaction commits, the chunk moves.
+func TestShardedMigrationWaitsOnlyForItsTransactions(t *testing.T) {
+	client, sc := mongotest.ShardedClient(t, 2)
+	if sc == nil {
+		t.Skip("needs the emulated cluster")
+	}
+	admin := client.Database("admin")
+	c := client.Database("shop").Collection("items")
+	other := client.Database("shop").Collection("ledger") // unsharded: on shop's primary shard, the donor
+	shardCollection(t, client, "shop.items", bson.D{{Key: "k", Value: 1}})
+	if _, err := c.InsertOne(ctx(t), bson.D{{Key: "k", Value: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := other.InsertOne(ctx(t), bson.D{{Key: "_id", Value: "seed"}}); err != nil {
+		t.Fatal(err)
+	}
+	move := func(to string) error {
+		return admin.RunCommand(ctx(t), bson.D{{Key: "moveChunk", Value: "shop.items"}, {Key: "find", Value: bson.D{{Key: "k", Value: 1}}}, {Key: "to", Value: to}}).Err()
+	}
+	inTxn := func(coll *mongo.Collection, doc bson.D) (commit func()) {
+		t.Helper()
+		sess, err := client.StartSession()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := sess.StartTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := coll.InsertOne(mongo.NewSessionContext(ctx(t), sess), doc); err != nil {
+			t.Fatal(err)
+		}
+		return func() {
+			if err := sess.CommitTransaction(ctx(t)); err != nil {
+				t.Fatal(err)
+			}
+			sess.EndSession(ctx(t))
+		}
+	}
+	commitOther := inTxn(other, bson.D{{Key: "_id", Value: "a"}})
+	if err := move("shard1"); err != nil {
+		t.Fatalf("moveChunk while a transaction on another collection is open on the donor: %v; want it to move", err)
+	}
+	commitOther()
+	commitItems := inTxn(c, bson.D{{Key: "k", Value: 2}})
+	err := move("shard0")
+	var ce mongo.CommandError
+	if !errors.As(err, &ce) || ce.Code != 117 {
+		t.Fatalf("moveChunk while a transaction that wrote to the collection is open on the donor: %v; want ConflictingOperationInProgress (117)", err)
+	}
+	commitItems()
+	if err := move("shard0"); err != nil {
+		t.Fatalf("moveChunk after the transaction committed: %v", err)
+	}
+	if n := len(shardDocs(t, sc.Shards()[0], "shop", "items")); n != 2 {
+		t.Errorf("shard0 holds %d documents of items after the move back; want 2", n)
+	}
+}

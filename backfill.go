@@ -2,13 +2,11 @@ package ferry
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
-	"go.mongodb.org/mongo-driver/v2/mongo"
 )
 
 // What a snapshot (snapshot.go) needs to know of the source: the server's
@@ -64,23 +62,27 @@ func (r *runner) scopeNamespaces(ctx context.Context) ([]Namespace, error) {
 }
 
 // shardKeyOf is the key pattern of collection ns when it is sharded
-// (config.collections, read through mongos), so that backfill events carry
-// the documentKey its changes carry; nil on a replica set, for an
-// unsharded collection, or when the config database cannot be read (then
-// a warning: the backfill's documentKeys are {_id} only).
-func (r *runner) shardKeyOf(ctx context.Context, ns Namespace) bson.Raw {
-	var coll struct {
-		Key bson.Raw `bson:"key"`
+// (ShardKeyOf), so that snapshot rows carry the documentKey its changes
+// carry; nil on a replica set and for an unsharded collection. When
+// config.collections cannot be read, a replica set's rows are keyed {_id}
+// as its changes are (a warning), but through a mongos that would key them
+// apart from their changes: the snapshot fails, saying which privilege is
+// missing.
+func (r *runner) shardKeyOf(ctx context.Context, ns Namespace) (bson.Raw, error) {
+	key, err := ShardKeyOf(ctx, r.c.client, ns)
+	if err == nil || ctx.Err() != nil {
+		return key, err
 	}
-	err := r.c.client.Database("config").Collection("collections").FindOne(ctx, bson.D{{Key: "_id", Value: ns.String()}}).Decode(&coll)
-	switch {
-	case err == nil:
-		return coll.Key
-	case !errors.Is(err, mongo.ErrNoDocuments) && ctx.Err() == nil:
-		r.c.log.Warn("backfill: cannot read the shard key of the collection from config.collections; "+
-			"backfill events carry documentKey {_id} only", "ns", ns.String(), "err", err)
+	var hello struct {
+		Msg string `bson:"msg"`
 	}
-	return nil
+	if herr := r.c.client.Database("admin").RunCommand(ctx, bson.D{{Key: "hello", Value: 1}}).Decode(&hello); herr != nil || hello.Msg == "isdbgrid" {
+		return nil, fmt.Errorf("%w; through a mongos a snapshot row's documentKey needs the collection's shard key: "+
+			"grant the source user find on config.collections (for instance the read role on the config database)", err)
+	}
+	r.c.log.Warn("snapshot: cannot read config.collections; on this replica set the rows carry documentKey {_id}",
+		"ns", ns.String(), "err", err)
+	return nil, nil
 }
 
 // waitScanned waits until every event the scan handed to the lanes is

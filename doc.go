@@ -158,14 +158,46 @@
 // collection, where the documentKey is the shard key's fields then _id and
 // _id is unique only per shard, documents that share an _id share a
 // partition, which is harmless (one document's events still land in one
-// partition, because its _id does not change). Everything else that
-// identifies a document uses the whole documentKey: the lanes that order
-// a partition's events (one lane per namespace and documentKey), the sinks'
-// ordering keys (sink.KeyOf, Kafka's record key, Pub/Sub's ordering key),
-// the mongodb projection's key, and the documentKey of backfill events,
-// which on a sharded collection is built from its shard key
-// (config.collections) as the server builds a change's. The ledger keys by
-// event id, which does not depend on the document.
+// partition, because its _id does not change). The lanes that order a
+// partition's events go by namespace and _id for the same reason: a
+// document's documentKey can change shape ({_id} while it lacks a shard key
+// field, or before a shard learns that its collection is sharded, then
+// {shardKey..., _id}), and its events must keep one lane; documents that
+// share an _id share a lane, which only orders them together. Nothing
+// merges or deduplicates by _id: everything that identifies a document
+// uses the namespace and the whole documentKey — the sinks' ordering keys
+// (sink.KeyOf, Kafka's record key, Pub/Sub's ordering key), the mongodb
+// projection's key, verify's projection diff, and the documentKey of
+// snapshot rows (backfill events), which on a sharded collection is built
+// from its shard key (config.collections, read through mongos) as the
+// server builds a change's. A snapshot's chunks never end between two
+// documents of one _id. The event id is the sha256 of the resume token
+// (whose event identifier holds the documentKey), or for a snapshot row of
+// its snapshot, read time, namespace and documentKey; the ledger and the
+// idempotency keys are event ids.
+//
+// # Sharded clusters
+//
+// Connect to the mongos. Chunk migrations are invisible to a stream
+// through mongos (fromMigrate): each change is handed over once, before and
+// after a move. An idle shard holds the merged stream back until its
+// periodic no-op (periodicNoopIntervalSecs): events arrive late, never
+// lost. Documents are keyed as the previous section says, never by _id
+// alone. Events without a documentKey — drop, rename, dropDatabase,
+// invalidate and, with ShowExpandedEvents, the DDL events (shardCollection,
+// reshardCollection, refineCollectionShardKey, ...) — reach every
+// partition, and partition 0 alone hands them to the handler.
+//
+// reshardCollection (also moveCollection and unshardCollection, reported as
+// reshardCollection with another provenance) changes the collection's UUID
+// and shard key but invalidates no stream: OnInvalidate and OnHistoryLost
+// are not involved (the stream goes on, and resumes across it); without
+// ShowExpandedEvents its event is not in the stream, with it partition 0
+// hands it over once, and OnPoison applies only if the handler fails it.
+// The events after it carry the new documentKey, so a sink keyed by
+// documentKey sees a document under two keys (the mongodb projection must
+// be rebuilt, with a snapshot); lanes go by _id, so the document's changes
+// stay in order. docs/sharded.md says the same for ferry.yaml.
 //
 // # Errors and failures
 //

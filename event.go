@@ -2,8 +2,10 @@ package ferry
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"regexp"
 	"strings"
@@ -11,6 +13,7 @@ import (
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 )
 
@@ -54,11 +57,34 @@ func backfillID(marker []byte, ns Namespace, key bson.Raw) string {
 	return string(id[:])
 }
 
-// backfillKey is the documentKey of a scanned document as the server
-// builds a change's: on a sharded collection (shardKey, its key pattern)
-// the shard key's fields in order, each named by its path as written
-// ("a.b") and left out when the document has no value there, then _id
-// unless the shard key has it; otherwise {_id: doc._id}.
+// DocumentKeyOf returns the documentKey the server gives a change of doc
+// (a snapshot row carries the same): on a collection sharded on shardKey
+// (its key pattern, as config.collections holds it; ShardKeyOf) the shard
+// key's fields in order, each named by its path as written ("a.b") and
+// left out when the document has no value there, then _id unless the
+// shard key has it; with a nil shardKey (an unsharded collection),
+// {_id: doc._id}.
+func DocumentKeyOf(doc, shardKey bson.Raw) (bson.Raw, error) { return backfillKey(doc, shardKey) }
+
+// ShardKeyOf returns the shard key pattern of collection ns, read from
+// config.collections (through a mongos): nil, and no error, when ns is not
+// sharded or the deployment is a replica set (which has no such
+// collection).
+func ShardKeyOf(ctx context.Context, client *mongo.Client, ns Namespace) (bson.Raw, error) {
+	var coll struct {
+		Key bson.Raw `bson:"key"`
+	}
+	err := client.Database("config").Collection("collections").FindOne(ctx, bson.D{{Key: "_id", Value: ns.String()}}).Decode(&coll)
+	if errors.Is(err, mongo.ErrNoDocuments) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("ferry: read the shard key of %s from config.collections: %w", ns, err)
+	}
+	return coll.Key, nil
+}
+
+// backfillKey is DocumentKeyOf.
 func backfillKey(doc, shardKey bson.Raw) (bson.Raw, error) {
 	id, err := doc.LookupErr("_id")
 	if err != nil {

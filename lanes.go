@@ -8,6 +8,8 @@ import (
 	"runtime/debug"
 	"time"
 
+	"go.mongodb.org/mongo-driver/v2/bson"
+
 	"github.com/ferry-io/ferry/internal/backoff"
 	"github.com/ferry-io/ferry/mongoerr"
 )
@@ -623,13 +625,21 @@ func (r *runner) waitRetry(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-// dispatch sends an event to its lane: events of one document (namespace +
-// documentKey) always go to the same lane, so they apply in order.
+// dispatch sends an event to its lane: events of one document always go
+// to the same lane, so they apply in order.
 func (r *runner) dispatch(it *item) { r.lanes[r.laneOf(it.ev)] <- it }
 
 // laneOf is the lane of ev's document; it records it in ev (Event.Lane).
+// The lane goes by namespace and documentKey._id (its type and bytes),
+// not the whole documentKey: a document's _id never changes, but its
+// documentKey can change shape — {_id} while it lacks a shard key field
+// and {shardKey..., _id} once an update sets it, {_id} until a shard
+// learns its collection is sharded (SERVER-34090) — and its events must
+// still share a lane. Documents sharing an _id on two shards share a lane
+// too, which only orders them together (as they share a partition, whose
+// filter hashes _id).
 func (r *runner) laneOf(ev *Event) int {
-	// FNV-1a over db, coll and documentKey, inline to stay allocation-free.
+	// FNV-1a over db, coll and the _id, inline to stay allocation-free.
 	const prime = 1099511628211
 	h := uint64(14695981039346656037)
 	for i := 0; i < len(ev.Namespace.DB); i++ {
@@ -640,8 +650,11 @@ func (r *runner) laneOf(ev *Event) int {
 		h = (h ^ uint64(ev.Namespace.Coll[i])) * prime
 	}
 	h *= prime
-	for _, b := range ev.DocumentKey {
-		h = (h ^ uint64(b)) * prime
+	if t, id := keyID(ev.DocumentKey); t != 0 {
+		h = (h ^ uint64(t)) * prime
+		for _, b := range id {
+			h = (h ^ uint64(b)) * prime
+		}
 	}
 	lane := int(h % uint64(len(r.lanes)))
 	ev.laneIdx = lane // Event.Lane: the transactional fence's slot
@@ -694,4 +707,17 @@ func (r *runner) imagesMissing(ev *Event) (pre, post bool) {
 		return cfg.fullDocBefore == "whenAvailable" && ev.FullDocumentBeforeChange == nil, false
 	}
 	return false, false
+}
+
+// keyID is the type and value bytes of a documentKey's _id (0, nil when it
+// has none, or is no document: a control event's).
+func keyID(key bson.Raw) (bson.Type, []byte) {
+	if len(key) < 5 {
+		return 0, nil
+	}
+	v, err := key.LookupErr("_id")
+	if err != nil {
+		return 0, nil
+	}
+	return v.Type, v.Value
 }

@@ -324,7 +324,10 @@ func (r *runner) runSnapshot(ctx context.Context, gen int64, rec *snapshotRecord
 			rec.NS, rec.Mode, rec.After = ns.String(), mode, nil
 			rec.From, _, _ = r.c.partitionRange()
 		}
-		shardKey := r.shardKeyOf(ctx, ns)
+		shardKey, err := r.shardKeyOf(ctx, ns)
+		if err != nil {
+			return err
+		}
 		for {
 			if r.snapGen() != gen {
 				return errSnapshotReplaced

@@ -72,7 +72,9 @@ func (r *runner) snapshotMode(ctx context.Context, ns Namespace) (string, error)
 //
 // Id mode: find {_id: {$gt: after}, $expr: <partition filter>} sorted by
 // _id: the server walks the _id index from after and evaluates the filter
-// on each document until the chunk is full.
+// on each document until the chunk is full. It too reads one document
+// more, so that a chunk never ends between two documents of one _id (on
+// two shards, see cutByID).
 func (r *runner) readChunk(ctx context.Context, ns Namespace, rec *snapshotRecord, at bson.Timestamp) (*chunk, error) {
 	cfg := &r.c.cfg
 	size := cfg.snapshotChunk
@@ -118,8 +120,8 @@ func (r *runner) readChunk(ctx context.Context, ns Namespace, rec *snapshotRecor
 			bson.E{Key: "filter", Value: filter},
 			bson.E{Key: "sort", Value: bson.D{{Key: "_id", Value: 1}}},
 			bson.E{Key: "hint", Value: bson.D{{Key: "_id", Value: 1}}},
-			bson.E{Key: "limit", Value: int64(size)},
-			bson.E{Key: "batchSize", Value: int64(size)})
+			bson.E{Key: "limit", Value: int64(size + 1)},
+			bson.E{Key: "batchSize", Value: int64(size + 1)})
 	}
 	rc := bson.D{{Key: "level", Value: "snapshot"}}
 	if !at.IsZero() {
@@ -169,15 +171,60 @@ func (r *runner) readChunk(ctx context.Context, ns Namespace, rec *snapshotRecor
 	case SnapshotByHashedIndex:
 		err = c.cutHashed(size, truncated)
 	default:
-		c.last = len(c.rows) < size && !truncated
-		if n := len(c.rows); n > 0 {
-			c.after, err = c.rows[n-1].LookupErr("_id")
-		}
+		err = c.cutByID(size, truncated)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("ferry: snapshot: read a chunk of %s: %w", ns, err)
 	}
 	return c, nil
+}
+
+// cutByID ends an id-mode chunk between two _id values and sets where the
+// next starts (after: its last _id, exclusive). The read asked for size+1
+// documents: with all of them (or a reply cut at 16 MiB) the chunk ends
+// before the last _id read, which the next chunk reads again. Through a
+// mongos two documents can share an _id (one per shard, when _id is not
+// the shard key): a chunk ending between them would lose the second to the
+// next chunk's {$gt: _id}. Values compare by their hashed-index key, equal
+// for equal values (1 and 1.0 alike), so the cut may come a few documents
+// early, never between equal ones.
+func (c *chunk) cutByID(size int, truncated bool) error {
+	n := len(c.rows)
+	if n <= size && !truncated {
+		c.last = true
+		return nil
+	}
+	if n == 0 {
+		return errors.New("a reply cut short before its first document")
+	}
+	hashAt := func(i int) (int64, bson.RawValue, error) {
+		id, err := c.rows[i].LookupErr("_id")
+		if err != nil {
+			return 0, id, err
+		}
+		h, err := hashkey.HashRaw(id)
+		return h, id, err
+	}
+	boundary, id, err := hashAt(n - 1)
+	if err != nil {
+		return err
+	}
+	keep := n - 1
+	for keep > 0 {
+		h, prev, err := hashAt(keep - 1)
+		if err != nil {
+			return err
+		}
+		if h != boundary {
+			c.rows, c.after = c.rows[:keep], prev
+			return nil
+		}
+		keep--
+	}
+	// Every document read shares one hashed _id: keep them all and go on
+	// after the last (more documents with one _id than a chunk holds).
+	c.after = id
+	return nil
 }
 
 // cutHashed ends a hashed-mode chunk at a change of hashed value and sets

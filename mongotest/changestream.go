@@ -539,6 +539,10 @@ func (e *engine) scan(cs *changeStream, want int, rd *oplogReader) error {
 		}
 		cs.nextSeq = ent.seq + 1
 		evs, err := e.eventsFor(cs, ent, rd)
+		if err == errLookupLater {
+			cs.nextSeq = ent.seq // the next getMore reads it again
+			return nil
+		}
 		if err != nil {
 			return err
 		}

@@ -121,6 +121,7 @@ func (rt *router) addShard(ctx context.Context) (*shard, error) {
 	rt.mu.Unlock()
 	cfg := rt.cl.opts
 	cfg.replSetName = fmt.Sprintf("shard%d", n)
+	cfg.sharding.lookup = rt.clusterMeta.lookupDocument
 	srv, err := start(cfg, nil)
 	if err != nil {
 		return nil, err

@@ -57,6 +57,9 @@ type shardingConfig struct {
 	balancerInterval time.Duration
 	// mongoses is how many mongos the cluster has (0: one).
 	mongoses int
+	// lookup, on a shard, finds a sharded collection's document where it
+	// lives now (clusterMeta.lookupDocument; nil elsewhere).
+	lookup func(db, coll string, key bson.D) (found any, sharded bool)
 }
 
 // clusterClock is a sharded cluster's clock: every member stamps its

@@ -19,7 +19,11 @@ import (
 // shard without it). The collection's commands wait for the migration to
 // finish (its critical section), and a migration waits for none: it is
 // refused (ConflictingOperationInProgress, 117) while the donor has an
-// open transaction, which might write into the chunk.
+// open transaction that wrote to the collection (txnOn), which might write
+// into the chunk; transactions on other collections do not matter. A
+// document whose _id the recipient already holds under a key outside the
+// chunk fails the migration (OperationFailed, E11000), as the recipient's
+// _id index fails a real one.
 
 // codeConflictingOperationInProgress is error_codes.yml's.
 const codeConflictingOperationInProgress = 117
@@ -94,9 +98,9 @@ func (rt *router) moveChunk(ctx context.Context, m *collMeta, c *chunk, dst *sha
 	}
 	de, re := src.srv.eng, dst.srv.eng
 	de.mu.Lock()
-	if de.activeTxns > 0 {
+	if de.txnOn(m.db, m.coll) {
 		de.mu.Unlock()
-		return errorf(codeConflictingOperationInProgress, "cannot move a chunk of %s while transactions are open on the donor shard %s; retry when they end", m.ns(), src.id)
+		return errorf(codeConflictingOperationInProgress, "cannot move a chunk of %s while transactions on it are open on the donor shard %s; retry when they end", m.ns(), src.id)
 	}
 	var docs []bson.D
 	if coll := de.coll(m.db, m.coll); coll != nil {
@@ -109,13 +113,29 @@ func (rt *router) moveChunk(ctx context.Context, m *collMeta, c *chunk, dst *sha
 	}
 	de.mu.Unlock()
 
-	// The recipient receives the documents (fromMigrate inserts).
+	// The recipient receives the documents (fromMigrate inserts). _id is
+	// unique per shard only: a document whose _id the recipient already
+	// holds for a key outside the chunk (another document, which the
+	// recipient owns) fails the migration before anything moves, as the
+	// recipient's _id index fails a real one; one inside the chunk is an
+	// orphan of an earlier migration, replaced.
 	re.mu.Lock()
+	if rc := re.coll(m.db, m.coll); rc != nil {
+		for _, d := range docs {
+			if rec := rc.byID[keyOf(d[0].Value)]; rec != nil {
+				if k := m.keyOf(rec.doc); compareKeys(k, c.min) < 0 || compareKeys(k, c.max) >= 0 {
+					re.mu.Unlock()
+					return errorf(mongoerr.CodeOperationFailed, "Data transfer error: migration of %s to %s failed: E11000 duplicate key error collection: %s index: _id_ dup key: { _id: %s }",
+						m.ns(), dst.id, m.ns(), shortValue(d[0].Value))
+				}
+			}
+		}
+	}
 	rc := re.ensureShardedCollLocked(m.db, m.coll, m.uuid, m.fields, m.options)
 	re.fromMigrate = true
 	for _, d := range docs {
-		if rc.byID[keyOf(d[0].Value)] != nil {
-			continue // an orphan of an earlier migration: replaced below
+		if rec := rc.byID[keyOf(d[0].Value)]; rec != nil {
+			re.deleteRecord(rc, rec) // an orphan of the chunk's range
 		}
 		_ = re.insertDoc(rc, d, nil)
 	}
@@ -498,4 +518,31 @@ func routerRemoveShard(rt *router, r *request) (bson.D, bool, error) {
 		return nil, false, errorf(codeShardNotFound, "%v", err)
 	}
 	return bson.D{{Key: "msg", Value: "removeshard completed successfully"}, {Key: "state", Value: "completed"}, {Key: "shard", Value: id}}, false, nil
+}
+
+// txnOn reports whether an open transaction on e has read or written
+// collection db.coll: a migration of one of its chunks waits for it, as a
+// real migration's critical section does (transactions on other
+// collections, such as a consumer's ledger and checkpoints on the same
+// shard, do not hold it up). Callers hold e.mu.
+func (e *engine) txnOn(db, coll string) bool {
+	c := e.coll(db, coll)
+	if c == nil {
+		return false
+	}
+	for _, sess := range e.sessions {
+		t := sess.txn
+		if t == nil || t.state != txnActive {
+			continue
+		}
+		if _, ok := t.local[c]; ok {
+			return true
+		}
+		for _, op := range t.ops {
+			if op.c == c {
+				return true
+			}
+		}
+	}
+	return false
 }

@@ -1,6 +1,10 @@
 package mongotest
 
-import "github.com/ferry-io/ferry/mongotest/internal/mql"
+import (
+	"errors"
+
+	"github.com/ferry-io/ferry/mongotest/internal/mql"
+)
 
 // Change-stream batches are built outside the engine lock. A getMore holds
 // e.mu only to copy the oplog entries after its stream's position (a
@@ -106,10 +110,29 @@ func (rd *oplogReader) next(seq int64) (*oplogEntry, error) {
 	}
 }
 
-// postImage is e.postImage under the engine lock.
+// errLookupLater ends a shard's first batch before an update whose
+// updateLookup must look on other shards (see oplogReader.postImage).
+var errLookupLater = errors.New("mongotest: the lookup waits for the next getMore")
+
+// postImage is e.postImage under the engine lock. On a shard, an
+// updateLookup of a sharded collection's document looks where the
+// document lives now (clusterMeta.lookupDocument), which takes other
+// shards' locks and the collection's migration lock: a first batch, built
+// under this shard's lock, ends before such an event (errLookupLater), and
+// the next getMore looks it up.
 func (rd *oplogReader) postImage(cs *changeStream, ent *oplogEntry) (any, error) {
+	if rd.locked && cs.fullDocument == "updateLookup" && rd.e.cfg.sharding.lookup != nil {
+		if c := rd.e.coll(ent.db, ent.coll); c != nil && c.shardKey != nil {
+			return nil, errLookupLater
+		}
+	}
 	if rd.locked || cs.fullDocument != "updateLookup" {
 		return rd.e.postImage(cs, ent)
+	}
+	if lookup := rd.e.cfg.sharding.lookup; lookup != nil {
+		if doc, sharded := lookup(ent.db, ent.coll, ent.docKey); sharded {
+			return doc, nil
+		}
 	}
 	rd.e.mu.Lock()
 	defer rd.e.mu.Unlock()

@@ -3,23 +3,31 @@ package verify
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
+	"github.com/ferry-io/ferry"
+	"github.com/ferry-io/ferry/mongoerr"
 	"github.com/ferry-io/ferry/sink/mongoproj"
 )
 
 // ProjectionReport compares a source collection with its projection (the
-// mongodb sink's target), document by document, by _id.
+// mongodb sink's target), document by document, by the key the sink gives
+// each: its _id, or on a collection sharded on other fields its whole
+// documentKey (see package mongoproj, "Keys").
 type ProjectionReport struct {
 	Source, Target int // documents compared: source documents, live target documents
 	Missing        int // in the source, not (or only as a tombstone) in the projection
 	Extra          int // live in the projection, not in the source
 	Stale          int // in both, with other field values
-	// Examples lists the _ids of up to ListExamples documents of each kind.
+	// Examples lists up to ListExamples documents of each kind, each by
+	// its target _id: the source _id, or the whole documentKey ({region:
+	// "eu", _id: 7}) on a collection sharded on other fields, where two
+	// documents can share an _id.
 	MissingIDs, ExtraIDs, StaleIDs []bson.RawValue
 }
 
@@ -35,11 +43,25 @@ func (r ProjectionReport) Clean() bool { return r.Missing == 0 && r.Extra == 0 &
 // document must be live in the projection with the same fields (the
 // projection's bookkeeping field, mongoproj.Field, aside; field order does
 // not matter), and the projection must hold no live document the source
-// lacks. Documents changed while the diff runs can show as stale: run it
-// when the stream has no pending events, or read stale as "not applied
-// yet". It lists up to examples _ids of each kind.
+// lacks. A source document is found in the projection by the key the sink
+// gives it: on a collection sharded on other fields than _id (its shard
+// key read from config.collections through the mongos), its documentKey,
+// so two documents with one _id on two shards are two documents; the
+// projection's _id is then that documentKey, which the comparison of
+// fields leaves aside. Documents changed while the diff runs can show as
+// stale: run it when the stream has no pending events, or read stale as
+// "not applied yet". It lists up to examples of each kind.
 func Projection(ctx context.Context, source, target *mongo.Collection, examples int) (ProjectionReport, error) {
 	var r ProjectionReport
+	ns := ferry.Namespace{DB: source.Database().Name(), Coll: source.Name()}
+	shardKey, err := ferry.ShardKeyOf(ctx, source.Database().Client(), ns)
+	if err != nil {
+		var se mongo.ServerError
+		if !errors.As(err, &se) || !se.HasErrorCode(int(mongoerr.CodeUnauthorized)) {
+			return r, fmt.Errorf("verify: %w", err)
+		}
+		shardKey = nil // a replica set's user need not read config: documents are keyed by _id
+	}
 	live := map[string]bson.Raw{}
 	cur, err := target.Find(ctx, mongoproj.Live())
 	if err != nil {
@@ -47,7 +69,7 @@ func Projection(ctx context.Context, source, target *mongo.Collection, examples 
 	}
 	for cur.Next(ctx) {
 		doc := stripField(cur.Current, mongoproj.Field)
-		live[idKey(doc)] = doc
+		live[idKey(doc.Lookup("_id"))] = doc
 	}
 	if err := cur.Err(); err != nil {
 		return r, fmt.Errorf("verify: read the projection %s: %w", target.Name(), err)
@@ -61,19 +83,29 @@ func Projection(ctx context.Context, source, target *mongo.Collection, examples 
 	for cur.Next(ctx) {
 		r.Source++
 		doc := append(bson.Raw(nil), cur.Current...)
-		k := idKey(doc)
+		id := doc.Lookup("_id")
+		if shardKey != nil {
+			key, err := ferry.DocumentKeyOf(doc, shardKey)
+			if err != nil {
+				return r, fmt.Errorf("verify: the documentKey of a document of %s: %w", ns, err)
+			}
+			if id, _, err = mongoproj.TargetID(key); err != nil {
+				return r, fmt.Errorf("verify: the documentKey of a document of %s: %w", ns, err)
+			}
+		}
+		k := idKey(id)
 		seen[k] = true
 		got, ok := live[k]
 		switch {
 		case !ok:
 			r.Missing++
 			if len(r.MissingIDs) < examples {
-				r.MissingIDs = append(r.MissingIDs, doc.Lookup("_id"))
+				r.MissingIDs = append(r.MissingIDs, id)
 			}
 		case !sameFields(doc, got):
 			r.Stale++
 			if len(r.StaleIDs) < examples {
-				r.StaleIDs = append(r.StaleIDs, doc.Lookup("_id"))
+				r.StaleIDs = append(r.StaleIDs, id)
 			}
 		}
 	}
@@ -97,9 +129,8 @@ func Projection(ctx context.Context, source, target *mongo.Collection, examples 
 	return r, nil
 }
 
-// idKey is a document's _id as a map key (its type and bytes).
-func idKey(doc bson.Raw) string {
-	v := doc.Lookup("_id")
+// idKey is an _id as a map key (its type and bytes).
+func idKey(v bson.RawValue) string {
 	return string(rune(v.Type)) + string(v.Value)
 }
 
@@ -115,8 +146,9 @@ func stripField(doc bson.Raw, field string) bson.Raw {
 	return out
 }
 
-// sameFields compares two documents' top-level fields regardless of their
-// order; values compare byte for byte.
+// sameFields compares two documents' top-level fields but _id (the
+// documents were matched by it, or by the documentKey that holds it)
+// regardless of their order; values compare byte for byte.
 func sameFields(a, b bson.Raw) bool {
 	ea, errA := a.Elements()
 	eb, errB := b.Elements()
@@ -128,6 +160,12 @@ func sameFields(a, b bson.Raw) bool {
 		m[e.Key()] = e.Value()
 	}
 	for _, e := range eb {
+		if e.Key() == "_id" {
+			if _, ok := m["_id"]; !ok {
+				return false
+			}
+			continue
+		}
 		v, ok := m[e.Key()]
 		if !ok || v.Type != e.Value().Type || !bytes.Equal(v.Value, e.Value().Value) {
 			return false

@@ -49,7 +49,9 @@
 // key and a tombstone under the old. Keyed by _id alone, an insert seen
 // before the delete would leave it deleted. A document without a value for
 // a shard key field has that field left out of its documentKey by the
-// server, and so of its key.
+// server, and so of its key. TargetID is the rule; ferry verify's
+// projection diff (verify.Projection) matches source and target documents
+// by it, reading the source's shard key from config.collections.
 //
 // # Guarantees
 //
@@ -109,9 +111,6 @@
 //     would overwrite each other. Events of any namespace are applied.
 //   - Sharding a projected collection (or changing its shard key) changes
 //     its documents' keys: rebuild the projection with a backfill.
-//   - ferry verify's projection diff compares by _id: on a collection
-//     sharded on other fields it reports every document (use it on
-//     unsharded collections).
 //   - An update event whose fullDocument is null is skipped. Under
 //     "updateLookup" that is right (the document was deleted before the
 //     lookup; its delete, or a later insert, follows), but under

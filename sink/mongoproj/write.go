@@ -229,17 +229,29 @@ func targetID(ev *ferry.Event) (id bson.RawValue, whole bool, err error) {
 	if ev.DocumentKey == nil {
 		return bson.RawValue{}, false, sink.Permanent(fmt.Errorf("mongoproj: %s event %s has no documentKey", ev.OperationType, shortID(ev)))
 	}
-	elems, err := ev.DocumentKey.Elements()
+	id, whole, err = TargetID(ev.DocumentKey)
 	if err != nil {
-		return bson.RawValue{}, false, sink.Permanent(fmt.Errorf("mongoproj: %s event %s: documentKey: %w", ev.OperationType, shortID(ev), err))
+		return bson.RawValue{}, false, sink.Permanent(fmt.Errorf("mongoproj: %s event %s: %w", ev.OperationType, shortID(ev), err))
 	}
-	if _, err := ev.DocumentKey.LookupErr("_id"); err != nil {
-		return bson.RawValue{}, false, sink.Permanent(fmt.Errorf("mongoproj: %s event %s: documentKey has no _id", ev.OperationType, shortID(ev)))
+	return id, whole, nil
+}
+
+// TargetID returns the _id in the target of the document whose
+// documentKey is key (see "Keys"): its _id when key is {_id}, else the
+// whole key, as a document (whole is then true). A source document's key
+// is ferry.DocumentKeyOf's.
+func TargetID(key bson.Raw) (id bson.RawValue, whole bool, err error) {
+	elems, err := key.Elements()
+	if err != nil {
+		return bson.RawValue{}, false, fmt.Errorf("documentKey: %w", err)
+	}
+	if _, err := key.LookupErr("_id"); err != nil {
+		return bson.RawValue{}, false, errors.New("documentKey has no _id")
 	}
 	if len(elems) == 1 {
 		return elems[0].Value(), false, nil
 	}
-	return bson.RawValue{Type: bson.TypeEmbeddedDocument, Value: ev.DocumentKey}, true, nil
+	return bson.RawValue{Type: bson.TypeEmbeddedDocument, Value: key}, true, nil
 }
 
 func tokenData(ev *ferry.Event) string {

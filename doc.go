@@ -225,6 +225,13 @@
 //     the index, each partition walks the _id index with the partition
 //     filter evaluated by the server: each document is returned once and
 //     examined once per partition (and so N times for N partitions).
+//     Through a mongos the hashed range is read in spans read whole (a
+//     mongos merges the shards' parts of a min/max range unordered, so a
+//     chunk cannot end at its last hashed value), each about a chunk of
+//     documents by the collection's estimated count: the same reads, plus
+//     a span read again when it held more than two chunks. Reads are
+//     routed by the chunk placement at the chunk's cluster time, so a
+//     migration during the snapshot neither hides nor repeats documents.
 //   - Read-only on the source: all of its state is in the checkpoint store.
 //   - Progress: Status.Snapshot (done, estimated total, rate, ETA, the
 //     collection being read), HookSnapshot after every chunk, and

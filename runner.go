@@ -176,4 +176,7 @@ type snapshotState struct {
 	// announced is the snapshot whose start this member has logged: a
 	// retry after a failed chunk does not announce it again.
 	announced string
+	// span is how hashed ranges are read through a mongos
+	// (snapshotread.go).
+	span hashedSpan
 }

@@ -251,6 +251,20 @@
 // dead-lettered. Checkpoints record that clusterTime (Pending) for readers
 // of the state store.
 //
+// Lag starts when an event is read. What happens before is the read
+// delay (Status.ReadDelay, QueueInfo.ReadDelay, Checkpoint.ReadDelay, the
+// metrics package's ferry_read_delay_seconds, `ferry status`'s read delay
+// column): how long the first event of the newest server batch waited
+// between its write (its wallTime) and its arrival. On a replica set it is
+// milliseconds. Through a mongos it is the latency an idle shard adds:
+// mongos returns an event only once every shard has reported progress past
+// it, and a shard without writes reports progress only with its periodic
+// no-op, every periodicNoopIntervalSecs (10 s by default, 1 to 10, a
+// startup parameter of mongod), so while a shard is idle an event on
+// another waits up to that long. Measured against the emulator with a 2 s
+// no-op: 2.0 s through the mongos with one shard idle, 1-2 ms on a replica
+// set (TestReadDelayShowsIdleShard).
+//
 // # Tracing
 //
 // The library depends on no tracing library. HookRead is told of every

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ferry-io/ferry/checkpoint"
@@ -53,6 +54,9 @@ type runner struct {
 	// readAt is the stream's position after the last event the reader
 	// took from the fetcher (or its last empty read): where it reopens.
 	readAt bson.Raw
+	// readDelay is the read delay (noteReadDelay) of the newest server
+	// batch, in nanoseconds: the reader stores it, the committer reports it.
+	readDelay atomic.Int64
 	// mode shapes the stream while getting past an oversize event.
 	mode openMode
 }

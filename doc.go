@@ -261,7 +261,9 @@
 // it, and a shard without writes reports progress only with its periodic
 // no-op, every periodicNoopIntervalSecs (10 s by default, 1 to 10, a
 // startup parameter of mongod), so while a shard is idle an event on
-// another waits up to that long. Measured against the emulator with a 2 s
+// another waits up to that long, and up to twice that just after the idle
+// shard's own last write (a no-op is written only at a tick that saw no
+// write since the one before: noop_writer.cpp). Measured against the emulator with a 2 s
 // no-op: 2.0 s through the mongos with one shard idle, 1-2 ms on a replica
 // set (TestReadDelayShowsIdleShard).
 //

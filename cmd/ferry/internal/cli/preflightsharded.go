@@ -208,7 +208,7 @@ func idleShardFinding(subject string, shards []*shardInfo) finding {
 		f.Fix = "check it on each shard's primary: db.adminCommand({getParameter: 1, periodicNoopIntervalSecs: 1}); " + fix
 		return f
 	}
-	f.Detail = fmt.Sprintf("while a shard is idle an event on another waits up to %v before ferry reads it (%s: periodicNoopIntervalSecs %s); ferry_read_delay_seconds and the read delay of ferry status show it",
+	f.Detail = fmt.Sprintf("while a shard is idle an event on another waits up to %v before ferry reads it, twice that just after the idle shard's own last write (%s: periodicNoopIntervalSecs %s); ferry_read_delay_seconds and the read delay of ferry status show it",
 		worst, why, strings.Join(read, ", "))
 	f.Result = checkPass
 	if worst >= idleShardLatencyWarn {

@@ -181,6 +181,15 @@ type snapshotState struct {
 	// retry after a failed chunk does not announce it again.
 	announced string
 	// span is how hashed ranges are read through a mongos
-	// (snapshotread.go).
+	// (snapshotspan.go).
 	span hashedSpan
+}
+
+// hashedSpan is how wide the snapshot's next span of a collection's
+// hashed range is, read through a mongos (snapshotspan.go).
+type hashedSpan struct {
+	// mongos: 0 not known yet, 1 the deployment is a mongos, -1 not.
+	mongos int8
+	ns     string
+	width  uint64 // 0: estimate it
 }

@@ -71,8 +71,8 @@ func (r *runner) snapshotMode(ctx context.Context, ns Namespace) (string, error)
 // next starts at that value, inclusive).
 //
 // Through a mongos, hashed mode reads a bounded span of the hashed range
-// instead (readSpan): mongos sends min/max to every shard and merges
-// their documents unordered.
+// instead (readSpan, snapshotspan.go): mongos sends min/max to every shard
+// and merges their documents unordered.
 //
 // Id mode: find {_id: {$gt: after}, $expr: <partition filter>} sorted by
 // _id: the server walks the _id index from after and evaluates the filter
@@ -81,15 +81,6 @@ func (r *runner) snapshotMode(ctx context.Context, ns Namespace) (string, error)
 func (r *runner) readChunk(ctx context.Context, ns Namespace, rec *snapshotRecord, at bson.Timestamp) (*chunk, error) {
 	cfg := &r.c.cfg
 	size := cfg.snapshotChunk
-	if rec.Mode == SnapshotByHashedIndex {
-		mongos, err := r.viaMongos(ctx)
-		if err != nil {
-			return nil, err
-		}
-		if mongos {
-			return r.readSpan(ctx, ns, rec, at)
-		}
-	}
 	var userFilter any = bson.D{}
 	if len(rec.Filter) > 0 {
 		userFilter = rec.Filter

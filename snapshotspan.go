@@ -33,12 +33,20 @@ import (
 // only the documents of the span (and each document once, but for the
 // rare span read again), and memory holds at most twice a chunk.
 
-// hashedSpan is how wide the next span of a collection is.
-type hashedSpan struct {
-	// mongos: 0 not known yet, 1 the deployment is a mongos, -1 not.
-	mongos int8
-	ns     string
-	width  uint64 // 0: estimate it
+// readSnapshotChunk reads the partition's next chunk of ns at cluster time
+// at: a span of the hashed range (readSpan) in hashed mode through a
+// mongos, else readChunk.
+func (r *runner) readSnapshotChunk(ctx context.Context, ns Namespace, rec *snapshotRecord, at bson.Timestamp) (*chunk, error) {
+	if rec.Mode == SnapshotByHashedIndex {
+		mongos, err := r.viaMongos(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if mongos {
+			return r.readSpan(ctx, ns, rec, at)
+		}
+	}
+	return r.readChunk(ctx, ns, rec, at)
 }
 
 // viaMongos reports whether the client talks to a mongos (hello's msg

@@ -47,8 +47,11 @@ func (r *runner) flush(ctx context.Context) error {
 	if !oldest.IsZero() {
 		oldestAt = time.Unix(int64(oldest.T), 0)
 	}
-	r.c.hooks.queue(QueueInfo{Stream: r.c.cfg.name, Partition: r.c.cfg.partition, Events: ev, Bytes: bytes, OldestPending: oldestAt})
-	r.c.setStatus(func(s *Status) { s.QueueEvents, s.QueueBytes, s.OldestPending = ev, bytes, oldestAt })
+	delay := time.Duration(r.readDelay.Load())
+	r.c.hooks.queue(QueueInfo{Stream: r.c.cfg.name, Partition: r.c.cfg.partition, Events: ev, Bytes: bytes, OldestPending: oldestAt, ReadDelay: delay})
+	r.c.setStatus(func(s *Status) {
+		s.QueueEvents, s.QueueBytes, s.OldestPending, s.ReadDelay = ev, bytes, oldestAt, delay
+	})
 	moved := tok != nil && !bytesEqual(tok, r.cp.Token)
 	// The pending mark is written even when the position did not move
 	// (the sink is down, an event waits), so that status shows the lag,
@@ -71,6 +74,7 @@ func (r *runner) flush(ctx context.Context) error {
 		next.ClusterTime = ts
 	}
 	next.Pending = oldest
+	next.ReadDelay = delay
 	next.State, next.Note = checkpoint.StateRunning, ""
 	return r.save(ctx, next, idle)
 }

@@ -56,6 +56,11 @@ type Status struct {
 	// yet applied or dead-lettered (zero: none), as of the last commit
 	// interval.
 	OldestPending time.Time
+	// ReadDelay is QueueInfo.ReadDelay as of the last commit interval:
+	// the wait of the newest server batch's first event between its write
+	// and its arrival, which an idle shard of a sharded cluster makes up
+	// to periodicNoopIntervalSecs (see the package documentation, Lag).
+	ReadDelay time.Duration
 	// State is the run state: running, waiting-for-sink or stopped.
 	State RunState
 	// LastError says what is wrong, empty when nothing is: while State is

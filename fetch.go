@@ -25,6 +25,9 @@ type fetched struct {
 	// whose read began at start (zero unless timed).
 	begins bool
 	start  time.Time
+	// arrived is when the server batch the run begins arrived (set with
+	// begins): its first event's read delay is measured from it.
+	arrived time.Time
 	// ends: the server batch is used up after the run; after is then the
 	// stream's resume token (the batch's postBatchResumeToken, or its last
 	// event's _id).
@@ -153,6 +156,9 @@ func fetch(ctx context.Context, cs *mongo.ChangeStream, win *window, out chan<- 
 		have.b -= size
 		if run == nil {
 			run = &fetched{raws: make([]bson.Raw, 0, min(cs.RemainingBatchLength()+1, fetchRun)), begins: !open, start: start, rep: rep}
+			if !open {
+				run.arrived = time.Now()
+			}
 			open = true
 		}
 		run.raws = append(run.raws, raw)

@@ -83,6 +83,13 @@ type QueueInfo struct {
 	// defined from it: 0 when nothing is pending, otherwise now minus
 	// OldestPending (see Status.Lag).
 	OldestPending time.Time
+	// ReadDelay is how long the first event of the newest server batch
+	// waited between its write on the source (its wallTime) and its
+	// arrival (0: none read yet). Through a mongos it includes the wait
+	// for the shard slowest to report progress: up to the shards'
+	// periodicNoopIntervalSecs (10 s by default) when one is idle. It
+	// includes the difference between the source's clock and this host's.
+	ReadDelay time.Duration
 }
 
 // HookQueue is called when the queue depth changes notably (every commit

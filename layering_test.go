@@ -50,6 +50,7 @@ var layers = []string{
 	"committer.go",         // stage: the commit loop and compare-and-set saves
 	"backfill.go",          // what a snapshot needs of the source: namespaces, shard keys, server time
 	"snapshotread.go",      // reading a snapshot chunk
+	"snapshotspan.go",      // reading a span of the hashed range through a mongos
 	"snapshot.go",          // snapshots: chunks spliced into the stream, progress in the checkpoint
 	"fetch.go",             // stage: reading the server's batches ahead, into the window
 	"reader.go",            // stage: reading the stream into the window

@@ -392,6 +392,9 @@ func (rd *runReader) read(ctx context.Context, r *runner, f *fetched, batch *rea
 			rd.next-- // left: its reservation is given back
 			return nil, err
 		}
+		if i == 0 && f.begins {
+			r.noteReadDelay(f.arrived, ev)
+		}
 		prev := r.readAt
 		r.readAt = ev.Token // the stream's position after it: its resume token,
 		if i == len(f.raws)-1 && f.ends && f.after != nil {
@@ -457,6 +460,21 @@ func (rd *runReader) read(ctx context.Context, r *runner, f *fetched, batch *rea
 	}
 	rd.flush(r, batch)
 	return nil, nil
+}
+
+// noteReadDelay records the read delay of the first event of a server
+// batch that arrived at arrived: how long it waited between its write on
+// the source (its wallTime; its cluster time's second before 6.0) and its
+// arrival. Through a mongos an event waits there until every shard has
+// reported progress past it, which an idle shard does only with its
+// periodic no-op (periodicNoopIntervalSecs, 10 s by default): that wait
+// is what this shows on a sharded cluster.
+func (r *runner) noteReadDelay(arrived time.Time, ev *Event) {
+	written := ev.WallTime
+	if written.IsZero() {
+		written = time.Unix(int64(ev.ClusterTime.T), 0)
+	}
+	r.readDelay.Store(int64(max(arrived.Sub(written), 0)))
 }
 
 // left returns the events and bytes of f not read (still reserved).

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ferry-io/ferry/checkpoint"
@@ -53,6 +54,9 @@ type runner struct {
 	// readAt is the stream's position after the last event the reader
 	// took from the fetcher (or its last empty read): where it reopens.
 	readAt bson.Raw
+	// readDelay is the read delay (noteReadDelay) of the newest server
+	// batch, in nanoseconds: the reader stores it, the committer reports it.
+	readDelay atomic.Int64
 	// mode shapes the stream while getting past an oversize event.
 	mode openMode
 }
@@ -176,4 +180,16 @@ type snapshotState struct {
 	// announced is the snapshot whose start this member has logged: a
 	// retry after a failed chunk does not announce it again.
 	announced string
+	// span is how hashed ranges are read through a mongos
+	// (snapshotspan.go).
+	span hashedSpan
+}
+
+// hashedSpan is how wide the snapshot's next span of a collection's
+// hashed range is, read through a mongos (snapshotspan.go).
+type hashedSpan struct {
+	// mongos: 0 not known yet, 1 the deployment is a mongos, -1 not.
+	mongos int8
+	ns     string
+	width  uint64 // 0: estimate it
 }

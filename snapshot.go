@@ -415,7 +415,7 @@ func (r *runner) deliverChunk(ctx context.Context, gen int64, ns Namespace, rec 
 		}
 		return 0, false, errSnapshotReplaced
 	}
-	c, err := r.readChunk(ctx, ns, rec, s.at)
+	c, err := r.readSnapshotChunk(ctx, ns, rec, s.at)
 	if err != nil {
 		s.rows <- nil // the hold ends
 		awaitTaken(ctx, s)

@@ -70,11 +70,16 @@ func (r *runner) snapshotMode(ctx context.Context, ns Namespace) (string, error)
 // a chunk never ends between two documents of the same hashed value (the
 // next starts at that value, inclusive).
 //
+// Through a mongos, hashed mode reads a bounded span of the hashed range
+// instead (readSpan, snapshotspan.go): mongos sends min/max to every shard
+// and merges their documents unordered.
+//
 // Id mode: find {_id: {$gt: after}, $expr: <partition filter>} sorted by
 // _id: the server walks the _id index from after and evaluates the filter
-// on each document until the chunk is full. It too reads one document
-// more, so that a chunk never ends between two documents of one _id (on
-// two shards, see cutByID).
+// on each document until the chunk is full. Through a mongos the shards
+// each walk theirs and mongos merges them in _id order. It too reads one
+// document more, so that a chunk never ends between two documents of one
+// _id (on two shards, see cutByID).
 func (r *runner) readChunk(ctx context.Context, ns Namespace, rec *snapshotRecord, at bson.Timestamp) (*chunk, error) {
 	cfg := &r.c.cfg
 	size := cfg.snapshotChunk
@@ -123,49 +128,9 @@ func (r *runner) readChunk(ctx context.Context, ns Namespace, rec *snapshotRecor
 			bson.E{Key: "limit", Value: int64(size + 1)},
 			bson.E{Key: "batchSize", Value: int64(size + 1)})
 	}
-	rc := bson.D{{Key: "level", Value: "snapshot"}}
-	if !at.IsZero() {
-		rc = append(rc, bson.E{Key: "atClusterTime", Value: at})
-	}
-	cmd = append(cmd, bson.E{Key: "readConcern", Value: rc})
-	db := r.c.client.Database(ns.DB)
-	reply, err := db.RunCommand(ctx, cmd).Raw()
+	c, truncated, err := r.runChunkFind(ctx, ns, cmd, at)
 	if err != nil {
-		return nil, fmt.Errorf("ferry: snapshot: read a chunk of %s: %w", ns, err)
-	}
-	cur, ok := reply.Lookup("cursor").DocumentOK()
-	if !ok {
-		return nil, fmt.Errorf("ferry: snapshot: read a chunk of %s: the reply has no cursor", ns)
-	}
-	c := &chunk{at: at, bytes: int64(len(reply))}
-	if t, i, ok := cur.Lookup("atClusterTime").TimestampOK(); ok {
-		c.at = bson.Timestamp{T: t, I: i}
-	}
-	if c.at.IsZero() {
-		return nil, fmt.Errorf("ferry: snapshot: read a chunk of %s: the server did not say at which cluster time it read", ns)
-	}
-	batch, ok := cur.Lookup("firstBatch").ArrayOK()
-	if !ok {
-		return nil, fmt.Errorf("ferry: snapshot: read a chunk of %s: the reply has no firstBatch", ns)
-	}
-	vals, err := batch.Values()
-	if err != nil {
-		return nil, fmt.Errorf("ferry: snapshot: read a chunk of %s: %w", ns, err)
-	}
-	c.rows = make([]bson.Raw, 0, len(vals))
-	for _, v := range vals {
-		doc, ok := v.DocumentOK()
-		if !ok {
-			return nil, fmt.Errorf("ferry: snapshot: read a chunk of %s: a document of the reply is a %v", ns, v.Type)
-		}
-		c.rows = append(c.rows, doc)
-	}
-	// A cursor left open: the reply reached the server's size limit.
-	truncated := false
-	if id, ok := cur.Lookup("id").Int64OK(); ok && id != 0 {
-		truncated = true
-		kill := bson.D{{Key: "killCursors", Value: ns.Coll}, {Key: "cursors", Value: bson.A{id}}}
-		_ = db.RunCommand(context.WithoutCancel(ctx), kill).Err()
+		return nil, err
 	}
 	switch rec.Mode {
 	case SnapshotByHashedIndex:
@@ -225,6 +190,57 @@ func (c *chunk) cutByID(size int, truncated bool) error {
 	// after the last (more documents with one _id than a chunk holds).
 	c.after = id
 	return nil
+}
+
+// runChunkFind runs a chunk's find at cluster time at (a snapshot read;
+// at zero: the server's latest) and returns its first batch; truncated
+// when the reply stopped at the server's 16 MiB (its cursor is killed).
+func (r *runner) runChunkFind(ctx context.Context, ns Namespace, cmd bson.D, at bson.Timestamp) (*chunk, bool, error) {
+	rc := bson.D{{Key: "level", Value: "snapshot"}}
+	if !at.IsZero() {
+		rc = append(rc, bson.E{Key: "atClusterTime", Value: at})
+	}
+	cmd = append(cmd, bson.E{Key: "readConcern", Value: rc})
+	db := r.c.client.Database(ns.DB)
+	reply, err := db.RunCommand(ctx, cmd).Raw()
+	if err != nil {
+		return nil, false, fmt.Errorf("ferry: snapshot: read a chunk of %s: %w", ns, err)
+	}
+	cur, ok := reply.Lookup("cursor").DocumentOK()
+	if !ok {
+		return nil, false, fmt.Errorf("ferry: snapshot: read a chunk of %s: the reply has no cursor", ns)
+	}
+	c := &chunk{at: at, bytes: int64(len(reply))}
+	if t, i, ok := cur.Lookup("atClusterTime").TimestampOK(); ok {
+		c.at = bson.Timestamp{T: t, I: i}
+	}
+	if c.at.IsZero() {
+		return nil, false, fmt.Errorf("ferry: snapshot: read a chunk of %s: the server did not say at which cluster time it read", ns)
+	}
+	batch, ok := cur.Lookup("firstBatch").ArrayOK()
+	if !ok {
+		return nil, false, fmt.Errorf("ferry: snapshot: read a chunk of %s: the reply has no firstBatch", ns)
+	}
+	vals, err := batch.Values()
+	if err != nil {
+		return nil, false, fmt.Errorf("ferry: snapshot: read a chunk of %s: %w", ns, err)
+	}
+	c.rows = make([]bson.Raw, 0, len(vals))
+	for _, v := range vals {
+		doc, ok := v.DocumentOK()
+		if !ok {
+			return nil, false, fmt.Errorf("ferry: snapshot: read a chunk of %s: a document of the reply is a %v", ns, v.Type)
+		}
+		c.rows = append(c.rows, doc)
+	}
+	// A cursor left open: the reply reached the server's size limit.
+	truncated := false
+	if id, ok := cur.Lookup("id").Int64OK(); ok && id != 0 {
+		truncated = true
+		kill := bson.D{{Key: "killCursors", Value: ns.Coll}, {Key: "cursors", Value: bson.A{id}}}
+		_ = db.RunCommand(context.WithoutCancel(ctx), kill).Err()
+	}
+	return c, truncated, nil
 }
 
 // cutHashed ends a hashed-mode chunk at a change of hashed value and sets

@@ -63,6 +63,13 @@ type Checkpoint struct {
 	// applied or dead-lettered when the checkpoint was written (zero: none
 	// was pending). Lag is now minus Pending, or 0 when it is zero.
 	Pending bson.Timestamp
+	// ReadDelay is how long the first event of the newest server batch
+	// the partition read before this write had waited, from its write on
+	// the source (its wallTime) to its arrival at the reader (0: not
+	// measured). On a sharded cluster it includes the time mongos held the
+	// event until every shard had reported progress past it: up to the
+	// shards' periodicNoopIntervalSecs when one is idle. Display only.
+	ReadDelay time.Duration
 	// Snapshot is the progress record of the partition's snapshot in
 	// progress, or of its last one (a document the ferry package defines;
 	// nil: none). Stores keep it byte for byte and never parse it. It is

@@ -16,6 +16,14 @@
 // dead-lettered. It is computed at scrape time, so it grows while a
 // partition is stuck.
 //
+// Read delay (ferry_read_delay_seconds) is how long the first event of a
+// partition's newest server batch waited between its write on the source
+// and its arrival (ferry.QueueInfo.ReadDelay). On a replica set it is
+// milliseconds; through a mongos an event waits until every shard has
+// reported progress past it, which an idle shard does only every
+// periodicNoopIntervalSecs (10 s by default): the latency an idle shard
+// adds, which lag (measured from arrival) does not show.
+//
 // Head-room (ferry_oplog_headroom_seconds) is a partition's checkpointed
 // position minus the start of the source's oplog window, which the owner
 // of the Metrics reports with OplogStart (the daemon probes it every
@@ -58,6 +66,7 @@ type Metrics struct {
 	failures    *prometheus.CounterVec
 	queueEvents *prometheus.GaugeVec
 	queueBytes  *prometheus.GaugeVec
+	readDelay   *prometheus.GaugeVec
 	cpWrites    *prometheus.CounterVec
 	cpAge       *prometheus.Desc
 	noImage     *prometheus.CounterVec
@@ -125,6 +134,8 @@ func New(reg prometheus.Registerer) *Metrics {
 			Help: "Events read but not finished."}, sp),
 		queueBytes: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "ferry_queue_bytes",
 			Help: "Bytes of events read but not finished."}, sp),
+		readDelay: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "ferry_read_delay_seconds",
+			Help: "How long the first event of the partition's newest server batch waited between its write on the source (wallTime) and its arrival: through a mongos, up to the shards' periodicNoopIntervalSecs when a shard is idle."}, sp),
 		cpWrites: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ferry_checkpoint_writes_total",
 			Help: "Checkpoint writes, by result (ok, error)."}, []string{"stream", "partition", "result"}),
 		cpAge: prometheus.NewDesc("ferry_checkpoint_age_seconds",
@@ -159,7 +170,7 @@ func New(reg prometheus.Registerer) *Metrics {
 		now:         time.Now,
 	}
 	reg.MustRegister(m.events, m.duration, m.retries, m.deadLetters, m.resumes, m.sinkUp, m.state, m.failures,
-		m.queueEvents, m.queueBytes, m.cpWrites, m.noImage,
+		m.queueEvents, m.queueBytes, m.readDelay, m.cpWrites, m.noImage,
 		m.snapDocs, m.snapChunks, m.snapDone, m.snapTotal, m.snapRate, m.snapRunning, m.snapFails, m)
 	return m
 }
@@ -227,6 +238,7 @@ func (m *Metrics) OnQueue(i ferry.QueueInfo) {
 	p := part(i.Partition)
 	m.queueEvents.WithLabelValues(i.Stream, p).Set(float64(i.Events))
 	m.queueBytes.WithLabelValues(i.Stream, p).Set(float64(i.Bytes))
+	m.readDelay.WithLabelValues(i.Stream, p).Set(i.ReadDelay.Seconds())
 	m.mu.Lock()
 	m.pending[[2]string{i.Stream, p}] = i.OldestPending
 	m.mu.Unlock()
@@ -250,7 +262,7 @@ func (m *Metrics) OnState(i ferry.StateInfo) {
 func (m *Metrics) forget(stream, p string) {
 	labels := prometheus.Labels{"stream": stream, "partition": p}
 	for _, v := range []interface{ DeletePartialMatch(prometheus.Labels) int }{
-		m.events, m.retries, m.deadLetters, m.resumes, m.sinkUp, m.queueEvents, m.queueBytes, m.cpWrites, m.noImage,
+		m.events, m.retries, m.deadLetters, m.resumes, m.sinkUp, m.queueEvents, m.queueBytes, m.readDelay, m.cpWrites, m.noImage,
 		m.snapDocs, m.snapChunks, m.snapDone, m.snapTotal, m.snapRate, m.snapRunning, m.snapFails,
 	} {
 		v.DeletePartialMatch(labels)

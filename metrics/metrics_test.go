@@ -25,7 +25,7 @@ func TestMetricsFromHooks(t *testing.T) {
 	m.OnResume(ferry.ResumeInfo{Stream: "s", Partition: 1, Class: "resumable"})
 	m.OnCheckpoint(ferry.CheckpointInfo{Stream: "s", Partition: 1, Version: 3})
 	m.OnCheckpoint(ferry.CheckpointInfo{Stream: "s", Partition: 1, Err: errors.New("down")})
-	m.OnQueue(ferry.QueueInfo{Stream: "s", Partition: 1, Events: 7, Bytes: 700, OldestPending: now.Add(-3 * time.Second)})
+	m.OnQueue(ferry.QueueInfo{Stream: "s", Partition: 1, Events: 7, Bytes: 700, OldestPending: now.Add(-3 * time.Second), ReadDelay: 9500 * time.Millisecond})
 	m.OnQueue(ferry.QueueInfo{Stream: "s", Partition: 2, Events: 0, Bytes: 0}) // nothing pending: lag 0
 	now = now.Add(5 * time.Second)
 
@@ -44,6 +44,10 @@ ferry_lag_seconds{partition="2",stream="s"} 0
 # TYPE ferry_queue_events gauge
 ferry_queue_events{partition="1",stream="s"} 7
 ferry_queue_events{partition="2",stream="s"} 0
+# HELP ferry_read_delay_seconds How long the first event of the partition's newest server batch waited between its write on the source (wallTime) and its arrival: through a mongos, up to the shards' periodicNoopIntervalSecs when a shard is idle.
+# TYPE ferry_read_delay_seconds gauge
+ferry_read_delay_seconds{partition="1",stream="s"} 9.5
+ferry_read_delay_seconds{partition="2",stream="s"} 0
 # HELP ferry_resumes_total Change-stream reopenings after an error, by error class.
 # TYPE ferry_resumes_total counter
 ferry_resumes_total{class="resumable",partition="1",stream="s"} 1
@@ -53,7 +57,7 @@ ferry_retries_total{partition="1",stream="s"} 1
 `
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want),
 		"ferry_checkpoint_age_seconds", "ferry_dead_letters_total", "ferry_lag_seconds", "ferry_queue_events",
-		"ferry_resumes_total", "ferry_retries_total"); err != nil {
+		"ferry_read_delay_seconds", "ferry_resumes_total", "ferry_retries_total"); err != nil {
 		t.Fatal(err)
 	}
 	if n := testutil.ToFloat64(m.events.WithLabelValues("s", "1", "insert", "applied")); n != 1 {

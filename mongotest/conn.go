@@ -36,6 +36,9 @@ type conn struct {
 	// fromMigrate marks a mongos' connection to a shard whose writes are
 	// a sharded DDL's participant entries (fromMigrate in the oplog).
 	fromMigrate bool
+	// viaRouter marks a mongos' connection to a shard: its snapshot reads
+	// of sharded collections are filtered by ownership at their time.
+	viaRouter bool
 }
 
 // saslConv is the connection's SCRAM conversation in progress, or nil.

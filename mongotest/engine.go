@@ -40,6 +40,10 @@ type engine struct {
 	curTxn *txn
 	// snapHist keeps record versions for snapshot reads.
 	snapHist snapshotHistory
+	// ownsAt, on a shard of a sharded cluster, reports whether the shard
+	// owned a document of a sharded collection at a cluster time (its
+	// ownership filter, sharding_history.go); nil elsewhere.
+	ownsAt func(c *collection, doc bson.D, at bson.Timestamp) bool
 	// metrics are serverStatus' document and queryExecutor counters.
 	metrics serverMetrics
 	closed  bool

@@ -132,6 +132,12 @@ func (s *indexScanState) entry(rec *record) bool {
 	if d == nil {
 		return true
 	}
+	if s.t.owns != nil && !s.t.owns(s.c, d) {
+		// An orphan at the snapshot's time, examined and filtered out.
+		s.e.metrics.scan.keys++
+		s.e.metrics.scan.docs++
+		return true
+	}
 	if loc := s.t.local[s.c]; loc != nil {
 		if ld, ok := loc[keyOf(d[0].Value)]; ok && ld.rec == rec {
 			if ld.doc == nil {

@@ -55,6 +55,9 @@ type clusterMeta struct {
 	// collections.
 	dbs   map[string]*dbMeta
 	colls map[string]*collMeta
+	// placed is the sharded collections' placement history
+	// (sharding_history.go), its lock a leaf.
+	placed placementLog
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -127,6 +130,10 @@ func (rt *router) addShard(ctx context.Context) (*shard, error) {
 		return nil, err
 	}
 	sh := &shard{id: cfg.replSetName, srv: srv}
+	meta := rt.clusterMeta
+	srv.eng.ownsAt = func(c *collection, doc bson.D, at bson.Timestamp) bool {
+		return meta.ownsAt(sh, c.db+"."+c.name, doc, at)
+	}
 	rt.mu.Lock()
 	rt.shards = append(rt.shards, sh)
 	rt.mu.Unlock()
@@ -592,14 +599,14 @@ func noteAppName(c *conn, cmd bson.D) {
 // points).
 func (rt *router) shardConn(c *conn, srv *Server) *conn {
 	if c == nil {
-		return &conn{srv: srv}
+		return &conn{srv: srv, viaRouter: true}
 	}
 	if c.routed == nil {
 		c.routed = make(map[*Server]*conn)
 	}
 	ic := c.routed[srv]
 	if ic == nil {
-		ic = &conn{srv: srv, id: c.id}
+		ic = &conn{srv: srv, id: c.id, viaRouter: true}
 		c.routed[srv] = ic
 	}
 	ic.appName = c.appName
@@ -916,6 +923,7 @@ func (rt *router) dropDatabaseMeta(ctx context.Context, db string) {
 	for ns, m := range rt.colls {
 		if m.db == db {
 			delete(rt.colls, ns)
+			rt.forgetPlacement(ns)
 			dropped = append(dropped, ns)
 		}
 	}

@@ -497,9 +497,9 @@ func (rt *router) finishWrites(r *request, field string, target []*shard, out bs
 // limited and projected at the mongos.
 func (rt *router) shardedFind(r *request, m *collMeta) (bson.D, bool, error) {
 	filter, _ := lookupD(r.cmd, "filter").(bson.D)
-	shards := rt.targets(m, filter)
+	shards, rcmd, at, snapshot := rt.readTargets(r, m, filter)
 	if len(shards) == 1 {
-		return rt.forward(r, shards[0], r.cmd)
+		return rt.forward(r, shards[0], rcmd)
 	}
 	skip, _ := asInt64(lookupD(r.cmd, "skip"))
 	limit, _ := asInt64(lookupD(r.cmd, "limit"))
@@ -535,7 +535,7 @@ func (rt *router) shardedFind(r *request, m *collMeta) (bson.D, bool, error) {
 		}
 		sortSpec = sortSpec.WithCollation(vars.Collation)
 	}
-	cmd := withoutFields(r.cmd, "skip", "limit", "projection", "batchSize", "singleBatch")
+	cmd := withoutFields(rcmd, "skip", "limit", "projection", "batchSize", "singleBatch")
 	if limit > 0 {
 		cmd = append(cmd, bson.E{Key: "limit", Value: skip + limit})
 	}
@@ -569,8 +569,11 @@ func (rt *router) shardedFind(r *request, m *collMeta) (bson.D, bool, error) {
 			}
 		}
 	}
-	ns := m.ns()
-	return rt.mergedCursorReply(ns, all, batchSize, single), false, nil
+	reply := rt.mergedCursorReply(m.ns(), all, batchSize, single)
+	if snapshot {
+		reply = withAtClusterTime(reply, at)
+	}
+	return reply, false, nil
 }
 
 // mergedCursorReply returns the first batch of a result merged at the
@@ -622,13 +625,13 @@ func (rt *router) shardedCount(r *request, m *collMeta) (bson.D, bool, error) {
 // shardedDistinct unions each shard's distinct values.
 func (rt *router) shardedDistinct(r *request, m *collMeta) (bson.D, bool, error) {
 	q, _ := lookupD(r.cmd, "query").(bson.D)
-	shards := rt.targets(m, q)
+	shards, cmd, at, snapshot := rt.readTargets(r, m, q)
 	if len(shards) == 1 {
-		return rt.forward(r, shards[0], r.cmd)
+		return rt.forward(r, shards[0], cmd)
 	}
 	var values bson.A
 	for _, sh := range shards {
-		reply, err := rt.callOK(r, sh, r.cmd)
+		reply, err := rt.callOK(r, sh, cmd)
 		if err != nil {
 			return nil, false, err
 		}
@@ -646,7 +649,11 @@ func (rt *router) shardedDistinct(r *request, m *collMeta) (bson.D, bool, error)
 	if values == nil {
 		values = bson.A{}
 	}
-	return bson.D{{Key: "values", Value: values}}, false, nil
+	reply := bson.D{{Key: "values", Value: values}}
+	if snapshot {
+		reply = withAtClusterTime(reply, at)
+	}
+	return reply, false, nil
 }
 
 // shardedAggregate runs an aggregate: on the one shard its leading $match
@@ -667,9 +674,9 @@ func (rt *router) shardedAggregate(r *request, m *collMeta) (bson.D, bool, error
 	if len(lead) == 1 {
 		filter, _ = lead[0].(bson.D)[0].Value.(bson.D)
 	}
-	shards := rt.targets(m, filter)
+	shards, rcmd, at, snapshot := rt.readTargets(r, m, filter)
 	if len(shards) == 1 {
-		return rt.forward(r, shards[0], r.cmd)
+		return rt.forward(r, shards[0], rcmd)
 	}
 	for _, st := range rest {
 		if d, ok := st.(bson.D); ok && len(d) > 0 && (d[0].Key == "$out" || d[0].Key == "$merge") {
@@ -687,7 +694,7 @@ func (rt *router) shardedAggregate(r *request, m *collMeta) (bson.D, bool, error
 	if vars, err = withCollation(vars, lookupD(r.cmd, "collation")); err != nil {
 		return nil, false, err
 	}
-	cmd := withoutFields(r.cmd, "pipeline", "cursor")
+	cmd := withoutFields(rcmd, "pipeline", "cursor")
 	cmd = append(cmd, bson.E{Key: "pipeline", Value: append(bson.A{}, lead...)},
 		bson.E{Key: "cursor", Value: bson.D{{Key: "batchSize", Value: int32(1 << 30)}}})
 	var all []bson.D
@@ -710,7 +717,11 @@ func (rt *router) shardedAggregate(r *request, m *collMeta) (bson.D, bool, error
 	if err != nil {
 		return nil, false, err
 	}
-	return rt.mergedCursorReply(m.ns(), out, batchSize, false), false, nil
+	reply := rt.mergedCursorReply(m.ns(), out, batchSize, false)
+	if snapshot {
+		reply = withAtClusterTime(reply, at)
+	}
+	return reply, false, nil
 }
 
 // shardedFindAndModify runs a findAndModify on the shard its query pins,
@@ -748,6 +759,7 @@ func (rt *router) shardedDrop(r *request, m *collMeta) (bson.D, bool, error) {
 	rt.mu.Lock()
 	if rt.colls[m.ns()] == m {
 		delete(rt.colls, m.ns())
+		rt.forgetPlacement(m.ns())
 	}
 	rt.mu.Unlock()
 	rt.forgetCollectionConfig(r.ctx, m.ns())

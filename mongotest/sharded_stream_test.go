@@ -480,8 +480,10 @@ func TestShardedBalancerAndRemoveShard(t *testing.T) {
 // fullDocumentBeforeChange and fullDocument from both shards; an event
 // over 16 MiB is split into fragments by $changeStreamSplitLargeEvent and a
 // stream resumed from the first continues with the second;
-// showExpandedEvents shows shardCollection and reshardCollection (with the
-// new UUID, which later events carry).
+// showExpandedEvents shows shardCollection, after the createIndexes of
+// the hashed shard key's index it makes on the empty collection (as
+// jstests/change_streams/shard_collection_event.js allows), and
+// reshardCollection (with the new UUID, which later events carry).
 func TestShardedExpandedAndImages(t *testing.T) {
 	client, sc := mongotest.ShardedClient(t, 2, mongotest.NoopInterval(200*time.Millisecond))
 	if sc == nil {
@@ -502,9 +504,13 @@ func TestShardedExpandedAndImages(t *testing.T) {
 	if _, err := c.UpdateMany(ctx(t), bson.D{}, bson.D{{Key: "$inc", Value: bson.D{{Key: "v", Value: 1}}}}); err != nil {
 		t.Fatal(err)
 	}
-	evs := s.collect(13, 20*time.Second)
+	evs := s.collect(14, 20*time.Second)
+	if op := evs[0].Lookup("operationType").StringValue(); op != "createIndexes" || evs[0].Lookup("operationDescription", "indexes", "0", "key", "_id").StringValue() != "hashed" {
+		t.Fatalf("first event %s; want createIndexes of {_id: \"hashed\"}", evs[0])
+	}
+	evs = evs[1:]
 	if op := evs[0].Lookup("operationType").StringValue(); op != "shardCollection" {
-		t.Fatalf("first event %s; want shardCollection", op)
+		t.Fatalf("second event %s; want shardCollection", op)
 	}
 	if k := evs[0].Lookup("operationDescription", "shardKey", "_id").StringValue(); k != "hashed" {
 		t.Fatalf("shardCollection operationDescription %s; want shardKey {_id: hashed}", evs[0].Lookup("operationDescription"))

@@ -115,22 +115,7 @@ func showKey(key bson.D) string {
 // value (null when missing, as MongoDB treats a missing shard key field),
 // the hashed one hashed.
 func (m *collMeta) keyOf(doc bson.D) []any {
-	out := make([]any, len(m.fields))
-	for i, f := range m.fields {
-		v, ok := lookupPath(doc, f)
-		if !ok {
-			v = nil
-		}
-		if i == m.hashed {
-			h, err := hashkey.Hash(v)
-			if err != nil {
-				h = 0
-			}
-			v = h
-		}
-		out[i] = v
-	}
-	return out
+	return shardKeyOf(m.fields, m.hashed, doc)
 }
 
 func compareKeys(a, b []any) int {
@@ -292,6 +277,9 @@ func routerShardCollection(rt *router, r *request) (bson.D, bool, error) {
 	c.shardKey = fields
 	u := c.uuid
 	desc := bson.D{{Key: "shardKey", Value: key}, {Key: "unique", Value: unique}, {Key: "presplitHashedZones", Value: false}, {Key: "capped", Value: false}}
+	if empty {
+		pe.ensureShardKeyIndexLocked(c, key)
+	}
 	pe.appendOplog(&oplogEntry{op: opShardCollection, db: db, coll: coll, uuid: &u, opDesc: desc})
 	m.created = pe.lastTS
 	pe.mu.Unlock()
@@ -301,7 +289,15 @@ func routerShardCollection(rt *router, r *request) (bson.D, bool, error) {
 	rt.mu.Unlock()
 	for _, sh := range shards {
 		if sh != primary {
-			sh.srv.eng.ensureShardedColl(db, coll, m.uuid, fields, m.options)
+			sc := sh.srv.eng.ensureShardedColl(db, coll, m.uuid, fields, m.options)
+			if empty {
+				e := sh.srv.eng
+				e.mu.Lock()
+				e.fromMigrate = true
+				e.ensureShardKeyIndexLocked(sc, key)
+				e.fromMigrate = false
+				e.mu.Unlock()
+			}
 		}
 	}
 	if hashed == 0 && empty {
@@ -311,9 +307,33 @@ func routerShardCollection(rt *router, r *request) (bson.D, bool, error) {
 	}
 	rt.mu.Lock()
 	rt.colls[ns] = m
+	rt.notePlacementLocked(m, m.created)
 	rt.mu.Unlock()
 	rt.writeCollectionConfig(r.ctx, m)
 	return bson.D{{Key: "collectionsharded", Value: ns}, {Key: "collectionUUID", Value: bson.Binary{Subtype: 4, Data: uuidBytes(m.uuid)}}}, false, nil
+}
+
+// ensureShardKeyIndexLocked creates the index of a shard key on an empty
+// collection being sharded, unless an index already starts with the key,
+// as shardCollection does (e.g. {_id: "hashed"} for a hashed _id, which a
+// hashed-range read hints). Callers hold e.mu.
+func (e *engine) ensureShardKeyIndexLocked(c *collection, key bson.D) {
+	for _, ix := range c.indexes {
+		if len(ix.key) >= len(key) && mql.Equal(ix.key[:len(key)], key) {
+			return
+		}
+	}
+	ix, err := parseIndexSpec(bson.D{{Key: "key", Value: key}})
+	if err != nil {
+		return
+	}
+	if ix.hashed != nil {
+		c.buildHashed(ix)
+	}
+	c.indexes = append(c.indexes, ix)
+	u := c.uuid
+	e.appendOplog(&oplogEntry{op: opCreateIndexes, db: c.db, coll: c.name, uuid: &u,
+		opDesc: bson.D{{Key: "indexes", Value: bson.A{ix.spec}}}})
 }
 
 // boundKey is a chunk bound: every field MinKey (or MaxKey), the hashed

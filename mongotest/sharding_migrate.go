@@ -142,9 +142,15 @@ func (rt *router) moveChunk(ctx context.Context, m *collMeta, c *chunk, dst *sha
 	re.fromMigrate = false
 	re.mu.Unlock()
 
+	// The migration commits at a cluster time of its own, after the
+	// recipient's copies and before the donor's deletes: reads at an
+	// earlier time are the donor's, at a later one the recipient's
+	// (sharding_history.go).
+	commit := rt.cl.clock.next(src.srv.Now())
 	rt.mu.Lock()
 	c.shard = dst
 	m.version++
+	rt.notePlacementLocked(m, commit)
 	rt.mu.Unlock()
 
 	// The donor deletes them (fromMigrate deletes: the range deleter).

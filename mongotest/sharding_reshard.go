@@ -91,6 +91,7 @@ func routerReshardCollection(rt *router, r *request) (bson.D, bool, error) {
 	}
 	rt.mu.Lock()
 	rt.colls[m.ns()] = nm
+	rt.resetPlacementLocked(nm)
 	rt.mu.Unlock()
 	rt.writeCollectionConfig(r.ctx, nm)
 	return bson.D{}, false, nil

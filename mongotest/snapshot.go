@@ -140,7 +140,9 @@ func (e *engine) snapshotAt(at bson.Timestamp, ns string) (int64, error) {
 		e.snapHist.on = true
 	}
 	e.snapHist.lastUse = now
-	if tsLess(e.lastTS, at) {
+	if tsLess(e.lastTS, at) && (e.cfg.sharding.clock == nil || tsLess(e.cfg.sharding.clock.current(), at)) {
+		// (A shard reads at a cluster time another member gave out after
+		// its own last write: its state then is its latest.)
 		return 0, errorf(mongoerr.CodeInvalidOptions, "readConcern atClusterTime %d.%d is newer than the latest cluster time %d.%d",
 			at.T, at.I, e.lastTS.T, e.lastTS.I)
 	}
@@ -203,6 +205,12 @@ func (e *engine) checkReadConcern(r *request) error {
 		return err
 	}
 	r.txn = &txn{snap: snap, state: txnActive, readOnly: true}
+	if e.ownsAt != nil && r.conn != nil && r.conn.viaRouter {
+		// A shard's read for a mongos: the documents it owned at that
+		// time (its orphans then, a migration's copies not yet
+		// committed or its donor's left after, filtered out).
+		r.txn.owns = func(c *collection, d bson.D) bool { return c.shardKey == nil || e.ownsAt(c, d, at) }
+	}
 	r.atClusterTime = &at
 	return nil
 }

@@ -58,6 +58,9 @@ type txn struct {
 	// readOnly marks the transaction of a snapshot read outside a
 	// multi-document transaction.
 	readOnly bool
+	// owns, on a snapshot read a mongos sent a shard, keeps the documents
+	// the shard owned at the read's time (nil: every document).
+	owns     func(c *collection, doc bson.D) bool
 	sess     *session
 	number   int64
 	snap     int64 // first oplog sequence number the snapshot does not see
@@ -334,6 +337,9 @@ func (t *txn) read(c *collection, f *mql.Filter, filter bson.D, vars *mql.Vars, 
 			ex.keys++
 		}
 		ex.docs++
+		if t.owns != nil && !t.owns(c, d) {
+			continue // an orphan at the snapshot's time
+		}
 		if f.Match(d, vars) {
 			out = append(out, docRef{rec: rec, doc: d})
 			if limit > 0 && len(out) >= limit {

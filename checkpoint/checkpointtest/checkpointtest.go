@@ -136,6 +136,7 @@ func diff(a, b checkpoint.Checkpoint) string {
 	add("Definition", bytes.Equal(a.Definition, b.Definition))
 	add("ClusterTime", a.ClusterTime == b.ClusterTime)
 	add("Pending", a.Pending == b.Pending)
+	add("ReadDelay", a.ReadDelay == b.ReadDelay)
 	add("Snapshot", bytes.Equal(a.Snapshot, b.Snapshot) && (a.Snapshot == nil) == (b.Snapshot == nil))
 	add("State", a.State == b.State)
 	add("Note", a.Note == b.Note)
@@ -403,6 +404,7 @@ func testFieldsRoundTrip(t *testing.T, s checkpoint.Store) {
 		cp.ClusterTime = bson.Timestamp{T: 1700000000 + uint32(i), I: uint32(7 + i)}
 		if i%2 == 1 {
 			cp.Pending = bson.Timestamp{T: 1700000000 + uint32(i), I: uint32(9 + i)}
+			cp.ReadDelay = time.Duration(1500+i) * time.Millisecond
 		}
 		cp.State = st.state
 		cp.Note = st.note
@@ -428,6 +430,7 @@ func testFieldsRoundTrip(t *testing.T, s checkpoint.Store) {
 	cp := mustLoad(t, s, "$fields", 3)
 	cp.ClusterTime = bson.Timestamp{}
 	cp.Pending = bson.Timestamp{}
+	cp.ReadDelay = 0
 	cp.Definition = nil
 	cp.Snapshot = nil
 	cp.State = checkpoint.StateRunning

@@ -7,13 +7,14 @@
 //	{_id: "<stream>/<partition>", stream, partition, version, epoch,
 //	 token: BinData(0, <raw token bytes>) | null, identity,
 //	 definition: BinData(0, <raw BSON>) | null, clusterTime: Timestamp | null,
-//	 pendingSince: Timestamp | null, snapshot: BinData(0, <raw BSON>) | null,
-//	 state, note, updatedAt: Date}
+//	 pendingSince: Timestamp | null, readDelayMs: long,
+//	 snapshot: BinData(0, <raw BSON>) | null, state, note, updatedAt: Date}
 //
 // The token, the definition and the snapshot progress record are binary so
 // that they come back byte for byte; decode them with bson.Raw to read them
 // in a shell. A document written before snapshot existed has no snapshot
-// field and loads with Snapshot nil; the next Save adds it. The _id is
+// field and loads with Snapshot nil, one without readDelayMs with
+// ReadDelay 0; the next Save adds them. The _id is
 // unambiguous because the partition, after the last "/", has no "/".
 //
 // Snapshot requests (checkpoint.SnapshotRequests) are in a second

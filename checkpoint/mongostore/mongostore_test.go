@@ -106,7 +106,7 @@ func TestDocumentLayout(t *testing.T) {
 		"stream": bson.TypeString, "partition": bson.TypeInt64, "version": bson.TypeInt64,
 		"epoch": bson.TypeInt64, "clusterTime": bson.TypeTimestamp, "updatedAt": bson.TypeDateTime,
 		"definition": bson.TypeNull, "pendingSince": bson.TypeNull, "state": bson.TypeString,
-		"identity": bson.TypeString, "note": bson.TypeString,
+		"identity": bson.TypeString, "note": bson.TypeString, "readDelayMs": bson.TypeInt64,
 	} {
 		if got := raw.Lookup(field).Type; got != want {
 			t.Errorf("field %s has type %v, want %v", field, got, want)
@@ -123,7 +123,7 @@ func TestDocumentLayout(t *testing.T) {
 		fields = append(fields, e.Key())
 	}
 	slices.Sort(fields)
-	if got, want := strings.Join(fields, " "), "_id clusterTime definition epoch identity note partition pendingSince snapshot state stream token updatedAt version"; got != want {
+	if got, want := strings.Join(fields, " "), "_id clusterTime definition epoch identity note partition pendingSince readDelayMs snapshot state stream token updatedAt version"; got != want {
 		t.Errorf("stored fields %q, want %q", got, want)
 	}
 	// Without a snapshot the field is null.

@@ -55,3 +55,27 @@ func Client(tb testing.TB, opts ...Option) (*mongo.Client, *Server) {
 	tb.Cleanup(func() { _ = client.Disconnect(context.Background()) })
 	return client, s
 }
+
+// EnvShardedURI names the environment variable that points tests of a
+// sharded cluster at a real mongos instead of the emulator.
+const EnvShardedURI = "FERRY_TEST_MONGODB_SHARDED_URI"
+
+// ShardedClient is Client for a sharded cluster: a client of the mongos
+// $FERRY_TEST_MONGODB_SHARDED_URI names, or of a fresh emulated cluster of
+// n shards (Shards(n) with opts). The second result is nil against a real
+// cluster.
+func ShardedClient(tb testing.TB, n int, opts ...Option) (*mongo.Client, *Server) {
+	tb.Helper()
+	uri := os.Getenv(EnvShardedURI)
+	var s *Server
+	if uri == "" {
+		s = New(tb, append([]Option{Shards(n)}, opts...)...)
+		uri = s.URI()
+	}
+	client, err := mongo.Connect(options.Client().ApplyURI(uri))
+	if err != nil {
+		tb.Fatalf("emutest: connect to the test cluster: %v", err)
+	}
+	tb.Cleanup(func() { _ = client.Disconnect(context.Background()) })
+	return client, s
+}

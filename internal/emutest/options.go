@@ -36,3 +36,13 @@ func Secondaries(n int) Option { return flagf("secondaries", strconv.Itoa(n)) }
 
 // ServerVersion sets the MongoDB release (8.x) the server reports.
 func ServerVersion(v string) Option { return flagf("server-version", v) }
+
+// NoopInterval sets the periodic no-op an idle primary writes (each
+// shard's, with Shards): MongoDB's periodicNoopIntervalSecs, 10 s by
+// default.
+func NoopInterval(d time.Duration) Option { return flagf("noop-interval", d.String()) }
+
+// Shards makes the emulator a sharded cluster of n shards behind a mongos
+// (cmd/mongotest -shards): the URI is the mongos', and the other options
+// apply to every shard.
+func Shards(n int) Option { return flagf("shards", strconv.Itoa(n)) }

@@ -46,6 +46,7 @@ const (
 	FDefinition  = "definition"
 	FClusterTime = "clusterTime"
 	FPending     = "pendingSince"
+	FReadDelay   = "readDelayMs"
 	FSnapshot    = "snapshot"
 	FState       = "state"
 	FNote        = "note"
@@ -65,6 +66,7 @@ func Fields(cp checkpoint.Checkpoint, version int64) bson.D {
 		{Key: FDefinition, Value: binaryOrNil(cp.Definition)},
 		{Key: FClusterTime, Value: timestampOrNil(cp.ClusterTime)},
 		{Key: FPending, Value: timestampOrNil(cp.Pending)},
+		{Key: FReadDelay, Value: cp.ReadDelay.Milliseconds()},
 		{Key: FSnapshot, Value: binaryOrNil(cp.Snapshot)},
 		{Key: FState, Value: string(cp.State)},
 		{Key: FNote, Value: cp.Note},
@@ -145,6 +147,10 @@ func Decode(raw bson.Raw) (checkpoint.Checkpoint, error) {
 				break
 			}
 			cp.Pending.T, cp.Pending.I, ok = v.TimestampOK()
+		case FReadDelay:
+			var ms int64
+			ms, ok = v.AsInt64OK()
+			cp.ReadDelay = time.Duration(ms) * time.Millisecond
 		case FState:
 			var s string
 			s, ok = v.StringValueOK()

@@ -70,7 +70,7 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintln(stderr, "ferry check:", err)
 		return 1
 	default:
-		findings = checkDeployment(ctx, cfg, preflightOptions{downtime: *downtime, oplog: true, timeout: 5 * time.Second})
+		findings = checkDeployment(ctx, cfg, preflightOptions{downtime: *downtime, oplog: true, shards: true, timeout: 5 * time.Second})
 	}
 	if *asJSON {
 		printFindingsJSON(stdout, findings)
@@ -99,7 +99,7 @@ func checkDeployment(ctx context.Context, cfg *config.Config, opts preflightOpti
 	p := &preflight{cfg: cfg, opts: opts, sources: map[config.MongoURI]*mongo.Client{}}
 	var clients []*mongo.Client
 	defer func() {
-		for _, c := range clients {
+		for _, c := range append(clients, p.extra...) {
 			_ = c.Disconnect(context.WithoutCancel(ctx))
 		}
 	}()

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"sync/atomic"
@@ -396,3 +397,90 @@ func TestRunLogsPreflight(t *testing.T) {
 }
 
 func mongoURI(srv *mongotest.Server) config.MongoURI { return config.MongoURI(srv.URI()) }
+
+// TestCheckShardedCluster: through an emulated mongos (2 shards),
+// ferry check reports the topology as sharded, lists the shards, opens
+// the change stream and tries $toHashedIndexKey and
+// $changeStreamSplitLargeEvent for real, finds the images on the sharded
+// collection, and reads each shard directly: its periodicNoopIntervalSecs
+// (an idle shard holds events back that long: warn at MongoDB's default
+// 10 s, pass at 1 s) and its oplog window, beside the window through
+// mongos (the shortest shard's).
+func TestCheckShardedCluster(t *testing.T) {
+	for _, tc := range []struct {
+		noop   time.Duration
+		result checkResult
+	}{{10 * time.Second, checkWarn}, {time.Second, checkPass}} {
+		t.Run(tc.noop.String(), func(t *testing.T) {
+			sc := mongotest.NewSharded(t, 2, mongotest.NoopInterval(tc.noop))
+			client := clientOf(t, sc.URI())
+			createOrders(t, client, true)
+			if err := client.Database("admin").RunCommand(context.Background(), bson.D{{Key: "shardCollection", Value: "shop.orders"},
+				{Key: "key", Value: bson.D{{Key: "_id", Value: "hashed"}}}}).Err(); err != nil {
+				t.Fatal(err)
+			}
+			cfg := checkConfig(t, sc.URI(), "full_document: required\nfull_document_before_change: required", "group: {partitions: 4}")
+			code, doc := runCheckJSON(t, "-c", cfg)
+			server := "server " + strings.TrimSuffix(strings.TrimPrefix(sc.URI(), "mongodb://"), "/")
+			if f := doc.expect(t, server, "topology", checkPass, ""); !strings.Contains(f.Detail, "sharded cluster, through mongos") {
+				t.Errorf("topology: %q", f.Detail)
+			}
+			if f := doc.expect(t, server, "shards", checkPass, ""); !strings.Contains(f.Detail, "2 shard(s): shard0 (shard0/") || !strings.Contains(f.Detail, "shard1 (shard1/") {
+				t.Errorf("shards: %q", f.Detail)
+			}
+			fix := ""
+			if tc.result == checkWarn {
+				fix = "periodicNoopIntervalSecs=1"
+			}
+			if f := doc.expect(t, server, "idle-shard latency", tc.result, fix); !strings.Contains(f.Detail, "waits up to "+tc.noop.String()) ||
+				!strings.Contains(f.Detail, "shard0 "+tc.noop.String()+", shard1 "+tc.noop.String()) {
+				t.Errorf("idle-shard latency: %q", f.Detail)
+			}
+			for _, c := range []string{"change stream", "$toHashedIndexKey", "$changeStreamSplitLargeEvent", "pre/post images", "source privileges", "pool"} {
+				doc.expect(t, "stream orders", c, checkPass, "")
+			}
+			if f := doc.expect(t, "stream orders", "oplog window", checkPass, ""); !strings.Contains(f.Detail, "through mongos (the shortest of the shards' oplogs)") {
+				t.Errorf("oplog window: %q", f.Detail)
+			}
+			for _, id := range []string{"shard0", "shard1"} {
+				if f := doc.expect(t, "stream orders", "oplog window of "+id, checkPass, ""); !strings.Contains(f.Detail, "on "+id+" ("+id+"/") {
+					t.Errorf("oplog window of %s: %q", id, f.Detail)
+				}
+			}
+			if code != 0 || doc.Fail != 0 {
+				t.Errorf("exit %d with %d fail", code, doc.Fail)
+			}
+		})
+	}
+}
+
+// TestIdleShardFindingUnreadable: a shard ferry check cannot read
+// directly (unreachable, or refused) makes the idle-shard row a warn that
+// assumes MongoDB's default and says how to check each shard.
+func TestIdleShardFindingUnreadable(t *testing.T) {
+	f := idleShardFinding("server m:1", []*shardInfo{
+		{id: "shard0", noop: time.Second},
+		{id: "shard1", noopErr: errors.New("(Unauthorized) not authorized")},
+	})
+	if f.Result != checkWarn || !strings.Contains(f.Detail, "shard1 ((Unauthorized) not authorized)") || !strings.Contains(f.Detail, "expect up to 10 s") ||
+		!strings.Contains(f.Detail, "read: shard0 1s") || !strings.Contains(f.Fix, "db.adminCommand({getParameter: 1, periodicNoopIntervalSecs: 1})") {
+		t.Errorf("%s %q fix %q", f.Result, f.Detail, f.Fix)
+	}
+}
+
+// TestShardURI: a shard's URI keeps the source URI's credentials and
+// options, names the shard's replica set and drops what would point it
+// elsewhere; an SRV URI's implied TLS and authSource are kept.
+func TestShardURI(t *testing.T) {
+	for _, tc := range []struct{ uri, host, want string }{
+		{"mongodb://u:p%40ss@m1:27017,m2:27017/shop?retryWrites=true&directConnection=false", "rs1/h1:27018,h2:27018",
+			"mongodb://u:p%40ss@h1:27018,h2:27018/shop?retryWrites=true&replicaSet=rs1"},
+		{"mongodb+srv://u:p@cluster0.example.net/?appName=x", "atlas-shard-0/s0.example.net:27017",
+			"mongodb://u:p@s0.example.net:27017/?appName=x&tls=true&authSource=admin&replicaSet=atlas-shard-0"},
+		{"mongodb://127.0.0.1:27117/", "shard0/127.0.0.1:33617", "mongodb://127.0.0.1:33617/?replicaSet=shard0"},
+	} {
+		if got := shardURI(config.MongoURI(tc.uri), tc.host); got != tc.want {
+			t.Errorf("shardURI(%s, %s) = %s, want %s", tc.uri, tc.host, got, tc.want)
+		}
+	}
+}

@@ -62,6 +62,9 @@ type preflightOptions struct {
 	oplog bool
 	// timeout bounds each check's round trips.
 	timeout time.Duration
+	// shards reads the shards of a sharded cluster directly (their
+	// no-op interval, their oplog windows): `ferry check` only.
+	shards bool
 }
 
 // preflight runs the checks of one configuration.
@@ -77,12 +80,17 @@ type preflight struct {
 	cps checkpoint.Store
 	// servers are the servers probed, by URI.
 	servers map[config.MongoURI]*serverInfo
+	// shards are a mongos' shards (preflightsharded.go), by URI; extra the
+	// clients opened to them, for the caller to disconnect.
+	shards map[config.MongoURI][]*shardInfo
+	extra  []*mongo.Client
 }
 
 // run runs every check and returns the findings: the servers', the state
 // store's, then each stream's.
 func (p *preflight) run(ctx context.Context) []finding {
 	p.servers = map[config.MongoURI]*serverInfo{}
+	p.shards = map[config.MongoURI][]*shardInfo{}
 	var out []finding
 	// Each server once, whatever reads it (state, sources).
 	var uris []config.MongoURI
@@ -209,6 +217,9 @@ func (p *preflight) serverFindings(ctx context.Context, uri config.MongoURI, cli
 	out = append(out, versionFinding(subject, info))
 	out = append(out, p.fcvFinding(ctx, subject, client, info))
 	out = append(out, clockFinding(subject, info))
+	if info.mongos {
+		out = append(out, p.shardedFindings(ctx, subject, uri, client)...)
+	}
 	return out
 }
 

@@ -40,6 +40,9 @@ func (p *preflight) streamFindings(ctx context.Context, st *config.Stream) []fin
 	out = append(out, s.privileges(ctx, opened.err))
 	if p.opts.oplog && !info.standalone() {
 		out = append(out, s.oplogWindow(ctx))
+		if info.mongos && p.opts.shards {
+			out = append(out, s.shardOplogFindings(ctx)...)
+		}
 	}
 	need := p.cfg.SourcePoolNeed(st.Source.URI)
 	unit := "a change stream per partition of every stream reading this URI"
@@ -392,26 +395,43 @@ func (s *streamCheck) privileges(ctx context.Context, opened error) finding {
 // long.
 func (s *streamCheck) oplogWindow(ctx context.Context) finding {
 	f := finding{Subject: s.subject, Check: "oplog window"}
-	cons, err := toolConsumer(s.st, s.client, s.p.cps)
+	start, err := s.oplogStart(ctx, s.client)
 	if err != nil {
 		f.Result, f.Detail = checkWarn, "could not measure it: "+err.Error()
 		return f
+	}
+	if s.info.mongos {
+		// Through mongos a change stream loses its position when any
+		// shard's oplog no longer holds it.
+		return s.judgeWindow(f, start, " through mongos (the shortest of the shards' oplogs)", "on each shard's members: ")
+	}
+	return s.judgeWindow(f, start, "", "")
+}
+
+// oplogStart is the oldest cluster time a change stream of the stream can
+// start at on client (Consumer.OplogStart).
+func (s *streamCheck) oplogStart(ctx context.Context, client *mongo.Client) (bson.Timestamp, error) {
+	cons, err := toolConsumer(s.st, client, s.p.cps)
+	if err != nil {
+		return bson.Timestamp{}, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, 3*s.p.opts.timeout)
 	defer cancel()
-	start, err := cons.OplogStart(ctx, bson.Timestamp{})
-	if err != nil {
-		f.Result, f.Detail = checkWarn, "could not measure it: "+err.Error()
-		return f
-	}
+	return cons.OplogStart(ctx, bson.Timestamp{})
+}
+
+// judgeWindow fills f with the window from start to the server's now,
+// against the planned downtime; where says whose oplog it is, fixWhere
+// where to make it hold more.
+func (s *streamCheck) judgeWindow(f finding, start bson.Timestamp, where, fixWhere string) finding {
 	now := s.info.localTime
 	if now.IsZero() {
 		now = time.Unix(int64(s.info.opTime.T), 0)
 	}
 	window := max(now.Sub(time.Unix(int64(start.T), 0)), 0).Round(time.Second)
-	f.Detail = fmt.Sprintf("the oplog holds %v of history (since %s, by the server's clock)", window, time.Unix(int64(start.T), 0).UTC().Format(time.RFC3339))
+	f.Detail = fmt.Sprintf("the oplog holds %v of history%s (since %s, by the server's clock)", window, where, time.Unix(int64(start.T), 0).UTC().Format(time.RFC3339))
 	d := s.p.opts.downtime
-	fix := "make the oplog hold more: replSetResizeOplog with a larger size or minRetentionHours (Atlas: the cluster's oplog settings); " +
+	fix := fixWhere + "make the oplog hold more: replSetResizeOplog with a larger size or minRetentionHours (Atlas: the cluster's oplog settings); " +
 		"an oplog not yet full holds more as it fills: check again then"
 	switch {
 	case d == 0:

@@ -78,8 +78,8 @@ func withState(ctx context.Context, name string, cfg *config.Config, stderr io.W
 	return 0
 }
 
-// runStatus prints members, partitions, owners, epochs, checkpoint age and
-// lag of every stream, from the state store.
+// runStatus prints members, partitions, owners, epochs, checkpoint age,
+// lag and read delay of every stream, from the state store.
 func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("status")
 	asJSON := fs.Bool("json", false, "print the /status JSON document (docs/status.md) instead of the table")
@@ -136,7 +136,7 @@ func printStatus(ctx context.Context, cfgPath string, cfg *config.Config, db *mo
 				fmt.Fprintf(w, "  \t\tre-check: at %s\n", f.RetryAt.Format(time.RFC3339))
 			}
 		}
-		fmt.Fprintln(w, "  partition\towner\tepoch\tcheckpoint age\tlag\tstate")
+		fmt.Fprintln(w, "  partition\towner\tepoch\tcheckpoint age\tlag\tread delay\tstate")
 		for _, p := range sd.Partitions {
 			owner, epoch := "-", "-"
 			if p.Owner != "" {
@@ -145,12 +145,15 @@ func printStatus(ctx context.Context, cfgPath string, cfg *config.Config, db *mo
 			if p.Epoch > 0 {
 				epoch = fmt.Sprint(p.Epoch)
 			}
-			age, lag, state := "-", "-", p.State
+			age, lag, delay, state := "-", "-", "-", p.State
 			if p.CheckpointAgeSeconds != nil {
 				age = secondsText(*p.CheckpointAgeSeconds, time.Millisecond)
 			}
 			if p.LagSeconds != nil {
 				lag = secondsText(*p.LagSeconds, time.Second)
+			}
+			if p.ReadDelaySeconds != nil {
+				delay = secondsText(*p.ReadDelaySeconds, time.Millisecond)
 			}
 			switch {
 			case p.State == "no-checkpoint":
@@ -160,7 +163,7 @@ func printStatus(ctx context.Context, cfgPath string, cfg *config.Config, db *mo
 			case p.Note != "":
 				state += " (" + p.Note + ")"
 			}
-			fmt.Fprintf(w, "  %d\t%s\t%s\t%s\t%s\t%s\n", p.Partition, owner, epoch, age, lag, state)
+			fmt.Fprintf(w, "  %d\t%s\t%s\t%s\t%s\t%s\t%s\n", p.Partition, owner, epoch, age, lag, delay, state)
 		}
 		for _, p := range sd.Partitions {
 			if p.Snapshot != nil {

@@ -96,6 +96,7 @@ type partitionDoc struct {
 	CheckpointAt         *time.Time `json:"checkpoint_at"`
 	CheckpointAgeSeconds *float64   `json:"checkpoint_age_seconds"`
 	LagSeconds           *float64   `json:"lag_seconds"`
+	ReadDelaySeconds     *float64   `json:"read_delay_seconds"` // checkpoint.ReadDelay; null: not measured
 	Lagging              bool       `json:"lagging"`
 	State                string     `json:"state"`
 	Note                 string     `json:"note"`
@@ -408,6 +409,10 @@ func (s statusSource) stream(ctx context.Context, sc *config.Stream, now time.Ti
 			l := seconds(lag)
 			pd.LagSeconds = &l
 			pd.Lagging = lag >= lagThreshold
+			if cp.ReadDelay > 0 {
+				d := seconds(cp.ReadDelay)
+				pd.ReadDelaySeconds = &d
+			}
 			pd.State = string(cp.State)
 			if cp.State == checkpoint.StateRunning {
 				pd.State = "running"

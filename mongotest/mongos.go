@@ -56,6 +56,10 @@ type clusterMeta struct {
 	dbs   map[string]*dbMeta
 	colls map[string]*collMeta
 
+	// balancer is the cluster's balancer (BalancerInterval,
+	// balancerStart, balancerStop).
+	balancer balancerState
+
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -294,6 +298,9 @@ func init() {
 		"moveChunk":                {run: routerMoveChunk, adminOnly: true},
 		"reshardCollection":        {run: routerReshardCollection, adminOnly: true},
 		"split":                    {run: routerSplit, adminOnly: true},
+		"balancerStart":            {run: routerBalancerStart, adminOnly: true},
+		"balancerStop":             {run: routerBalancerStop, adminOnly: true},
+		"balancerStatus":           {run: routerBalancerStatus, adminOnly: true},
 		"removeShard":              {run: routerRemoveShard, adminOnly: true},
 		"checkMetadataConsistency": {run: routerCheckMetadataConsistency},
 

@@ -621,3 +621,44 @@ func TestShardedBalancerStop(t *testing.T) {
 		t.Errorf("balancerStatus mode %q after balancerStart; want full", mode)
 	}
 }
+
+// TestShardedResumedFirstBatchToken: a stream opened through the mongos
+// (resumed after an event, or from a time) with changes already in the
+// shards' oplogs returns an empty first batch whose postBatchResumeToken
+// does not pass those changes: a client that resumes from it (a driver
+// after an error, a consumer that checkpointed it) still gets every one.
+// A mongos opens its shard cursors with batchSize 0, so its first
+// postBatchResumeToken is the resume point.
+func TestShardedResumedFirstBatchToken(t *testing.T) {
+	client, sc := mongotest.ShardedClient(t, 2, mongotest.NoopInterval(200*time.Millisecond))
+	if sc == nil {
+		t.Skip("needs the emulated cluster")
+	}
+	db := client.Database("shop")
+	c := db.Collection("carts")
+	shardCollection(t, client, "shop.carts", bson.D{{Key: "_id", Value: "hashed"}})
+	s, _ := openRaw(t, db, "carts", bson.D{})
+	for i := 0; i < 20; i++ {
+		if _, err := c.InsertOne(ctx(t), bson.D{{Key: "_id", Value: i}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	evs := s.collect(20, 20*time.Second)
+	for _, start := range []bson.D{
+		{{Key: "resumeAfter", Value: evs[4].Lookup("_id").Document()}},
+		{{Key: "startAtOperationTime", Value: func() bson.Timestamp { t, i := evs[5].Lookup("clusterTime").Timestamp(); return bson.Timestamp{T: t, I: i} }()}},
+	} {
+		r, first := openRaw(t, db, "carts", start)
+		if len(first) != 0 {
+			t.Fatalf("%s: first batch has %d events; want none", start[0].Key, len(first))
+		}
+		if r.pbrt >= evData(evs[5]) {
+			t.Errorf("%s: the first batch's postBatchResumeToken %s passes event 5 (%s), which it did not return", start[0].Key, r.pbrt, evData(evs[5]))
+		}
+		again, _ := openRaw(t, db, "carts", bson.D{{Key: "resumeAfter", Value: bson.D{{Key: "_data", Value: r.pbrt}}}})
+		got := again.collect(15, 20*time.Second)
+		if evData(got[0]) != evData(evs[5]) {
+			t.Errorf("%s, then resumed from its first postBatchResumeToken: first event %s; want event 5 %s", start[0].Key, evData(got[0]), evData(evs[5]))
+		}
+	}
+}

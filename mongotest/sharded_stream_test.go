@@ -646,7 +646,10 @@ func TestShardedResumedFirstBatchToken(t *testing.T) {
 	evs := s.collect(20, 20*time.Second)
 	for _, start := range []bson.D{
 		{{Key: "resumeAfter", Value: evs[4].Lookup("_id").Document()}},
-		{{Key: "startAtOperationTime", Value: func() bson.Timestamp { t, i := evs[5].Lookup("clusterTime").Timestamp(); return bson.Timestamp{T: t, I: i} }()}},
+		{{Key: "startAtOperationTime", Value: func() bson.Timestamp {
+			t, i := evs[5].Lookup("clusterTime").Timestamp()
+			return bson.Timestamp{T: t, I: i}
+		}()}},
 	} {
 		r, first := openRaw(t, db, "carts", start)
 		if len(first) != 0 {

@@ -75,6 +75,9 @@ func main() {
 	os.Exit(code)
 }
 
+// shardedDuration is -duration's default with -topology sharded.
+const shardedDuration = 25 * time.Second
+
 // runMain parses the command line and runs the campaign: 0 clean, 1 a
 // run failed, 2 a bad command line.
 func runMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -90,6 +93,8 @@ func runMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	rate := fs.Int("rate", 100, "writes a second")
 	verbose := fs.Bool("v", false, "list every run's faults, ferry verify's summary and notes")
 	keep := fs.Bool("keep", false, "keep every run's directory (configuration, member logs); failed runs' are always kept")
+	topology := fs.String("topology", "replset", "replset (one replica set) or sharded (2 shards through a mongos, adding chunk migrations, "+
+		"an idle shard and shard primaries stepping down to the faults; -duration defaults to 25s)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -100,7 +105,14 @@ func runMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "chaos: "+format+"\n", a...)
 		return 2
 	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if *topology == "sharded" && !set["duration"] {
+		*duration = shardedDuration // room for an idle window longer than a 10 s no-op interval, and the rest
+	}
 	switch {
+	case *topology != "replset" && *topology != "sharded":
+		return bad("-topology must be replset or sharded, got %q", *topology)
 	case fs.NArg() > 0:
 		return bad("unexpected argument %q (flags only; -h lists them)", fs.Arg(0))
 	case *runs < 1:
@@ -117,7 +129,7 @@ func runMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return bad("-rate must be between 1 and 1000 writes a second, got %d", *rate)
 	}
 	s := settings{seed: *seed, runs: *runs, members: *members, duration: *duration, drain: *drain, txnLifetime: *txnLifetime, rate: *rate,
-		verbose: *verbose, keep: *keep}
+		verbose: *verbose, keep: *keep, sharded: *topology == "sharded"}
 	if !campaign(ctx, s, stdout) {
 		return 1
 	}

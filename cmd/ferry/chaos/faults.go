@@ -82,7 +82,9 @@ func (g *group) inject(ctx context.Context, f faultSpec) (fault, error) {
 		}
 		out.Desc = desc
 	case stepdown:
-		e.stepDown(ctx, f)
+		if err := e.stepDown(ctx, f); err != nil {
+			return out, err
+		}
 	}
 	return out, nil
 }

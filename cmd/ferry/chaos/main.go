@@ -45,6 +45,14 @@
 // history-lost failure too, with the mongodb sink, whose backfill must
 // end) or did not exit (naming the run's seed and keeping its member logs).
 //
+// With -topology sharded every run is against 2 emulated shards through
+// a mongos (chaos.docs sharded on {_id: "hashed"} or a ranged {k: 1}),
+// and the faults add chunk migrations (split and moveChunk; the balancer
+// in half the runs), an idle shard (no writes for longer than its
+// periodic no-op interval) and a shard primary stepping down:
+//
+//	go run ./cmd/ferry/chaos -topology sharded -runs 20
+//
 // Its members are `ferry run` processes: this binary run with a `run` or
 // `verify` command line (and FERRY_CHAOS_CHILD set) is the ferry command.
 // It is a command of its own because it links the emulator, which the

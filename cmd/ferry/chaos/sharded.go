@@ -300,12 +300,25 @@ var stepdownCommands = []string{"insert", "update", "delete", "findAndModify", "
 // elected: for f.length every command the shard gets (through the mongos,
 // from every client: members, the campaign's writer and projection
 // watcher, which retry) fails with a state-change error, or its
-// connection closes, as they do on a real shard while it has no primary.
-func (e *env) stepDown(ctx context.Context, f faultSpec) {
+// connection closes, as they do on a real shard while it has no primary;
+// and the transactions open on it are aborted, as a stepdown aborts them
+// (killAllSessions on the shard: without it a member's transaction whose
+// commit failed would keep its documents for transactionLifetimeLimitSeconds,
+// which a real new primary never inherits).
+func (e *env) stepDown(ctx context.Context, f faultSpec) error {
 	sh := e.sc.Shards()[f.shard]
 	sh.FailCommand(mongotest.FailPoint{Commands: stepdownCommands, ErrorCode: f.code, CloseConnection: f.code == 0})
+	defer sh.ClearFailPoints()
+	c, err := mongo.Connect(options.Client().ApplyURI(sh.URI()).SetAppName("ferry-chaos"))
+	if err != nil {
+		return err
+	}
+	defer func() { _ = c.Disconnect(context.Background()) }()
+	if err := c.Database("admin").RunCommand(ctx, bson.D{{Key: "killAllSessions", Value: bson.A{}}}).Err(); err != nil {
+		return fmt.Errorf("stepdown shard%d: abort its transactions: %w", f.shard, err)
+	}
 	pause(ctx, f.length)
-	sh.ClearFailPoints()
+	return nil
 }
 
 // balancer runs balancerStop or balancerStart through the mongos.

@@ -258,7 +258,8 @@
 //	                 (config.chunks, config.collections,
 //	                 config.databases, config.shards readable);
 //	                 split, moveChunk, removeShard, reshardCollection,
-//	                 a balancer (by document count)
+//	                 a balancer (by document count; balancerStop,
+//	                 balancerStart, balancerStatus)
 //	CRUD             writes routed by shard key; reads targeted by a     a bulkWrite update/delete on a sharded collection
 //	                 shard key equality or broadcast and merged; one-   that does not pin its shard key, $out/$merge
 //	                 document writes without the key find their         from a sharded collection (238); upsert or

@@ -59,6 +59,10 @@ type clusterMeta struct {
 	// (sharding_history.go), its lock a leaf.
 	placed placementLog
 
+	// balancer is the cluster's balancer (BalancerInterval,
+	// balancerStart, balancerStop).
+	balancer balancerState
+
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -302,6 +306,9 @@ func init() {
 		"moveChunk":                {run: routerMoveChunk, adminOnly: true},
 		"reshardCollection":        {run: routerReshardCollection, adminOnly: true},
 		"split":                    {run: routerSplit, adminOnly: true},
+		"balancerStart":            {run: routerBalancerStart, adminOnly: true},
+		"balancerStop":             {run: routerBalancerStop, adminOnly: true},
+		"balancerStatus":           {run: routerBalancerStatus, adminOnly: true},
 		"removeShard":              {run: routerRemoveShard, adminOnly: true},
 		"checkMetadataConsistency": {run: routerCheckMetadataConsistency},
 

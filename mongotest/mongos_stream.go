@@ -25,9 +25,10 @@ import (
 //     postBatchResumeToken has reached it: a shard that has written
 //     nothing since holds the merged stream back until its periodic no-op
 //     (NoopInterval) moves its token, as on a real cluster.
-//   - The first batch is empty. The postBatchResumeToken it reports is the
-//     last event returned, or, when nothing more is ready, the smallest of
-//     the cursors' tokens.
+//   - The first batch is empty: the shards' cursors are opened with
+//     batchSize 0, so its postBatchResumeToken is the resume point. Later
+//     ones report the last event returned, or, when nothing more is
+//     ready, the smallest of the cursors' tokens.
 //   - Each shard's getMore waits at most 1 s (min(maxTimeMS, 1 s)); they
 //     run in the background, so a client's getMore returns at its own
 //     maxTimeMS whatever the shards do.
@@ -79,6 +80,9 @@ type remote struct {
 	pbrt     bson.Raw
 	pbrtData string
 	inflight bool
+	// firstOnly: the cursor has replied to its aggregate only, not yet to
+	// a getMore.
+	firstOnly bool
 }
 
 type remoteEvent struct {
@@ -232,12 +236,12 @@ func routerOpenStream(rt *router, r *request) (bson.D, bool, error) {
 	cfgRem := &remote{srv: rt.cl.config, conn: &conn{srv: rt.cl.config}}
 	cfgCmd := bson.D{{Key: "aggregate", Value: "shards"}, {Key: "pipeline", Value: bson.A{bson.D{{Key: "$changeStream", Value: bson.D{
 		{Key: "startAtOperationTime", Value: start}, {Key: "allowToRunOnConfigDB", Value: true}}}}}},
-		{Key: "cursor", Value: bson.D{}}, {Key: "needsMerge", Value: true}, {Key: "$db", Value: "config"}}
+		{Key: "cursor", Value: shardCursorOpts()}, {Key: "needsMerge", Value: true}, {Key: "$db", Value: "config"}}
 	if err := ms.openRemote(r.ctx, cfgRem, cfgCmd); err != nil {
 		ms.kill()
 		return nil, false, err
 	}
-	if data, doc, ok := ms.minPromised(); ok {
+	if data, doc, ok := ms.minEligible(); ok {
 		ms.pbrt, ms.pbrtData = doc, data
 	}
 	ns := r.db + "." + ms.coll
@@ -248,6 +252,14 @@ func routerOpenStream(rt *router, r *request) (bson.D, bool, error) {
 	return streamReply(true, rc.id, ns, nil, ms.pbrt), false, nil
 }
 
+// shardCursorOpts are the cursor options of a shard's (or the config
+// server's) aggregate: batchSize 0, as a mongos establishes them, so that
+// no event is buffered before the first getMore and each cursor's first
+// postBatchResumeToken is the resume point. The merged stream's first
+// postBatchResumeToken, their smallest, then passes no event it has not
+// returned: a client resuming from it misses nothing.
+func shardCursorOpts() bson.D { return bson.D{{Key: "batchSize", Value: int32(0)}} }
+
 // open opens the stream on a shard from startOpt (startAtOperationTime,
 // resumeAfter or startAfter).
 func (ms *mergedStream) open(ctx context.Context, sh *shard, startOpt bson.E) error {
@@ -257,7 +269,7 @@ func (ms *mergedStream) open(ctx context.Context, sh *shard, startOpt bson.E) er
 	if ms.coll != "" {
 		target = ms.coll
 	}
-	cmd := bson.D{{Key: "aggregate", Value: target}, {Key: "pipeline", Value: pipeline}, {Key: "cursor", Value: bson.D{}}}
+	cmd := bson.D{{Key: "aggregate", Value: target}, {Key: "pipeline", Value: pipeline}, {Key: "cursor", Value: shardCursorOpts()}}
 	cmd = append(cmd, ms.aggOpts...)
 	cmd = append(cmd, bson.E{Key: "needsMerge", Value: true}, bson.E{Key: "$db", Value: ms.db})
 	return ms.openRemote(ctx, &remote{sh: sh, srv: sh.srv, conn: &conn{srv: sh.srv}}, cmd)
@@ -279,6 +291,7 @@ func (ms *mergedStream) apply(rem *remote, reply bson.D, first bool) error {
 	if ce := replyError(reply); ce != nil {
 		return remoteStreamError(rem, ce)
 	}
+	rem.firstOnly = first
 	raw, ok := lookupD(reply, "cursor").(bson.Raw)
 	if !ok {
 		return errorf(mongoerr.CodeInternalError, "mongotest: shard %s replied to a change stream without a cursor", rem.host())
@@ -320,12 +333,31 @@ func remoteStreamError(rem *remote, ce *cmdError) *cmdError {
 }
 
 // minPromised is the smallest postBatchResumeToken of the cursors still
-// open or holding events; ok is false while a cursor has none.
+// open or holding events; ok is false while a cursor has none. No event
+// above it is returned.
 func (ms *mergedStream) minPromised() (string, bson.D, bool) {
+	return ms.minToken(false)
+}
+
+// minEligible is minPromised without the config server's cursor while it
+// has only its first batch: the high-water mark the mongos reports when
+// nothing is ready (async_results_merger.cpp getHighWaterMark: the config
+// cursor is not eligible on its first batch, SERVER-47810). Its first
+// token is the cluster time the stream starts from, a high-water mark
+// that sorts before a resumed-after event at that time; counting it would
+// make a stream resumed after an event report a token before that event.
+func (ms *mergedStream) minEligible() (string, bson.D, bool) {
+	return ms.minToken(true)
+}
+
+func (ms *mergedStream) minToken(eligible bool) (string, bson.D, bool) {
 	var min *remote
 	for _, rem := range ms.remotes {
 		if rem.id == 0 && len(rem.buf) == 0 {
 			continue // closed, nothing left
+		}
+		if eligible && rem.sh == nil && rem.firstOnly {
+			continue
 		}
 		if rem.pbrt == nil {
 			return "", nil, false
@@ -394,7 +426,7 @@ func (ms *mergedStream) ready(r *request, n int) ([]bson.Raw, error) {
 	if !ms.done {
 		// Nothing more is ready: the token moves up to the smallest of
 		// the cursors'.
-		if data, doc, ok := ms.minPromised(); ok && data > ms.pbrtData && !ms.hasReady(data) {
+		if data, doc, ok := ms.minEligible(); ok && data > ms.pbrtData && !ms.hasReady(data) {
 			ms.pbrt, ms.pbrtData = doc, data
 		}
 	}

@@ -97,7 +97,11 @@ func (k *clusterClock) current() bson.Timestamp {
 // from the shard holding the most of its chunks to the one holding the
 // fewest, when they differ by more than one, with the chunk migration's
 // fromMigrate writes. 0 (the default) runs no balancer; MoveChunk and the
-// moveChunk command move chunks on demand. A replica set ignores it.
+// moveChunk command move chunks on demand. balancerStop (through a
+// mongos) stops the rounds, returning once the round in progress has
+// ended, and balancerStart starts them again (every 10 s, a real
+// balancer's pace, on a cluster started without one). A replica set
+// ignores it.
 func BalancerInterval(d time.Duration) Option {
 	return optionFunc(func(c *config) { c.sharding.balancerInterval = d })
 }

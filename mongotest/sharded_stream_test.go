@@ -567,3 +567,107 @@ func TestShardedExpandedAndImages(t *testing.T) {
 		t.Fatalf("resumed from fragment 1: %s; want fragment 2", got.Lookup("splitEvent"))
 	}
 }
+
+// TestShardedBalancerStop: balancerStop stops the balancer's rounds (it
+// returns once a round in progress has ended) and config.settings says
+// so; balancerStatus reports the mode; balancerStart starts the rounds
+// again, and the balancer then spreads what piled up on one shard.
+func TestShardedBalancerStop(t *testing.T) {
+	client, sc := mongotest.ShardedClient(t, 2, mongotest.NoopInterval(200*time.Millisecond), mongotest.BalancerInterval(20*time.Millisecond))
+	if sc == nil {
+		t.Skip("needs the emulated cluster")
+	}
+	admin := client.Database("admin")
+	status := func() bson.Raw {
+		t.Helper()
+		var st bson.Raw
+		if err := admin.RunCommand(ctx(t), bson.D{{Key: "balancerStatus", Value: 1}}).Decode(&st); err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	if mode := status().Lookup("mode").StringValue(); mode != "full" {
+		t.Errorf("balancerStatus mode %q with the balancer running; want full", mode)
+	}
+	if err := admin.RunCommand(ctx(t), bson.D{{Key: "balancerStop", Value: 1}}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if st := status(); st.Lookup("mode").StringValue() != "off" || st.Lookup("inBalancerRound").Boolean() {
+		t.Errorf("balancerStatus after balancerStop: %v; want mode off, not in a round", st)
+	}
+	var settings bson.M
+	if err := client.Database("config").Collection("settings").FindOne(ctx(t), bson.D{{Key: "_id", Value: "balancer"}}).Decode(&settings); err != nil ||
+		settings["mode"] != "off" || settings["stopped"] != true {
+		t.Errorf("config.settings balancer after balancerStop: %v (%v); want mode off, stopped", settings, err)
+	}
+	c := client.Database("shop").Collection("items")
+	shardCollection(t, client, "shop.items", bson.D{{Key: "k", Value: 1}}) // one chunk, on shard0
+	for i := 0; i < 100; i++ {
+		if _, err := c.InsertOne(ctx(t), bson.D{{Key: "k", Value: i}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// 25 of the balancer's 20 ms ticks: a running balancer moves a range
+	// at the first of them.
+	for end := time.Now().Add(500 * time.Millisecond); time.Now().Before(end); {
+		if n := len(shardDocs(t, sc.Shards()[1], "shop", "items")); n != 0 {
+			t.Fatalf("shard1 holds %d documents while the balancer is stopped; want 0", n)
+		}
+	}
+	if err := admin.RunCommand(ctx(t), bson.D{{Key: "balancerStart", Value: 1}}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	until(t, 20*time.Second, func() error {
+		if n := len(shardDocs(t, sc.Shards()[1], "shop", "items")); n < 30 {
+			return fmt.Errorf("shard1 holds %d of 100 documents after balancerStart", n)
+		}
+		return nil
+	})
+	if mode := status().Lookup("mode").StringValue(); mode != "full" {
+		t.Errorf("balancerStatus mode %q after balancerStart; want full", mode)
+	}
+}
+
+// TestShardedResumedFirstBatchToken: a stream opened through the mongos
+// (resumed after an event, or from a time) with changes already in the
+// shards' oplogs returns an empty first batch whose postBatchResumeToken
+// does not pass those changes: a client that resumes from it (a driver
+// after an error, a consumer that checkpointed it) still gets every one.
+// A mongos opens its shard cursors with batchSize 0, so its first
+// postBatchResumeToken is the resume point.
+func TestShardedResumedFirstBatchToken(t *testing.T) {
+	client, sc := mongotest.ShardedClient(t, 2, mongotest.NoopInterval(200*time.Millisecond))
+	if sc == nil {
+		t.Skip("needs the emulated cluster")
+	}
+	db := client.Database("shop")
+	c := db.Collection("carts")
+	shardCollection(t, client, "shop.carts", bson.D{{Key: "_id", Value: "hashed"}})
+	s, _ := openRaw(t, db, "carts", bson.D{})
+	for i := 0; i < 20; i++ {
+		if _, err := c.InsertOne(ctx(t), bson.D{{Key: "_id", Value: i}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	evs := s.collect(20, 20*time.Second)
+	for _, start := range []bson.D{
+		{{Key: "resumeAfter", Value: evs[4].Lookup("_id").Document()}},
+		{{Key: "startAtOperationTime", Value: func() bson.Timestamp {
+			t, i := evs[5].Lookup("clusterTime").Timestamp()
+			return bson.Timestamp{T: t, I: i}
+		}()}},
+	} {
+		r, first := openRaw(t, db, "carts", start)
+		if len(first) != 0 {
+			t.Fatalf("%s: first batch has %d events; want none", start[0].Key, len(first))
+		}
+		if r.pbrt >= evData(evs[5]) {
+			t.Errorf("%s: the first batch's postBatchResumeToken %s passes event 5 (%s), which it did not return", start[0].Key, r.pbrt, evData(evs[5]))
+		}
+		again, _ := openRaw(t, db, "carts", bson.D{{Key: "resumeAfter", Value: bson.D{{Key: "_data", Value: r.pbrt}}}})
+		got := again.collect(15, 20*time.Second)
+		if evData(got[0]) != evData(evs[5]) {
+			t.Errorf("%s, then resumed from its first postBatchResumeToken: first event %s; want event 5 %s", start[0].Key, evData(got[0]), evData(evs[5]))
+		}
+	}
+}

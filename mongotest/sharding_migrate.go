@@ -3,6 +3,7 @@ package mongotest
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -285,11 +286,37 @@ func mqlEqualDoc(a, b bson.D) bool {
 	return true
 }
 
+// balancerState is the cluster's balancer: whether it runs, is stopped
+// (balancerStop), and its rounds. A round holds mu, so balancerStop,
+// which takes it, returns once the round in progress has ended, as a
+// real balancerStop waits for the current round.
+type balancerState struct {
+	mu       sync.Mutex
+	started  bool // a balancer goroutine runs (BalancerInterval, or balancerStart)
+	stopped  bool // balancerStop: the rounds are skipped
+	inRound  bool
+	rounds   int64
+	interval time.Duration
+}
+
+// defaultBalancerInterval is how long a real balancer sleeps between
+// rounds (10 s); balancerStart on a cluster started without
+// BalancerInterval runs it at that pace.
+const defaultBalancerInterval = 10 * time.Second
+
 // startBalancer runs the balancer every d (0: never).
 func (rt *router) startBalancer(d time.Duration) {
 	if d <= 0 {
 		return
 	}
+	b := &rt.balancer
+	b.mu.Lock()
+	if b.started {
+		b.mu.Unlock()
+		return
+	}
+	b.started, b.interval = true, d
+	b.mu.Unlock()
 	rt.wg.Add(1)
 	go func() {
 		defer rt.wg.Done()
@@ -300,10 +327,73 @@ func (rt *router) startBalancer(d time.Duration) {
 			case <-rt.ctx.Done():
 				return
 			case <-t.C:
-				rt.balanceRound(rt.ctx)
+				b.mu.Lock()
+				if !b.stopped {
+					b.inRound = true
+					rt.balanceRound(rt.ctx)
+					b.inRound = false
+					b.rounds++
+				}
+				b.mu.Unlock()
 			}
 		}
 	}()
+}
+
+// routerBalancerStart is balancerStart: the balancer runs its rounds
+// again (a cluster started without BalancerInterval gets one every 10 s,
+// a real balancer's pace).
+func routerBalancerStart(rt *router, r *request) (bson.D, bool, error) {
+	rt.balancer.mu.Lock()
+	rt.balancer.stopped = false
+	started := rt.balancer.started
+	rt.balancer.mu.Unlock()
+	if !started {
+		rt.startBalancer(defaultBalancerInterval)
+	}
+	rt.writeBalancerSettings(r.ctx, false)
+	return bson.D{}, false, nil
+}
+
+// routerBalancerStop is balancerStop: it returns once the round in
+// progress, if any, has ended; no round runs until balancerStart.
+func routerBalancerStop(rt *router, r *request) (bson.D, bool, error) {
+	rt.balancer.mu.Lock() // waits for the round in progress
+	rt.balancer.stopped = true
+	rt.balancer.mu.Unlock()
+	rt.writeBalancerSettings(r.ctx, true)
+	return bson.D{}, false, nil
+}
+
+// routerBalancerStatus is balancerStatus: {mode: "full" | "off",
+// inBalancerRound, numBalancerRounds}.
+func routerBalancerStatus(rt *router, r *request) (bson.D, bool, error) {
+	b := &rt.balancer
+	locked := b.mu.TryLock() // a round in progress holds it
+	mode, in, n := "off", !locked, int64(0)
+	if locked {
+		if b.started && !b.stopped {
+			mode = "full"
+		}
+		n = b.rounds
+		b.mu.Unlock()
+	} else {
+		mode = "full"
+	}
+	return bson.D{{Key: "mode", Value: mode}, {Key: "inBalancerRound", Value: in}, {Key: "numBalancerRounds", Value: n}}, false, nil
+}
+
+// writeBalancerSettings records the balancer's mode in config.settings,
+// as balancerStart and balancerStop do ({_id: "balancer", mode, stopped}).
+func (rt *router) writeBalancerSettings(ctx context.Context, stopped bool) {
+	mode := "full"
+	if stopped {
+		mode = "off"
+	}
+	rt.configCommand(ctx, "config", bson.D{{Key: "update", Value: "settings"}, {Key: "updates", Value: bson.A{bson.D{
+		{Key: "q", Value: bson.D{{Key: "_id", Value: "balancer"}}},
+		{Key: "u", Value: bson.D{{Key: "$set", Value: bson.D{{Key: "mode", Value: mode}, {Key: "stopped", Value: stopped}}}}},
+		{Key: "upsert", Value: true}}}}})
 }
 
 // balanceRound moves, for each sharded collection, a range of documents

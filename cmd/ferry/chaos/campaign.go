@@ -23,6 +23,10 @@ type settings struct {
 	rate        int // writes a second
 	verbose     bool
 	keep        bool // keep every run's directory (configuration, member logs), not only failed runs'
+	// sharded: every run against 2 shards through a mongos (-topology
+	// sharded), with chunk migrations, an idle shard and shard primaries
+	// stepping down among the faults.
+	sharded bool
 }
 
 // totals add the runs up for the summary line.
@@ -46,7 +50,7 @@ func campaign(ctx context.Context, s settings, out io.Writer) bool {
 func campaignWith(ctx context.Context, s settings, out io.Writer, each func(runResult)) bool {
 	var t totals
 	for i := 0; i < s.runs && ctx.Err() == nil; i++ {
-		p := newPlan(s.seed+uint64(i), s.members, s.duration)
+		p := newPlan(s.seed+uint64(i), s.members, s.duration, s.sharded)
 		res := runOne(ctx, p, s)
 		t.add(res)
 		res.print(out, i+1, s)
@@ -54,9 +58,13 @@ func campaignWith(ctx context.Context, s settings, out io.Writer, each func(runR
 			each(res)
 		}
 	}
-	fmt.Fprintf(out, "chaos: seed=%d runs=%d faults=%d lost=%d dup_effects=%d order=%d worst_delay=%s restarts=%d zombie=%d unexpected=%d verify_missing=%d "+
+	topology := ""
+	if s.sharded {
+		topology = " topology=sharded"
+	}
+	fmt.Fprintf(out, "chaos: seed=%d runs=%d%s faults=%d lost=%d dup_effects=%d order=%d worst_delay=%s restarts=%d zombie=%d unexpected=%d verify_missing=%d "+
 		"history_given_up=%d unrecoverable=%d failed_runs=%d\n",
-		s.seed, t.runs, t.faults, t.lost, t.dups, t.order, t.worstDelay.Round(time.Millisecond), t.restarts,
+		s.seed, t.runs, topology, t.faults, t.lost, t.dups, t.order, t.worstDelay.Round(time.Millisecond), t.restarts,
 		t.zombie, t.unexpected, t.verifyMissing, t.gaveUp, t.unrecoverable, t.failed)
 	return t.failed == 0 && t.runs == s.runs
 }
@@ -201,8 +209,12 @@ func (r runResult) print(out io.Writer, n int, s settings) {
 		fmt.Fprintf(out, "  --- %s (last 3000 bytes):\n%s\n", l, indent(tailFile(l, 3000)))
 	}
 	fmt.Fprintf(out, "  kept: %s (configuration and every member's log)\n", r.dir)
-	fmt.Fprintf(out, "  reproduce: go run ./cmd/ferry/chaos -seed %d -runs 1 -members %d -duration %s -txn-lifetime %s\n",
-		r.plan.seed, r.plan.members, r.plan.duration, s.txnLifetime)
+	topology := ""
+	if r.plan.sharded {
+		topology = " -topology sharded"
+	}
+	fmt.Fprintf(out, "  reproduce: go run ./cmd/ferry/chaos%s -seed %d -runs 1 -members %d -duration %s -txn-lifetime %s\n",
+		topology, r.plan.seed, r.plan.members, r.plan.duration, s.txnLifetime)
 }
 
 func indent(s string) string {

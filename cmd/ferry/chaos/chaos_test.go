@@ -37,7 +37,7 @@ const (
 func TestCampaignPlans(t *testing.T) {
 	setups, kinds, cmds := map[string]bool{}, map[string]bool{}, map[string]bool{}
 	for i := uint64(0); i < testRuns; i++ {
-		p := newPlan(testSeed+i, 3, testDuration)
+		p := newPlan(testSeed+i, 3, testDuration, false)
 		setups[p.kind()] = true
 		for _, f := range p.faults {
 			kinds[f.kind] = true
@@ -45,7 +45,7 @@ func TestCampaignPlans(t *testing.T) {
 				cmds[f.cmd] = true
 			}
 		}
-		if q := newPlan(testSeed+i, 3, testDuration); q.kind() != p.kind() || len(q.faults) != len(p.faults) || q.faults[0] != p.faults[0] {
+		if q := newPlan(testSeed+i, 3, testDuration, false); q.kind() != p.kind() || len(q.faults) != len(p.faults) || q.faults[0] != p.faults[0] {
 			t.Errorf("seed %d planned twice differs", testSeed+i)
 		}
 	}
@@ -178,10 +178,54 @@ func doctor(t *testing.T, in checkInput) {
 
 // TestBadCommandLine: a bad flag value is a usage error naming the flag.
 func TestBadCommandLine(t *testing.T) {
-	for _, args := range [][]string{{"-runs", "0"}, {"-members", "0"}, {"-duration", "1s"}, {"-rate", "0"}, {"-txn-lifetime", "1500ms"}, {"extra"}} {
+	for _, args := range [][]string{{"-runs", "0"}, {"-members", "0"}, {"-duration", "1s"}, {"-rate", "0"}, {"-txn-lifetime", "1500ms"}, {"-topology", "replica"}, {"extra"}} {
 		var out, errOut bytes.Buffer
 		if code := runMain(context.Background(), args, &out, &errOut); code != 2 || !strings.Contains(errOut.String(), "chaos: ") {
 			t.Errorf("%v: exit %d, stderr %q", args, code, errOut.String())
 		}
+	}
+}
+
+// TestShardedCampaignPlans: with -topology sharded every run has a chunk
+// migration, an idle shard (longer than its no-op interval) and a shard
+// primary stepping down; a few consecutive seeds cover both kinds of
+// shard key, the balancer on and off, several no-op intervals and every
+// setup; and the sharded faults leave a replica set's plans as they were.
+func TestShardedCampaignPlans(t *testing.T) {
+	keys, setups, noops, balancer := map[string]bool{}, map[string]bool{}, map[time.Duration]bool{}, map[bool]bool{}
+	for seed := uint64(1); seed <= 8; seed++ {
+		p := newPlan(seed, 3, shardedDuration, true)
+		keys[p.shardKey], noops[p.noop], balancer[p.balancer > 0] = true, true, true
+		setups[strings.SplitN(p.kind(), "@", 2)[0]] = true
+		kinds := map[string]bool{}
+		for _, f := range p.faults {
+			kinds[f.kind] = true
+			if f.kind == idle && f.length <= p.noop {
+				t.Errorf("seed %d: idle for %v, not longer than the no-op interval %v", seed, f.length, p.noop)
+			}
+			if f.at+f.length > p.duration+5*time.Second {
+				t.Errorf("seed %d: %s at %v for %v ends long after the writes (%v)", seed, f.kind, f.at, f.length, p.duration)
+			}
+		}
+		for _, k := range []string{migrate, idle, stepdown} {
+			if !kinds[k] {
+				t.Errorf("seed %d (%s) plans no %s fault: %v", seed, p.kind(), k, kinds)
+			}
+		}
+		if p.sink == "mongodb" && p.shardKey == "ranged" && !rangedProjection {
+			t.Errorf("seed %d: a projection run on a ranged key, which ferry verify's projection diff cannot compare yet", seed)
+		}
+		r, q := newPlan(seed, 3, shardedDuration, false), newPlan(seed, 3, shardedDuration, false)
+		if r.sharded || r.kind() != q.kind() || len(r.faults) != len(q.faults) {
+			t.Errorf("seed %d: replica-set plan changed", seed)
+		}
+		for _, f := range r.faults {
+			if f.kind == migrate || f.kind == idle || f.kind == stepdown {
+				t.Errorf("seed %d: a replica-set plan has a %s fault", seed, f.kind)
+			}
+		}
+	}
+	if len(keys) != 2 || len(setups) != 4 || len(noops) < 3 || len(balancer) != 2 {
+		t.Errorf("seeds 1..8 cover keys %v, setups %v, no-op intervals %v, balancer %v", keys, setups, noops, balancer)
 	}
 }

@@ -51,11 +51,27 @@ streams:
 %s
 `
 
+// cluster is the run's emulator: a replica set (*mongotest.Server) or a
+// sharded cluster (shardedCluster), through whose mongos everything goes.
+type cluster interface {
+	URI() string
+	Now() time.Time
+	AdvanceClock(d time.Duration)
+	// FailCommand sets a fail point where the members connect (the
+	// replica set, or the mongos).
+	FailCommand(fp mongotest.FailPoint)
+	// ClearFailPoints clears every fail point (a sharded cluster's
+	// shards' too).
+	ClearFailPoints()
+	Close()
+}
+
 // env is one run's emulator, receiver, collections and configuration.
 type env struct {
 	plan   plan
-	srv    *mongotest.Server
-	client *mongo.Client // the campaign's own (no fail points)
+	srv    cluster
+	sc     *mongotest.ShardedServer // a sharded run's cluster (srv wraps it)
+	client *mongo.Client            // the campaign's own (no fail points)
 	source *mongo.Collection
 	target *mongo.Collection // the projection (mongodb sink)
 	rcv    *receiver
@@ -86,17 +102,34 @@ func newEnv(ctx context.Context, p plan, txnLifetime time.Duration, dir string) 
 	if p.oplog > 0 {
 		opts = append(opts, mongotest.OplogMaxEntries(p.oplog))
 	}
-	if e.srv, err = mongotest.Start(opts...); err != nil {
-		return nil, err
+	if p.sharded {
+		opts = append(opts, mongotest.NoopInterval(p.noop))
+		if p.balancer > 0 {
+			opts = append(opts, mongotest.BalancerInterval(p.balancer))
+		}
+		if e.sc, err = mongotest.StartSharded(2, opts...); err != nil {
+			return nil, err
+		}
+		e.srv = shardedCluster{e.sc}
+	} else {
+		srv, err := mongotest.Start(opts...)
+		if err != nil {
+			return nil, err
+		}
+		e.srv = srv
 	}
 	e.closer = append(e.closer, e.srv.Close)
 	if e.client, err = mongo.Connect(options.Client().ApplyURI(e.srv.URI()).SetAppName("ferry-chaos")); err != nil {
 		return nil, err
 	}
 	e.closer = append(e.closer, func() { _ = e.client.Disconnect(context.Background()) })
-	if err := e.client.Database("admin").RunCommand(ctx, bson.D{{Key: "setParameter", Value: 1},
-		{Key: "transactionLifetimeLimitSeconds", Value: int32(txnLifetime / time.Second)}}).Err(); err != nil {
+	if err := e.setTxnLifetime(ctx, txnLifetime); err != nil {
 		return nil, fmt.Errorf("set transactionLifetimeLimitSeconds: %w", err)
+	}
+	if p.sharded {
+		if err := e.placeDatabases(ctx); err != nil {
+			return nil, err
+		}
 	}
 	images := bson.D{{Key: "changeStreamPreAndPostImages", Value: bson.D{{Key: "enabled", Value: true}}}}
 	for _, c := range []struct{ db, coll string }{{"chaos", "docs"}, {"chaos_proj", "docs"}} {
@@ -107,6 +140,11 @@ func newEnv(ctx context.Context, p plan, txnLifetime time.Duration, dir string) 
 	}
 	e.source = e.client.Database("chaos").Collection("docs")
 	e.target = e.client.Database("chaos_proj").Collection("docs")
+	if p.sharded {
+		if err := e.shardSource(ctx); err != nil {
+			return nil, err
+		}
+	}
 	if _, err := e.source.Indexes().CreateOne(ctx, mongo.IndexModel{Keys: bson.D{{Key: "expireAt", Value: 1}},
 		Options: options.Index().SetExpireAfterSeconds(0)}); err != nil {
 		return nil, err
@@ -121,7 +159,7 @@ func newEnv(ctx context.Context, p plan, txnLifetime time.Duration, dir string) 
 	if e.leases, err = lease.New(e.client.Database("ferry")); err != nil {
 		return nil, err
 	}
-	uri := e.srv.URI() + "&appName=" + memberApp
+	uri := withAppName(e.srv.URI(), memberApp)
 	fullDoc, sinkYAML := "", fmt.Sprintf("      webhook: {url: %q, secret: \"${FERRY_CHAOS_SECRET}\"}", e.rcv.url())
 	if p.sink == "mongodb" {
 		// Post-images: each projection write carries the version of its
@@ -183,4 +221,12 @@ func describeOwners(own map[int]string) string {
 		parts = append(parts, o+"["+strings.Join(per[o], " ")+"]")
 	}
 	return strings.Join(parts, " ")
+}
+
+// withAppName adds appName to a connection string.
+func withAppName(uri, app string) string {
+	if strings.Contains(uri, "?") {
+		return uri + "&appName=" + app
+	}
+	return uri + "?appName=" + app
 }

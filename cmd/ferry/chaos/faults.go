@@ -68,6 +68,23 @@ func (g *group) inject(ctx context.Context, f faultSpec) (fault, error) {
 		if err := e.rcv.listen(); err != nil {
 			return out, err
 		}
+	case migrate:
+		desc, err := e.migrateChunk(ctx, f)
+		if err != nil {
+			return out, err
+		}
+		out.Desc = desc
+		pause(ctx, f.length)
+	case idle:
+		desc, err := e.idle(ctx, g.w, f)
+		if err != nil {
+			return out, err
+		}
+		out.Desc = desc
+	case stepdown:
+		if err := e.stepDown(ctx, f); err != nil {
+			return out, err
+		}
 	}
 	return out, nil
 }

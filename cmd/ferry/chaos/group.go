@@ -12,6 +12,7 @@ import (
 // every process ever started (their logs are read at the end).
 type group struct {
 	e     *env
+	w     *writer // the run's writer (the idle fault steers it)
 	slots []*member
 	gen   []int
 	all   []*member

@@ -45,6 +45,14 @@
 // history-lost failure too, with the mongodb sink, whose backfill must
 // end) or did not exit (naming the run's seed and keeping its member logs).
 //
+// With -topology sharded every run is against 2 emulated shards through
+// a mongos (chaos.docs sharded on {_id: "hashed"} or a ranged {k: 1}),
+// and the faults add chunk migrations (split and moveChunk; the balancer
+// in half the runs), an idle shard (no writes for longer than its
+// periodic no-op interval) and a shard primary stepping down:
+//
+//	go run ./cmd/ferry/chaos -topology sharded -runs 20
+//
 // Its members are `ferry run` processes: this binary run with a `run` or
 // `verify` command line (and FERRY_CHAOS_CHILD set) is the ferry command.
 // It is a command of its own because it links the emulator, which the
@@ -75,6 +83,9 @@ func main() {
 	os.Exit(code)
 }
 
+// shardedDuration is -duration's default with -topology sharded.
+const shardedDuration = 25 * time.Second
+
 // runMain parses the command line and runs the campaign: 0 clean, 1 a
 // run failed, 2 a bad command line.
 func runMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -90,6 +101,8 @@ func runMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	rate := fs.Int("rate", 100, "writes a second")
 	verbose := fs.Bool("v", false, "list every run's faults, ferry verify's summary and notes")
 	keep := fs.Bool("keep", false, "keep every run's directory (configuration, member logs); failed runs' are always kept")
+	topology := fs.String("topology", "replset", "replset (one replica set) or sharded (2 shards through a mongos, adding chunk migrations, "+
+		"an idle shard and shard primaries stepping down to the faults; -duration defaults to 25s)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -100,7 +113,14 @@ func runMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "chaos: "+format+"\n", a...)
 		return 2
 	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if *topology == "sharded" && !set["duration"] {
+		*duration = shardedDuration // room for an idle window longer than a 10 s no-op interval, and the rest
+	}
 	switch {
+	case *topology != "replset" && *topology != "sharded":
+		return bad("-topology must be replset or sharded, got %q", *topology)
 	case fs.NArg() > 0:
 		return bad("unexpected argument %q (flags only; -h lists them)", fs.Arg(0))
 	case *runs < 1:
@@ -117,7 +137,7 @@ func runMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return bad("-rate must be between 1 and 1000 writes a second, got %d", *rate)
 	}
 	s := settings{seed: *seed, runs: *runs, members: *members, duration: *duration, drain: *drain, txnLifetime: *txnLifetime, rate: *rate,
-		verbose: *verbose, keep: *keep}
+		verbose: *verbose, keep: *keep, sharded: *topology == "sharded"}
 	if !campaign(ctx, s, stdout) {
 		return 1
 	}

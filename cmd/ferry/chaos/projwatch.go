@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -28,9 +29,19 @@ type projWatch struct {
 	err        error
 }
 
+// projReopenFor is how long the projection's stream keeps reopening
+// after an error before the error stands: a shard's primary stepping
+// down (sharded runs) fails the stream, and the driver's one resume, for
+// as long as it has no primary.
+const projReopenFor = 30 * time.Second
+
 // watchProjection starts recording; the stream is open when it returns.
+// A failed stream is reopened after the last token it returned, for up
+// to projReopenFor; an error that says the token is gone (the tiny oplog
+// of a history-loss run) stands at once.
 func watchProjection(ctx context.Context, target *mongo.Collection) (*projWatch, error) {
-	cs, err := target.Watch(ctx, mongo.Pipeline{}, options.ChangeStream().SetFullDocument(options.Required))
+	opts := options.ChangeStream().SetFullDocument(options.Required)
+	cs, err := target.Watch(ctx, mongo.Pipeline{}, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -38,24 +49,59 @@ func watchProjection(ctx context.Context, target *mongo.Collection) (*projWatch,
 	w := &projWatch{cancel: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(w.done)
-		defer cs.Close(context.Background())
-		for cs.Next(ctx) {
-			d, ok := projDelivery(cs.Current)
-			if !ok {
-				continue
+		var failing time.Time // since when the stream fails
+		for {
+			for cs.Next(ctx) {
+				failing = time.Time{}
+				d, ok := projDelivery(cs.Current)
+				if !ok {
+					continue
+				}
+				d.At = time.Now()
+				w.mu.Lock()
+				w.deliveries = append(w.deliveries, d)
+				w.mu.Unlock()
 			}
-			d.At = time.Now()
-			w.mu.Lock()
-			w.deliveries = append(w.deliveries, d)
-			w.mu.Unlock()
-		}
-		if err := cs.Err(); err != nil && ctx.Err() == nil {
-			w.mu.Lock()
-			w.err = err
-			w.mu.Unlock()
+			err := cs.Err()
+			if err == nil {
+				err = errors.New("the change stream ended")
+			}
+			token := cs.ResumeToken()
+			_ = cs.Close(context.Background())
+			if ctx.Err() != nil {
+				return
+			}
+			if failing.IsZero() {
+				failing = time.Now()
+			}
+			for err != nil && !historyGone(err) && time.Since(failing) < projReopenFor {
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(100 * time.Millisecond):
+				}
+				if cs, err = target.Watch(ctx, mongo.Pipeline{}, opts.SetResumeAfter(token)); err == nil {
+					break
+				}
+			}
+			if err != nil {
+				if ctx.Err() == nil {
+					w.mu.Lock()
+					w.err = err
+					w.mu.Unlock()
+				}
+				return
+			}
 		}
 	}()
 	return w, nil
+}
+
+// historyGone reports a change stream that cannot resume: its token is
+// no longer in the oplog (286) or not in the stream (280).
+func historyGone(err error) bool {
+	var se mongo.ServerError
+	return errors.As(err, &se) && (se.HasErrorCode(286) || se.HasErrorCode(280))
 }
 
 // projDelivery turns a change of the projection into a delivery; deletes
@@ -70,7 +116,12 @@ func projDelivery(ev bson.Raw) (delivery, bool) {
 	if !ok {
 		return delivery{}, false
 	}
-	id, _ := doc.Lookup("_id").StringValueOK()
+	// The target _id is the source's, or on a collection sharded on other
+	// fields the whole documentKey ({k, _id}: package mongoproj, "Keys").
+	id, ok := doc.Lookup("_id").StringValueOK()
+	if !ok {
+		id, _ = doc.Lookup("_id", "_id").StringValueOK()
+	}
 	st, _ := doc.Lookup(mongoproj.Field).DocumentOK()
 	d := delivery{Doc: id, V: version(doc.Lookup("v")), Code: 200}
 	d.ID, _ = st.Lookup("id").StringValueOK()

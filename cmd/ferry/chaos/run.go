@@ -120,7 +120,8 @@ func (r *run) startGroup(ctx context.Context) bool {
 // the other meanwhile, then clears whatever a fault left behind.
 func (r *run) drive(ctx context.Context) {
 	e := r.e
-	r.w = newWriter(e.source, e.srv, r.p.seed, r.s.rate)
+	r.w = newWriter(e.source, e.srv, r.p.seed, r.s.rate, r.p.shardKey == "ranged")
+	r.g.w = r.w
 	stop := make(chan struct{})
 	writing := make(chan struct{})
 	start := time.Now()

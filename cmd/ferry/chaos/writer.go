@@ -2,16 +2,16 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
-
-	"github.com/ferry-io/ferry/mongotest"
 )
 
 // writer is the seeded source workload: inserts, updates, replaces and
@@ -23,11 +23,19 @@ import (
 // operation) names one change. It records every acknowledged write.
 type writer struct {
 	coll *mongo.Collection
-	srv  *mongotest.Server
+	srv  clock
 	rng  *rand.Rand
 	rate int
 	// target is the number of live documents the mix steers towards.
 	target int
+
+	// ranged: chaos.docs is sharded on {k: 1}, so every document carries
+	// k (a number in [0, 1000), never changed) and every write's filter
+	// has it, as an application's targeted writes do.
+	ranged bool
+	// avoid, when set, names the documents the writer leaves alone (the
+	// idle fault: those on the idle shard); new ones are drawn elsewhere.
+	avoid atomic.Pointer[func(id string, k int) bool]
 
 	mu      sync.Mutex
 	history []write
@@ -38,14 +46,84 @@ type writer struct {
 }
 
 type docState struct {
+	k       int // the shard key (ranged runs)
 	v       int
 	ttl     bool // has an expireAt
 	deleted bool // by the writer
 	expired bool // a write found it gone: the TTL monitor deleted it
 }
 
-func newWriter(coll *mongo.Collection, srv *mongotest.Server, seed uint64, rate int) *writer {
-	return &writer{coll: coll, srv: srv, rng: rand.New(rand.NewPCG(seed, 0x5eed)), rate: rate, target: 300, docs: map[string]*docState{}}
+// clock is the emulator's clock, which the writer reads (expireAt) and
+// moves forward.
+type clock interface {
+	Now() time.Time
+	AdvanceClock(d time.Duration)
+}
+
+func newWriter(coll *mongo.Collection, srv clock, seed uint64, rate int, ranged bool) *writer {
+	return &writer{coll: coll, srv: srv, rng: rand.New(rand.NewPCG(seed, 0x5eed)), rate: rate, target: 300, docs: map[string]*docState{}, ranged: ranged}
+}
+
+// setAvoid makes the writer leave alone the documents f names (nil: none).
+func (w *writer) setAvoid(f func(id string, k int) bool) {
+	if f == nil {
+		w.avoid.Store(nil)
+		return
+	}
+	w.avoid.Store(&f)
+}
+
+func (w *writer) avoided(id string, k int) bool {
+	f := w.avoid.Load()
+	return f != nil && (*f)(id, k)
+}
+
+// filter selects document id (with its shard key in a ranged run).
+func (w *writer) filter(id string) bson.D {
+	if w.ranged {
+		return bson.D{{Key: "k", Value: w.docs[id].k}, {Key: "_id", Value: id}}
+	}
+	return bson.D{{Key: "_id", Value: id}}
+}
+
+// retry runs a write until it succeeds or fails for good: a state-change
+// error or a closed connection (a shard's primary stepping down, in a
+// sharded run) is tried again 50 ms later. The emulator fails such a
+// command before running it, so a retried write is never applied twice.
+// A replica-set run's writer meets no fault (its fail points are on the
+// members' connections only), so it never retries.
+func (w *writer) retry(ctx context.Context, at *time.Time, op func() error) error {
+	for {
+		*at = time.Now()
+		err := op()
+		if err == nil || !transient(err) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// transient reports whether err is a primary stepping down or a
+// connection closed: NotWritablePrimary, PrimarySteppedDown,
+// InterruptedDueToReplStateChange, HostUnreachable and the like.
+func transient(err error) bool {
+	if mongo.IsNetworkError(err) {
+		return true
+	}
+	var se mongo.ServerError
+	if !errors.As(err, &se) {
+		return false
+	}
+	for _, c := range []int{6, 7, 89, 91, 189, 9001, 10107, 11600, 11602, 13435, 13436} {
+		if se.HasErrorCode(c) {
+			return true
+		}
+	}
+	return false
 }
 
 // run writes until stop is closed; TTL documents are created only until
@@ -87,16 +165,31 @@ func (w *writer) step(ctx context.Context, ttlAllowed bool) error {
 	switch {
 	case n < 20 || n < w.target && roll < 30 || roll < 15:
 		return w.insert(ctx, ttlAllowed && w.rng.IntN(5) == 0)
+	}
+	id, ok := w.pick()
+	switch {
+	case !ok: // every document the writer picked is to be left alone
+		return w.insert(ctx, ttlAllowed && w.rng.IntN(5) == 0)
 	case roll < 70:
-		return w.update(ctx, w.pick())
+		return w.update(ctx, id)
 	case roll < 88:
-		return w.replace(ctx, w.pick())
+		return w.replace(ctx, id)
 	default:
-		return w.delete(ctx, w.pick())
+		return w.delete(ctx, id)
 	}
 }
 
-func (w *writer) pick() string { return w.live[w.rng.IntN(len(w.live))] }
+// pick draws a live document, one not to be left alone (avoid); ok is
+// false when 20 draws found none.
+func (w *writer) pick() (string, bool) {
+	for range 20 {
+		id := w.live[w.rng.IntN(len(w.live))]
+		if !w.avoided(id, w.docs[id].k) {
+			return id, true
+		}
+	}
+	return "", false
+}
 
 func (w *writer) record(doc string, v int, op string, at time.Time) {
 	w.mu.Lock()
@@ -105,18 +198,34 @@ func (w *writer) record(doc string, v int, op string, at time.Time) {
 }
 
 func (w *writer) insert(ctx context.Context, ttl bool) error {
-	id := fmt.Sprintf("d-%05d", w.next)
-	w.next++
-	doc := bson.D{{Key: "_id", Value: id}, {Key: "v", Value: 1}, {Key: "n", Value: w.rng.IntN(1000)}}
+	var id string
+	var k int
+	// A document to be left alone (avoid) is not written: its number is
+	// skipped (ids are never reused, gaps are fine) or its k drawn again.
+	for range 50 {
+		id = fmt.Sprintf("d-%05d", w.next)
+		w.next++
+		if w.ranged {
+			k = w.rng.IntN(1000)
+		}
+		if !w.avoided(id, k) {
+			break
+		}
+	}
+	doc := bson.D{{Key: "_id", Value: id}}
+	if w.ranged {
+		doc = append(doc, bson.E{Key: "k", Value: k})
+	}
+	doc = append(doc, bson.E{Key: "v", Value: 1}, bson.E{Key: "n", Value: w.rng.IntN(1000)})
 	if ttl {
 		doc = append(doc, bson.E{Key: "expireAt", Value: w.srv.Now().Add(time.Duration(1000+w.rng.IntN(4000)) * time.Millisecond)})
 	}
-	at := time.Now()
-	if _, err := w.coll.InsertOne(ctx, doc); err != nil {
+	var at time.Time
+	if err := w.retry(ctx, &at, func() error { _, err := w.coll.InsertOne(ctx, doc); return err }); err != nil {
 		return fmt.Errorf("insert %s: %w", id, err)
 	}
 	w.record(id, 1, "insert", at)
-	w.docs[id] = &docState{v: 1, ttl: ttl}
+	w.docs[id] = &docState{k: k, v: 1, ttl: ttl}
 	w.live = append(w.live, id)
 	return nil
 }
@@ -124,9 +233,10 @@ func (w *writer) insert(ctx context.Context, ttl bool) error {
 func (w *writer) update(ctx context.Context, id string) error {
 	st := w.docs[id]
 	v := st.v + 1
-	at := time.Now()
-	res, err := w.coll.UpdateOne(ctx, bson.D{{Key: "_id", Value: id}},
-		bson.D{{Key: "$set", Value: bson.D{{Key: "v", Value: v}, {Key: "n", Value: w.rng.IntN(1000)}}}})
+	var at time.Time
+	var res *mongo.UpdateResult
+	set := bson.D{{Key: "$set", Value: bson.D{{Key: "v", Value: v}, {Key: "n", Value: w.rng.IntN(1000)}}}}
+	err := w.retry(ctx, &at, func() (err error) { res, err = w.coll.UpdateOne(ctx, w.filter(id), set); return err })
 	if err != nil {
 		return fmt.Errorf("update %s: %w", id, err)
 	}
@@ -136,12 +246,17 @@ func (w *writer) update(ctx context.Context, id string) error {
 func (w *writer) replace(ctx context.Context, id string) error {
 	st := w.docs[id]
 	v := st.v + 1
-	doc := bson.D{{Key: "v", Value: v}, {Key: "r", Value: w.rng.IntN(1000)}}
+	var doc bson.D
+	if w.ranged { // a replacement keeps the shard key
+		doc = bson.D{{Key: "k", Value: st.k}}
+	}
+	doc = append(doc, bson.E{Key: "v", Value: v}, bson.E{Key: "r", Value: w.rng.IntN(1000)})
 	if st.ttl { // a replacement keeps the document expiring
 		doc = append(doc, bson.E{Key: "expireAt", Value: w.srv.Now().Add(time.Duration(500+w.rng.IntN(2000)) * time.Millisecond)})
 	}
-	at := time.Now()
-	res, err := w.coll.ReplaceOne(ctx, bson.D{{Key: "_id", Value: id}}, doc)
+	var at time.Time
+	var res *mongo.UpdateResult
+	err := w.retry(ctx, &at, func() (err error) { res, err = w.coll.ReplaceOne(ctx, w.filter(id), doc); return err })
 	if err != nil {
 		return fmt.Errorf("replace %s: %w", id, err)
 	}
@@ -150,8 +265,9 @@ func (w *writer) replace(ctx context.Context, id string) error {
 
 func (w *writer) delete(ctx context.Context, id string) error {
 	st := w.docs[id]
-	at := time.Now()
-	res, err := w.coll.DeleteOne(ctx, bson.D{{Key: "_id", Value: id}})
+	var at time.Time
+	var res *mongo.DeleteResult
+	err := w.retry(ctx, &at, func() (err error) { res, err = w.coll.DeleteOne(ctx, w.filter(id)); return err })
 	if err != nil {
 		return fmt.Errorf("delete %s: %w", id, err)
 	}

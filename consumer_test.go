@@ -41,10 +41,15 @@ type env struct {
 func newEnv(t *testing.T, opts ...emutest.Option) *env {
 	t.Helper()
 	client, srv := emutest.Client(t, opts...)
-	name := "ferry_" + strings.NewReplacer("/", "_", " ", "_").Replace(t.Name())
-	if len(name) > 50 {
-		name = name[:50]
-	}
+	return envOn(t, client, srv)
+}
+
+// envOn is the test's env on client (srv: the emulator, nil against a
+// real server): a fresh database named for the test, a bolt checkpoint
+// store and a dead-letter collection beside it.
+func envOn(t *testing.T, client *mongo.Client, srv *emutest.Server) *env {
+	t.Helper()
+	name := envDBName(t)
 	db := client.Database(name)
 	_ = db.Drop(context.Background())
 	store, err := boltstore.Open(filepath.Join(t.TempDir(), "checkpoints.db"))
@@ -53,6 +58,15 @@ func newEnv(t *testing.T, opts ...emutest.Option) *env {
 	}
 	t.Cleanup(func() { _ = store.Close() })
 	return &env{t: t, srv: srv, client: client, db: db, store: store, dlq: deadletter.NewMongo(client.Database(name+"_state"), "dlq")}
+}
+
+// envDBName is the test's database name (at most 50 bytes).
+func envDBName(t *testing.T) string {
+	name := "ferry_" + strings.NewReplacer("/", "_", " ", "_").Replace(t.Name())
+	if len(name) > 50 {
+		name = name[:50]
+	}
+	return name
 }
 
 // useMongoStore switches the env's checkpoint store to MongoDB (the state

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -16,8 +15,6 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
 	"github.com/ferry-io/ferry"
-	"github.com/ferry-io/ferry/checkpoint/boltstore"
-	"github.com/ferry-io/ferry/deadletter"
 	"github.com/ferry-io/ferry/internal/emutest"
 	"github.com/ferry-io/ferry/internal/poll"
 )
@@ -29,18 +26,7 @@ import (
 func newShardedEnv(t *testing.T, opts ...emutest.Option) *env {
 	t.Helper()
 	client, srv := emutest.ShardedClient(t, 2, append([]emutest.Option{emutest.NoopInterval(200 * time.Millisecond)}, opts...)...)
-	name := "ferry_" + strings.NewReplacer("/", "_", " ", "_").Replace(t.Name())
-	if len(name) > 50 {
-		name = name[:50]
-	}
-	db := client.Database(name)
-	_ = db.Drop(context.Background())
-	store, err := boltstore.Open(filepath.Join(t.TempDir(), "checkpoints.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = store.Close() })
-	return &env{t: t, srv: srv, client: client, db: db, store: store, dlq: deadletter.NewMongo(client.Database(name+"_state"), "dlq")}
+	return envOn(t, client, srv)
 }
 
 // admin runs an admin command through the mongos.

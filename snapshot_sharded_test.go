@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"path/filepath"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -16,8 +14,6 @@ import (
 
 	ferry "github.com/ferry-io/ferry"
 	"github.com/ferry-io/ferry/checkpoint"
-	"github.com/ferry-io/ferry/checkpoint/boltstore"
-	"github.com/ferry-io/ferry/deadletter"
 	"github.com/ferry-io/ferry/internal/emutest"
 	"github.com/ferry-io/ferry/internal/poll"
 )
@@ -29,22 +25,11 @@ import (
 func newMongosSnapshotEnv(t *testing.T, n int) *env {
 	t.Helper()
 	client, srv := emutest.ShardedClient(t, n, emutest.NoopInterval(100*time.Millisecond))
-	name := "ferry_" + strings.NewReplacer("/", "_", " ", "_").Replace(t.Name())
-	if len(name) > 50 {
-		name = name[:50]
-	}
-	db := client.Database(name)
-	_ = db.Drop(context.Background())
-	admin := client.Database("admin")
-	if err := admin.RunCommand(context.Background(), bson.D{{Key: "enableSharding", Value: name}, {Key: "primaryShard", Value: "shard0"}}).Err(); err != nil {
+	e := envOn(t, client, srv)
+	if err := client.Database("admin").RunCommand(context.Background(), bson.D{{Key: "enableSharding", Value: e.db.Name()}, {Key: "primaryShard", Value: "shard0"}}).Err(); err != nil {
 		t.Fatal(err)
 	}
-	store, err := boltstore.Open(filepath.Join(t.TempDir(), "checkpoints.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = store.Close() })
-	return &env{t: t, srv: srv, client: client, db: db, store: store, dlq: deadletter.NewMongo(client.Database(name+"_state"), "dlq")}
+	return e
 }
 
 // shardCollection shards db.coll on key through the mongos.

@@ -2,6 +2,7 @@ package mongotest
 
 import (
 	"slices"
+	"sync/atomic"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
@@ -36,13 +37,21 @@ func (e *engine) scanIndex(r *request, c *collection, plan *indexPlan, f *mql.Fi
 			h := hashedID(d)
 			return h, lo.sideInt(h) > 0 && hi.sideInt(h) < 0
 		})
+		// The hashed order is no order of the records in memory: each
+		// entry's record is touched a few entries ahead, so that its
+		// cache line (and its page's translation) is on its way while
+		// the scan reads the entries before it (storedBatch.appendArray
+		// does the same with the documents' bytes).
 		ord := plan.hashed.hashed
-		ord.ascend(ord.seek(func(x hashEntry) int { return lo.sideInt(x.h) }), func(x hashEntry) bool {
+		ord.ascendAhead(ord.seek(func(x hashEntry) int { return lo.sideInt(x.h) }), scanAhead, func(x hashEntry) {
+			s.touched += x.rec.seq
+		}, func(x hashEntry) bool {
 			if hi.sideInt(x.h) > 0 {
 				return false
 			}
 			return s.flushBefore(func(k any) bool { return cmpInt64(x.h, k) > 0 }) && s.entry(x.rec)
 		})
+		touchSink.Add(s.touched)
 	} else if c.idOrder != nil {
 		s.extras = s.txnInserts(func(d bson.D) (any, bool) {
 			id := docID(d)
@@ -77,7 +86,17 @@ type indexScanState struct {
 	err    error
 	// stopped is set once the scan ended early (limit, error).
 	stopped bool
+	// touched sums what the scan read ahead (ascendAhead), so that the
+	// reads are not optimised away.
+	touched int64
 }
+
+// scanAhead is how many entries ahead a hashed index scan touches the
+// records (ascendAhead).
+const scanAhead = 8
+
+// touchSink receives what scans read ahead.
+var touchSink atomic.Int64
 
 type keyedDoc struct {
 	key any
@@ -126,9 +145,9 @@ func (s *indexScanState) entry(rec *record) bool {
 		if rec.deleted {
 			return true
 		}
-		return s.read(docRef{rec: rec, doc: rec.doc})
+		return s.read(docRef{rec: rec, doc: rec.doc, raw: rec.raw})
 	}
-	d := rec.versionAt(s.t.snap)
+	d, raw := rec.versionAt(s.t.snap)
 	if d == nil {
 		return true
 	}
@@ -137,10 +156,10 @@ func (s *indexScanState) entry(rec *record) bool {
 			if ld.doc == nil {
 				return true
 			}
-			d = ld.doc
+			d, raw = ld.doc, nil
 		}
 	}
-	return s.read(docRef{rec: rec, doc: d})
+	return s.read(docRef{rec: rec, doc: d, raw: raw})
 }
 
 // read examines one document.

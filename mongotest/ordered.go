@@ -67,6 +67,28 @@ func (o *ordered[T]) ascend(p position, fn func(T) bool) {
 	}
 }
 
+// ascendAhead is ascend that first calls touch with the item ahead places
+// further on in the same block: a scan that reads memory each item points
+// to (a record, a document's bytes, in no order the memory has) has it
+// fetched while fn works on the items before it.
+func (o *ordered[T]) ascendAhead(p position, ahead int, touch func(T), fn func(T) bool) {
+	for b := p.b; b < len(o.blocks); b++ {
+		blk := o.blocks[b]
+		i := 0
+		if b == p.b {
+			i = p.i
+		}
+		for ; i < len(blk); i++ {
+			if j := i + ahead; j < len(blk) {
+				touch(blk[j])
+			}
+			if !fn(blk[i]) {
+				return
+			}
+		}
+	}
+}
+
 // insert adds x; it reports false (and changes nothing) when an equal item
 // is there already.
 func (o *ordered[T]) insert(x T) bool {

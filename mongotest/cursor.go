@@ -74,7 +74,7 @@ func (b storedBatch) appendArray(dst []byte) ([]byte, error) {
 	dst = append(dst, 0, 0, 0, 0)
 	var touched byte
 	for i, d := range b.docs {
-		if j := i + scanAhead/2; j < len(b.raws) && len(b.raws[j]) > 0 {
+		if j := i + scanAhead/4; j < len(b.raws) && len(b.raws[j]) > 0 {
 			touched ^= b.raws[j][0]
 		}
 		dst = append(dst, byte(bson.TypeEmbeddedDocument))

@@ -65,17 +65,21 @@ func (b storedBatch) MarshalBSONValue() (byte, []byte, error) {
 	return byte(bson.TypeArray), arr, err
 }
 
-// appendArray appends the batch, a BSON array, to dst. Each document's
-// first bytes are touched a few documents ahead (scanAhead): stored
-// documents come in no order of their memory (a hashed index's), and the
-// copy of one then overlaps the fetch of the next ones.
+// appendArray appends the batch, a BSON array, to dst. The documents'
+// first bytes are touched run by run (maxTouchRun) before the run is
+// copied: stored documents come in no order of their memory (a hashed
+// index's), and their fetches then overlap rather than stall each copy.
 func (b storedBatch) appendArray(dst []byte) ([]byte, error) {
 	at := len(dst)
 	dst = append(dst, 0, 0, 0, 0)
 	var touched byte
 	for i, d := range b.docs {
-		if j := i + scanAhead/4; j < len(b.raws) && len(b.raws[j]) > 0 {
-			touched ^= b.raws[j][0]
+		if i%maxTouchRun == 0 {
+			for _, raw := range b.raws[i:min(i+maxTouchRun, len(b.raws))] {
+				if len(raw) > 0 {
+					touched ^= raw[0]
+				}
+			}
 		}
 		dst = append(dst, byte(bson.TypeEmbeddedDocument))
 		dst = strconv.AppendInt(dst, int64(i), 10)

@@ -300,9 +300,11 @@
 // bytes of its encoding (package wire's Msg.Command), so a stored
 // document costs its encoding plus the bson.D's skeleton, not two copies
 // of its strings. A hashed index scan, which visits records in no order
-// of their memory, touches each record and each document's bytes a few
-// entries ahead, so that their fetch from memory overlaps the work on the
-// ones before.
+// of their memory, touches the records of each run of 64 entries, and a
+// batch the first bytes of each run of its documents, in tight loops
+// before reading or copying them, so that their fetches from memory
+// (cache lines, page translations) overlap instead of stalling the scan
+// and the copy one document at a time.
 //
 // # Index scans
 //

@@ -28,6 +28,9 @@ func (e *engine) scanIndex(r *request, c *collection, plan *indexPlan, f *mql.Fi
 		return nil, nil
 	}
 	s := &indexScanState{e: e, c: c, f: f, vars: vars, limit: limit}
+	if limit > 0 {
+		s.out = make([]docRef, 0, min(limit, 4096)) // a snapshot's chunk: its size
+	}
 	if r != nil {
 		s.t = r.txn
 	}
@@ -37,13 +40,13 @@ func (e *engine) scanIndex(r *request, c *collection, plan *indexPlan, f *mql.Fi
 			h := hashedID(d)
 			return h, lo.sideInt(h) > 0 && hi.sideInt(h) < 0
 		})
-		// The hashed order is no order of the records in memory: each
-		// entry's record is touched a few entries ahead, so that its
-		// cache line (and its page's translation) is on its way while
-		// the scan reads the entries before it (storedBatch.appendArray
+		// The hashed order is no order of the records in memory: the
+		// records of each run of entries are touched together first, so
+		// that their fetches (cache lines, page translations) overlap
+		// rather than stall the scan one by one (storedBatch.appendArray
 		// does the same with the documents' bytes).
 		ord := plan.hashed.hashed
-		ord.ascendAhead(ord.seek(func(x hashEntry) int { return lo.sideInt(x.h) }), scanAhead, func(x hashEntry) {
+		ord.ascendTouched(ord.seek(func(x hashEntry) int { return lo.sideInt(x.h) }), touchRun(limit), func(x hashEntry) {
 			s.touched += x.rec.seq
 		}, func(x hashEntry) bool {
 			if hi.sideInt(x.h) > 0 {
@@ -86,14 +89,23 @@ type indexScanState struct {
 	err    error
 	// stopped is set once the scan ended early (limit, error).
 	stopped bool
-	// touched sums what the scan read ahead (ascendAhead), so that the
+	// touched sums what the scan read ahead (ascendTouched), so that the
 	// reads are not optimised away.
 	touched int64
 }
 
-// scanAhead is how many entries ahead a hashed index scan touches the
-// records (ascendAhead).
-const scanAhead = 8
+// touchRun is how many entries a hashed index scan touches at a time
+// (ascendTouched): up to its limit (a snapshot's chunk), at most maxTouchRun.
+func touchRun(limit int) int {
+	if limit > 0 && limit < maxTouchRun {
+		return limit
+	}
+	return maxTouchRun
+}
+
+// maxTouchRun bounds a run of touches: its records and documents' first
+// bytes stay in the caches until they are read.
+const maxTouchRun = 64
 
 // touchSink receives what scans read ahead.
 var touchSink atomic.Int64

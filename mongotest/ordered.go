@@ -67,24 +67,29 @@ func (o *ordered[T]) ascend(p position, fn func(T) bool) {
 	}
 }
 
-// ascendAhead is ascend that first calls touch with the item ahead places
-// further on in the same block: a scan that reads memory each item points
-// to (a record, a document's bytes, in no order the memory has) has it
-// fetched while fn works on the items before it.
-func (o *ordered[T]) ascendAhead(p position, ahead int, touch func(T), fn func(T) bool) {
+// ascendTouched is ascend that, before fn sees a run of up to window
+// items, calls touch with each of them in a tight loop: a scan that reads
+// memory each item points to (a record, in no order the memory has) then
+// has the fetches of a whole run in flight together, rather than one
+// item's at a time between fn's work.
+func (o *ordered[T]) ascendTouched(p position, window int, touch func(T), fn func(T) bool) {
 	for b := p.b; b < len(o.blocks); b++ {
 		blk := o.blocks[b]
 		i := 0
 		if b == p.b {
 			i = p.i
 		}
-		for ; i < len(blk); i++ {
-			if j := i + ahead; j < len(blk) {
-				touch(blk[j])
+		for i < len(blk) {
+			run := blk[i:min(i+window, len(blk))]
+			for _, x := range run {
+				touch(x)
 			}
-			if !fn(blk[i]) {
-				return
+			for _, x := range run {
+				if !fn(x) {
+					return
+				}
 			}
+			i += len(run)
 		}
 	}
 }

@@ -398,12 +398,13 @@
 //     scanned and sorted the whole collection for each chunk: 18.4k
 //     documents/s over 100k documents, worse with more; (A) ignored
 //     min/max.
-//   - BenchmarkStoredReads (200,000 documents of 1 KiB inserted through
+//   - BenchmarkStoredReads (300,000 documents of 1 KiB inserted through
 //     document sequences, read without a network or a driver, each reply
 //     encoded into its OP_MSG), before and after records kept their
-//     encoding, three alternating runs at a load average of 4 to 6, CPU
-//     per document: find {} and its getMores 965–1150 → 676–854 ns; a
+//     encoding (and hashed scans touched theirs run by run), three
+//     alternating runs at a load average of 1.4 to 1.6, CPU per
+//     document: find {} and its getMores 794–827 → 565–646 ns; a
 //     hashed-index snapshot's chunks (hint, min/max, limit 1001, at a
-//     cluster time) 2775–3830 → 1179–1542 ns; heap per stored document
-//     (record, indexes, oplog entry) 2984 → 1886 bytes.
+//     cluster time) 2552–3645 → 495–526 ns; heap per stored document
+//     (record, indexes, oplog entry) 2997 → 1898 bytes.
 package mongotest

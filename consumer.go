@@ -24,6 +24,11 @@ type Consumer struct {
 	handler BatchHandler
 	log     *slog.Logger
 	hooks   hooks
+	// perEvent is set when a hook is told of each handler call
+	// (HookEvent, HookDelivery), delivery when one wraps it
+	// (HookDelivery): only then is an EventInfo made for each event, with
+	// its id (a SHA-256 for a snapshot row).
+	perEvent, delivery bool
 	// def is the stream's definition under the partitioning in effect:
 	// the configured one (HashRange when unset), or the HashMod a Run
 	// adopted from the stream's checkpoints (see WithPartitioning).
@@ -158,7 +163,7 @@ func newConsumer(client *mongo.Client, handler BatchHandler, noHandler, batches 
 	}
 	log = log.With("stream", cfg.name, "partition", cfg.partition)
 	c := &Consumer{cfg: cfg, client: client, handler: handler, log: log, hooks: hooks(cfg.hooks),
-		debug: log.Enabled(context.Background(), slog.LevelDebug),
+		perEvent: hooks(cfg.hooks).perEvent(), delivery: hooks(cfg.hooks).has(false), debug: log.Enabled(context.Background(), slog.LevelDebug),
 		state: Status{Stream: cfg.name, Partition: cfg.partition, Epoch: cfg.epoch}}
 	c.def.Store(def)
 	return c, nil

@@ -21,14 +21,14 @@ type call struct {
 // a log line, a span and a dead-letter entry of one delivery join on the
 // short event id and the trace id.
 func (r *runner) startCall(ctx context.Context, ev *Event, attempt int) call {
-	if ev.traceParent == "" && len(r.c.hooks) == 0 && ctx == r.handlerCtx {
+	if ev.traceParent == "" && !r.c.delivery && ctx == r.handlerCtx {
 		return call{ctx: ctx, log: r.plainLog, tp: r.plainTP} // the same for every call: worked out once
 	}
 	if ev.traceParent != "" {
 		ctx = WithTraceParent(ctx, ev.traceParent)
 	}
 	c := call{ctx: ctx, log: r.c.log}
-	if len(r.c.hooks) > 0 {
+	if r.c.delivery {
 		cfg := &r.c.cfg
 		c.ctx, c.end = r.c.hooks.delivery(ctx, ev, EventInfo{Stream: cfg.name, Partition: cfg.partition,
 			Operation: ev.OperationType, Namespace: ev.Namespace, EventID: ev.ID(), Attempt: attempt,

@@ -32,11 +32,17 @@ func newBackfillEvent(ns Namespace, doc, marker bson.Raw, partition int, epoch i
 	if err != nil {
 		return nil, err
 	}
-	return &Event{
-		OperationType: OperationBackfill, Namespace: ns, DocumentKey: key, FullDocument: doc, Raw: doc,
-		Partition: partition, Epoch: epoch, Backfill: true,
-		marker: marker, // the id is computed on first use (ID)
-	}, nil
+	ev := &Event{}
+	ev.initBackfill(ns, doc, key, marker, partition, epoch)
+	return ev, nil
+}
+
+// initBackfill makes the zero Event ev the backfill event of doc, whose
+// documentKey is key (backfillKey).
+func (ev *Event) initBackfill(ns Namespace, doc, key, marker bson.Raw, partition int, epoch int64) {
+	ev.OperationType, ev.Namespace, ev.DocumentKey, ev.FullDocument, ev.Raw = OperationBackfill, ns, key, doc, doc
+	ev.Partition, ev.Epoch, ev.Backfill = partition, epoch, true
+	ev.marker = marker // the id is computed on first use (ID)
 }
 
 // backfillID is the id of a backfill event: the hex sha256 of marker, ns
@@ -84,7 +90,27 @@ func ShardKeyOf(ctx context.Context, client *mongo.Client, ns Namespace) (bson.R
 	return coll.Key, nil
 }
 
-// backfillKey is DocumentKeyOf.
+// idKeySize is the size of the documentKey {_id: id}.
+func idKeySize(id bson.RawValue) int { return 4 + 1 + len("_id") + 1 + len(id.Value) + 1 }
+
+// appendIDKey appends the documentKey {_id: id} to dst and returns dst and
+// the key (a full slice of dst's new bytes).
+func appendIDKey(dst []byte, id bson.RawValue) ([]byte, bson.Raw) {
+	n := idKeySize(id)
+	at := len(dst)
+	dst = bsoncore.AppendInt32(dst, int32(n))
+	dst = append(dst, byte(id.Type))
+	dst = append(dst, "_id\x00"...)
+	dst = append(dst, id.Value...)
+	dst = append(dst, 0)
+	return dst, bson.Raw(dst[at:len(dst):len(dst)])
+}
+
+// backfillKey is the documentKey of a scanned document as the server
+// builds a change's: on a sharded collection (shardKey, its key pattern)
+// the shard key's fields in order, each named by its path as written
+// ("a.b") and left out when the document has no value there, then _id
+// unless the shard key has it; otherwise {_id: doc._id}.
 func backfillKey(doc, shardKey bson.Raw) (bson.Raw, error) {
 	id, err := doc.LookupErr("_id")
 	if err != nil {
@@ -92,13 +118,8 @@ func backfillKey(doc, shardKey bson.Raw) (bson.Raw, error) {
 	}
 	if shardKey == nil {
 		// {_id: <id>}, built in place: one allocation per row.
-		n := 4 + 1 + len("_id") + 1 + len(id.Value) + 1
-		b := make([]byte, 0, n)
-		b = bsoncore.AppendInt32(b, int32(n))
-		b = append(b, byte(id.Type))
-		b = append(b, "_id\x00"...)
-		b = append(b, id.Value...)
-		return append(b, 0), nil
+		_, key := appendIDKey(make([]byte, 0, idKeySize(id)), id)
+		return key, nil
 	}
 	var key bson.D
 	hasID := false

@@ -425,7 +425,7 @@ func (r *runner) attempt(ctx context.Context, sc *scratch, ts []*tries) (retry [
 	for i, t := range ts {
 		ev, err := t.it.ev, errAt(i)
 		info := &t.info // what the hooks are told (t.cl.finish is a no-op without hooks)
-		if len(r.c.hooks) > 0 {
+		if r.c.perEvent {
 			*info = EventInfo{Stream: cfg.name, Partition: cfg.partition, Operation: ev.OperationType, Namespace: ev.Namespace,
 				EventID: ev.ID(), Attempt: ev.Attempt, Duration: took, Err: err,
 				ClusterTime: time.Unix(int64(ev.ClusterTime.T), 0)}
@@ -435,7 +435,7 @@ func (r *runner) attempt(ctx context.Context, sc *scratch, ts []*tries) (retry [
 		switch out[i] {
 		case outApplied:
 			info.Result = ResultApplied
-			if len(r.c.hooks) > 0 {
+			if r.c.perEvent {
 				info.NoPreImage, info.NoPostImage = r.imagesMissing(ev)
 				r.c.hooks.event(*info)
 				t.cl.finish(*info)
@@ -492,7 +492,7 @@ func (r *runner) attempt(ctx context.Context, sc *scratch, ts []*tries) (retry [
 			continue
 		}
 		info.Result = ResultRetried
-		if len(r.c.hooks) > 0 {
+		if r.c.perEvent {
 			r.c.hooks.event(*info)
 			t.cl.finish(*info)
 		}
@@ -517,7 +517,7 @@ func (r *runner) attempt(ctx context.Context, sc *scratch, ts []*tries) (retry [
 		}
 		return nil, false
 	}
-	if applied == len(ts) && len(r.c.hooks) == 0 {
+	if applied == len(ts) && !r.c.perEvent {
 		sc.now = end // nothing since the call that takes time
 	}
 	return retry, true

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unsafe"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
@@ -397,7 +398,6 @@ func (r *runner) runSnapshot(ctx context.Context, gen int64, rec *snapshotRecord
 // finished. It returns how many it delivered and whether the collection
 // has no more; rec's position moves past the chunk.
 func (r *runner) deliverChunk(ctx context.Context, gen int64, ns Namespace, rec *snapshotRecord, shardKey bson.Raw) (int, bool, error) {
-	cfg := &r.c.cfg
 	s := newSplice(gen)
 	select {
 	case r.snap.ask <- s:
@@ -429,18 +429,11 @@ func (r *runner) deliverChunk(ctx context.Context, gen int64, ns Namespace, rec 
 		return 0, false, err
 	}
 	var wg sync.WaitGroup
-	items := make([]*item, 0, len(c.rows))
-	seed := append([]byte(rec.ID+"\x00"), byte(c.at.T>>24), byte(c.at.T>>16), byte(c.at.T>>8), byte(c.at.T),
-		byte(c.at.I>>24), byte(c.at.I>>16), byte(c.at.I>>8), byte(c.at.I))
-	for _, doc := range c.rows {
-		ev, err := newBackfillEvent(ns, doc, seed, cfg.partition, cfg.epoch, shardKey)
-		if err != nil {
-			s.rows <- nil
-			awaitTaken(ctx, s)
-			return 0, false, fmt.Errorf("ferry: snapshot: %s: %w", ns, err)
-		}
-		ev.ClusterTime, ev.ScanStarted, ev.ScanMarker = c.at, rec.Since, c.at
-		items = append(items, &item{ev: ev, size: int64(len(doc)), wg: &wg})
+	items, err := r.chunkItems(ns, rec, c, shardKey, &wg)
+	if err != nil {
+		s.rows <- nil
+		awaitTaken(ctx, s)
+		return 0, false, fmt.Errorf("ferry: snapshot: %s: %w", ns, err)
 	}
 	wg.Add(len(items))
 	s.rows <- items
@@ -471,6 +464,63 @@ func (r *runner) deliverChunk(ctx context.Context, gen int64, ns Namespace, rec 
 		}
 	}
 	return len(items), c.last, nil
+}
+
+// Snapshot rows are allocated in blocks (chunkItems): as many events, or
+// items, as fit in 32 KiB, the largest size class, so that a block comes
+// from the allocator's cached spans; a larger block would be a span of its
+// own, returned to the OS and faulted back in chunk after chunk.
+const (
+	eventBlock = 32 << 10 / int(unsafe.Sizeof(Event{}))
+	itemBlock  = 32 << 10 / int(unsafe.Sizeof(item{}))
+)
+
+// chunkItems makes the chunk's rows the events the lanes deliver, each
+// done on wg. The events, their items and their documentKeys are
+// allocated in blocks, a few allocations per chunk rather than three per
+// row: they live as long as the chunk's reply, which their documents
+// alias anyway.
+func (r *runner) chunkItems(ns Namespace, rec *snapshotRecord, c *chunk, shardKey bson.Raw, wg *sync.WaitGroup) ([]*item, error) {
+	cfg := &r.c.cfg
+	seed := append([]byte(rec.ID+"\x00"), byte(c.at.T>>24), byte(c.at.T>>16), byte(c.at.T>>8), byte(c.at.T),
+		byte(c.at.I>>24), byte(c.at.I>>16), byte(c.at.I>>8), byte(c.at.I))
+	var evs []Event
+	var its []item
+	items := make([]*item, len(c.rows))
+	var keys []byte // the {_id} documentKeys, back to back
+	for i, doc := range c.rows {
+		if len(evs) == 0 {
+			evs = make([]Event, min(eventBlock, len(c.rows)-i))
+		}
+		if len(its) == 0 {
+			its = make([]item, min(itemBlock, len(c.rows)-i))
+		}
+		var key bson.Raw
+		if shardKey == nil {
+			id, err := doc.LookupErr("_id")
+			if err != nil {
+				return nil, fmt.Errorf("document has no _id: %w", err)
+			}
+			if n := idKeySize(id); cap(keys)-len(keys) < n {
+				keys = make([]byte, 0, max(n, min(32<<10, 64*(len(c.rows)-i))))
+			}
+			keys, key = appendIDKey(keys, id)
+		} else {
+			var err error
+			if key, err = backfillKey(doc, shardKey); err != nil {
+				return nil, err
+			}
+		}
+		ev := &evs[0]
+		evs = evs[1:]
+		ev.initBackfill(ns, doc, key, seed, cfg.partition, cfg.epoch)
+		ev.ClusterTime, ev.ScanStarted, ev.ScanMarker = c.at, rec.Since, c.at
+		it := &its[0]
+		its = its[1:]
+		*it = item{ev: ev, size: int64(len(doc)), wg: wg}
+		items[i] = it
+	}
+	return items, nil
 }
 
 // awaitTaken waits until the reader took the chunk's rows (or ctx ends).

@@ -8,6 +8,8 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
+	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
+
 	"github.com/ferry-io/ferry/internal/hashkey"
 )
 
@@ -128,7 +130,7 @@ func (r *runner) readChunk(ctx context.Context, ns Namespace, rec *snapshotRecor
 			bson.E{Key: "limit", Value: int64(size + 1)},
 			bson.E{Key: "batchSize", Value: int64(size + 1)})
 	}
-	c, truncated, err := r.runChunkFind(ctx, ns, cmd, at)
+	c, truncated, err := r.runChunkFind(ctx, ns, cmd, at, size+1)
 	if err != nil {
 		return nil, err
 	}
@@ -193,9 +195,10 @@ func (c *chunk) cutByID(size int, truncated bool) error {
 }
 
 // runChunkFind runs a chunk's find at cluster time at (a snapshot read;
-// at zero: the server's latest) and returns its first batch; truncated
-// when the reply stopped at the server's 16 MiB (its cursor is killed).
-func (r *runner) runChunkFind(ctx context.Context, ns Namespace, cmd bson.D, at bson.Timestamp) (*chunk, bool, error) {
+// at zero: the server's latest) and returns its first batch (room made for
+// want rows); truncated when the reply stopped at the server's 16 MiB (its
+// cursor is killed).
+func (r *runner) runChunkFind(ctx context.Context, ns Namespace, cmd bson.D, at bson.Timestamp, want int) (*chunk, bool, error) {
 	rc := bson.D{{Key: "level", Value: "snapshot"}}
 	if !at.IsZero() {
 		rc = append(rc, bson.E{Key: "atClusterTime", Value: at})
@@ -206,41 +209,77 @@ func (r *runner) runChunkFind(ctx context.Context, ns Namespace, cmd bson.D, at 
 	if err != nil {
 		return nil, false, fmt.Errorf("ferry: snapshot: read a chunk of %s: %w", ns, err)
 	}
-	cur, ok := reply.Lookup("cursor").DocumentOK()
-	if !ok {
-		return nil, false, fmt.Errorf("ferry: snapshot: read a chunk of %s: the reply has no cursor", ns)
-	}
-	c := &chunk{at: at, bytes: int64(len(reply))}
-	if t, i, ok := cur.Lookup("atClusterTime").TimestampOK(); ok {
-		c.at = bson.Timestamp{T: t, I: i}
-	}
-	if c.at.IsZero() {
-		return nil, false, fmt.Errorf("ferry: snapshot: read a chunk of %s: the server did not say at which cluster time it read", ns)
-	}
-	batch, ok := cur.Lookup("firstBatch").ArrayOK()
-	if !ok {
-		return nil, false, fmt.Errorf("ferry: snapshot: read a chunk of %s: the reply has no firstBatch", ns)
-	}
-	vals, err := batch.Values()
+	c, id, err := parseChunk(reply, at, want)
 	if err != nil {
 		return nil, false, fmt.Errorf("ferry: snapshot: read a chunk of %s: %w", ns, err)
 	}
-	c.rows = make([]bson.Raw, 0, len(vals))
-	for _, v := range vals {
-		doc, ok := v.DocumentOK()
-		if !ok {
-			return nil, false, fmt.Errorf("ferry: snapshot: read a chunk of %s: a document of the reply is a %v", ns, v.Type)
-		}
-		c.rows = append(c.rows, doc)
-	}
 	// A cursor left open: the reply reached the server's size limit.
 	truncated := false
-	if id, ok := cur.Lookup("id").Int64OK(); ok && id != 0 {
+	if id != 0 {
 		truncated = true
 		kill := bson.D{{Key: "killCursors", Value: ns.Coll}, {Key: "cursors", Value: bson.A{id}}}
 		_ = db.RunCommand(context.WithoutCancel(ctx), kill).Err()
 	}
 	return c, truncated, nil
+}
+
+// parseChunk reads a chunk's reply: its documents (aliasing reply), the
+// cluster time it was read at (at when the reply does not say), and the id
+// of the cursor it left open (0: none). want is how many documents were
+// asked for.
+func parseChunk(reply bson.Raw, at bson.Timestamp, want int) (*chunk, int64, error) {
+	cur, ok := reply.Lookup("cursor").DocumentOK()
+	if !ok {
+		return nil, 0, errors.New("the reply has no cursor")
+	}
+	c := &chunk{at: at, bytes: int64(len(reply))}
+	var batch bson.Raw
+	var id int64
+	elems, err := cur.Elements()
+	if err != nil {
+		return nil, 0, err
+	}
+	for _, el := range elems {
+		switch el.Key() {
+		case "atClusterTime":
+			if t, i, ok := el.Value().TimestampOK(); ok {
+				c.at = bson.Timestamp{T: t, I: i}
+			}
+		case "firstBatch":
+			arr, ok := el.Value().ArrayOK()
+			if !ok {
+				return nil, 0, errors.New("the reply's firstBatch is not an array")
+			}
+			batch = bson.Raw(arr)
+		case "id":
+			id, _ = el.Value().Int64OK()
+		}
+	}
+	if c.at.IsZero() {
+		return nil, 0, errors.New("the server did not say at which cluster time it read")
+	}
+	if batch == nil {
+		return nil, 0, errors.New("the reply has no firstBatch")
+	}
+	if len(batch) < 5 {
+		return nil, 0, errors.New("a malformed firstBatch")
+	}
+	// The batch's documents, read in place (no RawValue per document).
+	c.rows = make([]bson.Raw, 0, want)
+	rest := batch[4 : len(batch)-1]
+	for len(rest) > 0 {
+		el, next, ok := bsoncore.ReadElement(rest)
+		if !ok {
+			return nil, 0, errors.New("a malformed firstBatch")
+		}
+		v := el.Value()
+		if v.Type != bsoncore.TypeEmbeddedDocument {
+			return nil, 0, fmt.Errorf("a document of the reply is a %v", v.Type)
+		}
+		c.rows = append(c.rows, bson.Raw(v.Data))
+		rest = next
+	}
+	return c, id, nil
 }
 
 // cutHashed ends a hashed-mode chunk at a change of hashed value and sets

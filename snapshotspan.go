@@ -108,7 +108,7 @@ func (r *runner) readSpan(ctx context.Context, ns Namespace, rec *snapshotRecord
 		if !whole {
 			cmd = append(cmd, bson.E{Key: "limit", Value: int64(limit)}, bson.E{Key: "batchSize", Value: int64(limit)})
 		}
-		c, truncated, err := r.runChunkFind(ctx, ns, cmd, at)
+		c, truncated, err := r.runChunkFind(ctx, ns, cmd, at, limit)
 		if err != nil {
 			return nil, err
 		}

@@ -106,6 +106,18 @@ func (h hooks) delivery(ctx context.Context, ev *Event, i EventInfo) (context.Co
 	}
 }
 
+// perEvent reports whether a hook is told of each handler call
+// (HookEvent, HookDelivery).
+func (h hooks) perEvent() bool {
+	for _, x := range h {
+		switch x.(type) {
+		case HookEvent, HookDelivery:
+			return true
+		}
+	}
+	return false
+}
+
 // has reports whether any hook implements HookRead (read) or
 // HookDelivery (!read).
 func (h hooks) has(read bool) bool {

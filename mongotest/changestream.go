@@ -393,7 +393,7 @@ func (e *engine) openChangeStream(r *request, pipeline bson.A) (bson.D, error) {
 	if err != nil {
 		return nil, err
 	}
-	cur := e.newCursor(ns, r.db, nil, cs)
+	cur := e.newCursor(ns, r.db, nil, nil, cs)
 	batch, err := e.streamBatch(cs, batchSize, e.newOplogReader(cs.nextSeq, true))
 	if err != nil {
 		delete(e.cursors, cur.id)

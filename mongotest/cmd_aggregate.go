@@ -133,7 +133,7 @@ func cmdAggregate(e *engine, r *request) (bson.D, error) {
 	if err != nil {
 		return nil, err
 	}
-	return e.queryReply(ns, r.db, res, bs, false), nil
+	return e.queryReply(ns, r.db, res, nil, bs, false), nil
 }
 
 // leadingIDMatch returns the filter of a leading $match that pins _id

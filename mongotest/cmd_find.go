@@ -86,17 +86,23 @@ func cmdFind(e *engine, r *request) (bson.D, error) {
 		recs = recs[:limit]
 	}
 	docs := make([]bson.D, 0, len(recs))
+	var raws []bson.Raw // without a projection, the stored encodings
+	if proj == nil {
+		raws = make([]bson.Raw, 0, len(recs))
+	}
 	for _, rec := range recs {
 		d := rec.doc
 		if proj != nil {
 			if d, err = proj.Apply(d, vars); err != nil {
 				return nil, err
 			}
+		} else {
+			raws = append(raws, rec.raw)
 		}
 		docs = append(docs, d)
 	}
 	// A limit within the batch size still leaves a cursor open when the
 	// first batch stops at 16 MiB, as on a real server: the rest of the
 	// limit comes in getMores.
-	return e.queryReply(db+"."+name, db, docs, batchSize, single), nil
+	return e.queryReply(db+"."+name, db, docs, raws, batchSize, single), nil
 }

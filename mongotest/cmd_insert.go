@@ -170,12 +170,13 @@ func cmdInsert(e *engine, r *request) (bson.D, error) {
 // insertDoc stores a document and logs it. raw is the document's encoding
 // when the caller has it (nil otherwise).
 func (e *engine) insertDoc(c *collection, doc bson.D, raw bson.Raw) error {
-	if err := c.insert(doc); err != nil {
+	if err := c.insert(doc, raw); err != nil {
 		return err
 	}
-	c.byID[keyOf(doc[0].Value)].seq = e.oplog.nextSeq
+	rec := c.byID[keyOf(doc[0].Value)]
+	rec.seq = e.oplog.nextSeq
 	u := c.uuid
 	e.appendOplog(&oplogEntry{op: opInsert, db: c.db, coll: c.name, uuid: &u,
-		docKey: c.documentKey(doc), doc: doc, docRaw: raw})
+		docKey: c.documentKey(doc), doc: doc, docRaw: rec.raw})
 	return nil
 }

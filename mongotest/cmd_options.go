@@ -174,7 +174,7 @@ func (e *engine) scanDocs(r *request, c *collection, f *mql.Filter, filter bson.
 				return nil, err
 			}
 			if ok {
-				out = append(out, docRef{rec: rec, doc: rec.doc})
+				out = append(out, docRef{rec: rec, doc: rec.doc, raw: rec.raw})
 				if limit > 0 && len(out) >= limit {
 					break
 				}

@@ -73,7 +73,14 @@ func TestConformance(t *testing.T) {
 		for _, v := range []string{"8.0.4", "8.2.1"} {
 			profiles = append(profiles, profile{v, func() (string, func()) {
 				srv := mongotest.NewServer(mongotest.ServerVersion(v), mongotest.Secondaries(1))
-				return srv.URI(), srv.Close
+				return srv.URI(), func() {
+					// Replies copy the stored documents' encodings: each
+					// must still be its document's after the file's writes.
+					for _, msg := range mongotest.StoredEncodingErrors(srv) {
+						t.Error(msg)
+					}
+					srv.Close()
+				}
 			}})
 		}
 	}

@@ -6,8 +6,10 @@ import (
 	"errors"
 	"io"
 	"net"
+	"strings"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
 	"github.com/ferry-io/ferry/mongoerr"
 	"github.com/ferry-io/ferry/mongotest/internal/wire"
@@ -183,9 +185,19 @@ func newReplyEncoder() *replyEncoder {
 
 // appendMsg appends an OP_MSG reply carrying doc to dst: the header and
 // flags first, then the document encoded in place, then the length fixed up.
+// A reply holding a storedBatch (a find's, a getMore's) is written element
+// by element, each document of the batch copied straight into dst.
 func (r *replyEncoder) appendMsg(dst []byte, requestID, responseTo int32, doc bson.D) []byte {
 	start := len(dst)
 	dst = wire.AppendMsg(dst, requestID, responseTo, 0, nil)
+	if holdsStoredBatch(doc) {
+		body := len(dst)
+		if out, ok := appendReplyDoc(dst, doc); ok {
+			binary.LittleEndian.PutUint32(out[start:], uint32(len(out)-start))
+			return out
+		}
+		dst = dst[:body] // a value without a BSON form: the encoder's error reply below
+	}
 	r.buf.b = dst
 	if err := r.enc.Encode(doc); err != nil {
 		return wire.AppendMsg(dst[:start], requestID, responseTo, 0, marshalReply(doc))
@@ -194,4 +206,57 @@ func (r *replyEncoder) appendMsg(dst []byte, requestID, responseTo int32, doc bs
 	r.buf.b = nil
 	binary.LittleEndian.PutUint32(dst[start:], uint32(len(dst)-start))
 	return dst
+}
+
+// holdsStoredBatch reports whether a reply has a cursor whose batch is a
+// storedBatch.
+func holdsStoredBatch(doc bson.D) bool {
+	cur, ok := lookupD(doc, "cursor").(bson.D)
+	if !ok {
+		return false
+	}
+	for _, e := range cur {
+		if _, ok := e.Value.(storedBatch); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// appendReplyDoc appends d to dst as a BSON document: a storedBatch as its
+// documents' bytes (storedBatch.appendArray), a nested bson.D element by
+// element, any other value as the driver encodes it. False when a value
+// has no BSON form.
+func appendReplyDoc(dst []byte, d bson.D) ([]byte, bool) {
+	at := len(dst)
+	dst = append(dst, 0, 0, 0, 0)
+	for _, e := range d {
+		if strings.IndexByte(e.Key, 0) >= 0 {
+			return nil, false
+		}
+		switch v := e.Value.(type) {
+		case storedBatch:
+			dst = bsoncore.AppendHeader(dst, bsoncore.TypeArray, e.Key)
+			var err error
+			if dst, err = v.appendArray(dst); err != nil {
+				return nil, false
+			}
+		case bson.D:
+			dst = bsoncore.AppendHeader(dst, bsoncore.TypeEmbeddedDocument, e.Key)
+			var ok bool
+			if dst, ok = appendReplyDoc(dst, v); !ok {
+				return nil, false
+			}
+		default:
+			t, data, err := bson.MarshalValue(v)
+			if err != nil {
+				return nil, false
+			}
+			dst = bsoncore.AppendHeader(dst, bsoncore.Type(t), e.Key)
+			dst = append(dst, data...)
+		}
+	}
+	dst = append(dst, 0)
+	binary.LittleEndian.PutUint32(dst[at:], uint32(len(dst)-at))
+	return dst, true
 }

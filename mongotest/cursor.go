@@ -1,7 +1,9 @@
 package mongotest
 
 import (
+	"encoding/binary"
 	"sort"
+	"strconv"
 	"sync"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -13,10 +15,14 @@ import (
 // cursor is a server-side cursor: a materialised result (find, aggregate,
 // listCollections, listIndexes) or a change stream.
 type cursor struct {
-	id     int64
-	ns     string // "db.coll" as returned in replies
-	db     string
-	docs   []bson.D // remaining results of a materialised cursor
+	id   int64
+	ns   string // "db.coll" as returned in replies
+	db   string
+	docs []bson.D // remaining results of a materialised cursor
+	// raws are docs encoded where the emulator holds them so (stored
+	// versions, docRef.raw): nil, or as long as docs with nil for a
+	// document to encode.
+	raws   []bson.Raw
 	stream *changeStream
 	// query marks the cursor of a find or an aggregate: the documents
 	// its getMores return count in metrics.document.returned.
@@ -34,36 +40,102 @@ const (
 
 // newCursor registers a cursor for the results left after the first batch.
 // Callers hold e.mu.
-func (e *engine) newCursor(ns, db string, rest []bson.D, cs *changeStream) *cursor {
+func (e *engine) newCursor(ns, db string, rest []bson.D, raws []bson.Raw, cs *changeStream) *cursor {
 	e.nextCur++
 	id := e.nextCur<<20 | int64(e.processID[11])<<8 | int64(e.nextCur&0xff)
-	c := &cursor{id: id, ns: ns, db: db, docs: rest, stream: cs}
+	c := &cursor{id: id, ns: ns, db: db, docs: rest, raws: raws, stream: cs}
 	e.cursors[id] = c
 	return c
 }
 
+// storedBatch is a batch of a find's reply, with the documents' stored
+// encodings (docRef.raw) where the emulator holds them: the reply copies
+// those bytes instead of encoding the bson.D again (replyEncoder writes
+// them straight into the message). mongos reads a shard's replies in
+// process (router.drain): it takes docs.
+type storedBatch struct {
+	docs []bson.D
+	raws []bson.Raw // as long as docs; nil where docs[i] is to be encoded
+}
+
+// MarshalBSONValue encodes the batch as an array, for an encoder other
+// than replyEncoder's own path.
+func (b storedBatch) MarshalBSONValue() (byte, []byte, error) {
+	arr, err := b.appendArray(nil)
+	return byte(bson.TypeArray), arr, err
+}
+
+// appendArray appends the batch, a BSON array, to dst. The documents'
+// first bytes are touched run by run (maxTouchRun) before the run is
+// copied: stored documents come in no order of their memory (a hashed
+// index's), and their fetches then overlap rather than stall each copy.
+func (b storedBatch) appendArray(dst []byte) ([]byte, error) {
+	at := len(dst)
+	dst = append(dst, 0, 0, 0, 0)
+	var touched byte
+	for i, d := range b.docs {
+		if i%maxTouchRun == 0 {
+			for _, raw := range b.raws[i:min(i+maxTouchRun, len(b.raws))] {
+				if len(raw) > 0 {
+					touched ^= raw[0]
+				}
+			}
+		}
+		dst = append(dst, byte(bson.TypeEmbeddedDocument))
+		dst = strconv.AppendInt(dst, int64(i), 10)
+		dst = append(dst, 0)
+		if raw := b.raws[i]; raw != nil {
+			dst = append(dst, raw...)
+			continue
+		}
+		enc, err := bson.Marshal(d)
+		if err != nil {
+			return nil, err
+		}
+		dst = append(dst, enc...)
+	}
+	dst = append(dst, 0)
+	binary.LittleEndian.PutUint32(dst[at:], uint32(len(dst)-at))
+	touchSink.Add(int64(touched))
+	return dst, nil
+}
+
 // takeBatch splits off the next batch: at most n documents (n <= 0: no
-// count limit) and about 16 MiB.
-func takeBatch(docs []bson.D, n int) (bson.A, []bson.D) {
-	batch := bson.A{}
+// count limit) and about 16 MiB, and returns it with its length. raws,
+// nil or as long as docs, are the documents' encodings where known
+// (cursor.raws): with them the batch is a storedBatch, else a bson.A.
+func takeBatch(docs []bson.D, raws []bson.Raw, n int) (any, int, []bson.D, []bson.Raw) {
 	var size int64
-	for len(docs) > 0 {
-		if n > 0 && len(batch) >= n {
+	k := 0
+	for k < len(docs) {
+		if n > 0 && k >= n {
 			break
 		}
-		s := docSize(docs[0])
-		if len(batch) > 0 && size+s > maxBatchBytes {
+		var s int64
+		if raws != nil && raws[k] != nil {
+			s = int64(len(raws[k]))
+		} else {
+			s = docSize(docs[k])
+		}
+		if k > 0 && size+s > maxBatchBytes {
 			break
 		}
 		size += s
-		batch = append(batch, docs[0])
-		docs = docs[1:]
+		k++
 	}
-	return batch, docs
+	if raws != nil {
+		return storedBatch{docs: docs[:k:k], raws: raws[:k:k]}, k, docs[k:], raws[k:]
+	}
+	batch := make(bson.A, k)
+	for i, d := range docs[:k] {
+		batch[i] = d
+	}
+	return batch, k, docs[k:], nil
 }
 
-// cursorReply shapes {cursor: {firstBatch|nextBatch, id, ns}}.
-func cursorReply(first bool, id int64, ns string, batch bson.A, extra ...bson.E) bson.D {
+// cursorReply shapes {cursor: {firstBatch|nextBatch, id, ns}}; batch is a
+// bson.A or a storedBatch (takeBatch).
+func cursorReply(first bool, id int64, ns string, batch any, extra ...bson.E) bson.D {
 	key := "nextBatch"
 	if first {
 		key = "firstBatch"
@@ -77,32 +149,34 @@ func cursorReply(first bool, id int64, ns string, batch bson.A, extra ...bson.E)
 // firstBatchReply returns the first batch of a materialised result and opens
 // a cursor for the rest when needed. Callers hold e.mu.
 func (e *engine) firstBatchReply(ns, db string, docs []bson.D, batchSize int, single bool) bson.D {
-	return e.firstBatch(ns, db, docs, batchSize, single, false)
+	return e.firstBatch(ns, db, docs, nil, batchSize, single, false)
 }
 
 // queryReply is firstBatchReply for the result of a find or an aggregate:
 // the documents it returns, now and in the cursor's getMores, count in
-// metrics.document.returned. Callers hold e.mu.
-func (e *engine) queryReply(ns, db string, docs []bson.D, batchSize int, single bool) bson.D {
-	return e.firstBatch(ns, db, docs, batchSize, single, true)
+// metrics.document.returned. raws are the documents' encodings where known
+// (nil: none; see takeBatch). Callers hold e.mu.
+func (e *engine) queryReply(ns, db string, docs []bson.D, raws []bson.Raw, batchSize int, single bool) bson.D {
+	return e.firstBatch(ns, db, docs, raws, batchSize, single, true)
 }
 
-func (e *engine) firstBatch(ns, db string, docs []bson.D, batchSize int, single, query bool) bson.D {
+func (e *engine) firstBatch(ns, db string, docs []bson.D, raws []bson.Raw, batchSize int, single, query bool) bson.D {
 	if batchSize < 0 {
 		batchSize = 101
 	}
-	batch, rest := bson.A{}, docs
+	var batch any = bson.A{}
+	n, rest, restRaws := 0, docs, raws
 	if batchSize > 0 {
-		batch, rest = takeBatch(docs, batchSize)
+		batch, n, rest, restRaws = takeBatch(docs, raws, batchSize)
 	}
 	var id int64
 	if len(rest) > 0 && !single {
-		cur := e.newCursor(ns, db, rest, nil)
+		cur := e.newCursor(ns, db, rest, restRaws, nil)
 		cur.query = query
 		id = cur.id
 	}
 	if query {
-		e.metrics.returned += int64(len(batch))
+		e.metrics.returned += int64(n)
 	}
 	return cursorReply(true, id, ns, batch)
 }
@@ -165,10 +239,10 @@ func cmdGetMore(e *engine, r *request) (bson.D, error) {
 	defer cur.mu.Unlock()
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	batch, rest := takeBatch(cur.docs, n)
-	cur.docs = rest
+	batch, k, rest, raws := takeBatch(cur.docs, cur.raws, n)
+	cur.docs, cur.raws = rest, raws
 	if cur.query {
-		e.metrics.returned += int64(len(batch))
+		e.metrics.returned += int64(k)
 	}
 	if len(rest) == 0 {
 		delete(e.cursors, id)

@@ -2,6 +2,7 @@ package mongotest
 
 import (
 	"slices"
+	"sync/atomic"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
@@ -27,6 +28,9 @@ func (e *engine) scanIndex(r *request, c *collection, plan *indexPlan, f *mql.Fi
 		return nil, nil
 	}
 	s := &indexScanState{e: e, c: c, f: f, vars: vars, limit: limit}
+	if limit > 0 {
+		s.out = make([]docRef, 0, min(limit, 4096)) // a snapshot's chunk: its size
+	}
 	if r != nil {
 		s.t = r.txn
 	}
@@ -36,13 +40,21 @@ func (e *engine) scanIndex(r *request, c *collection, plan *indexPlan, f *mql.Fi
 			h := hashedID(d)
 			return h, lo.sideInt(h) > 0 && hi.sideInt(h) < 0
 		})
+		// The hashed order is no order of the records in memory: the
+		// records of each run of entries are touched together first, so
+		// that their fetches (cache lines, page translations) overlap
+		// rather than stall the scan one by one (storedBatch.appendArray
+		// does the same with the documents' bytes).
 		ord := plan.hashed.hashed
-		ord.ascend(ord.seek(func(x hashEntry) int { return lo.sideInt(x.h) }), func(x hashEntry) bool {
+		ord.ascendTouched(ord.seek(func(x hashEntry) int { return lo.sideInt(x.h) }), touchRun(limit), func(x hashEntry) {
+			s.touched += x.rec.seq
+		}, func(x hashEntry) bool {
 			if hi.sideInt(x.h) > 0 {
 				return false
 			}
 			return s.flushBefore(func(k any) bool { return cmpInt64(x.h, k) > 0 }) && s.entry(x.rec)
 		})
+		touchSink.Add(s.touched)
 	} else if c.idOrder != nil {
 		s.extras = s.txnInserts(func(d bson.D) (any, bool) {
 			id := docID(d)
@@ -77,7 +89,26 @@ type indexScanState struct {
 	err    error
 	// stopped is set once the scan ended early (limit, error).
 	stopped bool
+	// touched sums what the scan read ahead (ascendTouched), so that the
+	// reads are not optimised away.
+	touched int64
 }
+
+// touchRun is how many entries a hashed index scan touches at a time
+// (ascendTouched): up to its limit (a snapshot's chunk), at most maxTouchRun.
+func touchRun(limit int) int {
+	if limit > 0 && limit < maxTouchRun {
+		return limit
+	}
+	return maxTouchRun
+}
+
+// maxTouchRun bounds a run of touches: its records and documents' first
+// bytes stay in the caches until they are read.
+const maxTouchRun = 64
+
+// touchSink receives what scans read ahead.
+var touchSink atomic.Int64
 
 type keyedDoc struct {
 	key any
@@ -126,9 +157,9 @@ func (s *indexScanState) entry(rec *record) bool {
 		if rec.deleted {
 			return true
 		}
-		return s.read(docRef{rec: rec, doc: rec.doc})
+		return s.read(docRef{rec: rec, doc: rec.doc, raw: rec.raw})
 	}
-	d := rec.versionAt(s.t.snap)
+	d, raw := rec.versionAt(s.t.snap)
 	if d == nil {
 		return true
 	}
@@ -143,10 +174,10 @@ func (s *indexScanState) entry(rec *record) bool {
 			if ld.doc == nil {
 				return true
 			}
-			d = ld.doc
+			d, raw = ld.doc, nil
 		}
 	}
-	return s.read(docRef{rec: rec, doc: d})
+	return s.read(docRef{rec: rec, doc: d, raw: raw})
 }
 
 // read examines one document.

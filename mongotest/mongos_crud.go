@@ -110,12 +110,17 @@ func (rt *router) callOK(r *request, sh *shard, cmd bson.D) (bson.D, error) {
 func (rt *router) drain(r *request, sh *shard, reply bson.D) ([]bson.D, error) {
 	cur, _ := lookupD(reply, "cursor").(bson.D)
 	var docs []bson.D
-	batch, _ := lookupD(cur, "firstBatch").(bson.A)
+	batch := lookupD(cur, "firstBatch")
 	for {
-		for _, v := range batch {
-			if d, ok := v.(bson.D); ok {
-				docs = append(docs, d)
+		switch b := batch.(type) {
+		case bson.A:
+			for _, v := range b {
+				if d, ok := v.(bson.D); ok {
+					docs = append(docs, d)
+				}
 			}
+		case storedBatch: // a find's: the documents, not their encodings
+			docs = append(docs, b.docs...)
 		}
 		id, _ := lookupD(cur, "id").(int64)
 		if id == 0 {
@@ -129,7 +134,7 @@ func (rt *router) drain(r *request, sh *shard, reply bson.D) ([]bson.D, error) {
 			return nil, err
 		}
 		cur, _ = lookupD(next, "cursor").(bson.D)
-		batch, _ = lookupD(cur, "nextBatch").(bson.A)
+		batch = lookupD(cur, "nextBatch")
 	}
 }
 
@@ -582,9 +587,10 @@ func (rt *router) mergedCursorReply(ns string, docs []bson.D, batchSize int, sin
 	if batchSize < 0 {
 		batchSize = 101
 	}
-	batch, rest := bson.A{}, docs
+	var batch any = bson.A{}
+	rest := docs
 	if batchSize > 0 {
-		batch, rest = takeBatch(docs, batchSize)
+		batch, _, rest, _ = takeBatch(docs, nil, batchSize)
 	}
 	var id int64
 	if len(rest) > 0 && !single {

@@ -131,7 +131,7 @@ func routerGetMore(rt *router, r *request) (bson.D, bool, error) {
 		}
 		return rt.relabelCursor(reply, rc), true, nil
 	}
-	batch, rest := takeBatch(rc.docs, n)
+	batch, _, rest, _ := takeBatch(rc.docs, nil, n)
 	rc.docs = rest
 	out := id
 	if len(rest) == 0 {

@@ -67,6 +67,33 @@ func (o *ordered[T]) ascend(p position, fn func(T) bool) {
 	}
 }
 
+// ascendTouched is ascend that, before fn sees a run of up to window
+// items, calls touch with each of them in a tight loop: a scan that reads
+// memory each item points to (a record, in no order the memory has) then
+// has the fetches of a whole run in flight together, rather than one
+// item's at a time between fn's work.
+func (o *ordered[T]) ascendTouched(p position, window int, touch func(T), fn func(T) bool) {
+	for b := p.b; b < len(o.blocks); b++ {
+		blk := o.blocks[b]
+		i := 0
+		if b == p.b {
+			i = p.i
+		}
+		for i < len(blk) {
+			run := blk[i:min(i+window, len(blk))]
+			for _, x := range run {
+				touch(x)
+			}
+			for _, x := range run {
+				if !fn(x) {
+					return
+				}
+			}
+			i += len(run)
+		}
+	}
+}
+
 // insert adds x; it reports false (and changes nothing) when an equal item
 // is there already.
 func (o *ordered[T]) insert(x T) bool {

@@ -41,7 +41,7 @@ func TestIndexEntriesFollowRecords(t *testing.T) {
 		})
 	}
 	for i := range 200 {
-		if err := c.insert(bson.D{{Key: "_id", Value: int32(i)}}); err != nil {
+		if err := c.insert(bson.D{{Key: "_id", Value: int32(i)}}, nil); err != nil {
 			t.Fatal(err)
 		}
 	}

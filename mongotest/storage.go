@@ -50,13 +50,20 @@ type collection struct {
 }
 
 type record struct {
-	doc     bson.D
-	deleted bool
-	// ord is the record's place in insertion (natural) order.
-	ord uint64
 	// seq is the oplog sequence number of the write that produced the
 	// current state; history holds earlier states open snapshots may need.
-	seq      int64
+	// (seq, doc, raw and deleted, what a read looks at, come first: one
+	// or two cache lines.)
+	seq int64
+	doc bson.D
+	// raw is doc encoded, made once when the version is written (nil
+	// when it could not be): reads copy it into their replies instead of
+	// encoding doc again. A stored document is never changed in place (a
+	// write stores a new one), so raw stays doc's encoding.
+	raw     bson.Raw
+	deleted bool
+	// ord is the record's place in insertion (natural) order.
+	ord      uint64
 	history  []version
 	lockedBy *txn
 }
@@ -171,7 +178,22 @@ func (c *collection) all() []*record {
 	return out
 }
 
-func (c *collection) insert(doc bson.D) error {
+// encodeStored returns the encoding a record keeps of doc: raw when the
+// caller has it (the document as the client sent it), else doc encoded
+// now; nil when doc has no BSON form (reads then encode doc).
+func encodeStored(doc bson.D, raw bson.Raw) bson.Raw {
+	if raw != nil {
+		return raw
+	}
+	b, err := bson.Marshal(doc)
+	if err != nil {
+		return nil
+	}
+	return b
+}
+
+// insert stores a new record of doc; raw is its encoding when known.
+func (c *collection) insert(doc bson.D, raw bson.Raw) error {
 	id, _ := lookupTop(doc, "_id")
 	k := keyOf(id)
 	if _, dup := c.byID[k]; dup {
@@ -181,7 +203,7 @@ func (c *collection) insert(doc bson.D) error {
 		return err
 	}
 	c.nextOrd++
-	r := &record{doc: doc, ord: c.nextOrd}
+	r := &record{doc: doc, raw: encodeStored(doc, raw), ord: c.nextOrd}
 	c.records = append(c.records, r)
 	c.indexRecord(r)
 	c.byID[k] = r
@@ -234,13 +256,14 @@ func (c *collection) restore(r *record) {
 	c.live++
 }
 
-// replace swaps a record's document, keeping unique indexes consistent.
-func (c *collection) replace(r *record, doc bson.D) error {
+// replace swaps a record's document, keeping unique indexes consistent;
+// raw is the new document's encoding when known.
+func (c *collection) replace(r *record, doc bson.D, raw bson.Raw) error {
 	if err := c.checkUnique(doc, r.doc); err != nil {
 		return err
 	}
 	c.removeIndexKeys(r.doc)
-	r.doc = doc
+	r.doc, r.raw = doc, encodeStored(doc, raw)
 	c.noteID(doc)
 	c.addIndexKeys(doc)
 	return nil

@@ -99,25 +99,26 @@ type txnOp struct {
 
 // version is an earlier state of a record, kept while a snapshot may need it.
 type version struct {
-	doc bson.D // nil: the document did not exist
+	doc bson.D   // nil: the document did not exist
+	raw bson.Raw // doc encoded (record.raw)
 	seq int64
 }
 
 // versionAt returns the record's document as a snapshot taken before oplog
-// sequence number snap sees it (nil: absent).
-func (rec *record) versionAt(snap int64) bson.D {
+// sequence number snap sees it (nil: absent), and its encoding.
+func (rec *record) versionAt(snap int64) (bson.D, bson.Raw) {
 	if rec.seq < snap {
 		if rec.deleted {
-			return nil
+			return nil, nil
 		}
-		return rec.doc
+		return rec.doc, rec.raw
 	}
 	for i := len(rec.history) - 1; i >= 0; i-- {
-		if rec.history[i].seq < snap {
-			return rec.history[i].doc
+		if v := &rec.history[i]; v.seq < snap {
+			return v.doc, v.raw
 		}
 	}
-	return nil
+	return nil, nil
 }
 
 // noteVersion records a record's current state before it changes, if any
@@ -128,12 +129,12 @@ func (e *engine) noteVersion(c *collection, rec *record) {
 		e.noteDropped(c, e.oplog.nextSeq)
 		return
 	}
-	var d bson.D
+	v := version{seq: rec.seq}
 	if !rec.deleted {
-		d = rec.doc
+		v.doc, v.raw = rec.doc, rec.raw
 	}
 	e.trimHistory(c, rec)
-	rec.history = append(rec.history, version{doc: d, seq: rec.seq})
+	rec.history = append(rec.history, v)
 }
 
 func (e *engine) sessionFor(lsid bson.D) *session {
@@ -321,7 +322,7 @@ func (t *txn) read(c *collection, f *mql.Filter, filter bson.D, vars *mql.Vars, 
 		if rec == nil {
 			continue
 		}
-		d := rec.versionAt(t.snap)
+		d, raw := rec.versionAt(t.snap)
 		if d == nil {
 			continue
 		}
@@ -330,7 +331,7 @@ func (t *txn) read(c *collection, f *mql.Filter, filter bson.D, vars *mql.Vars, 
 				if ld.doc == nil {
 					continue
 				}
-				d = ld.doc
+				d, raw = ld.doc, nil
 			}
 		}
 		if byID {
@@ -341,7 +342,7 @@ func (t *txn) read(c *collection, f *mql.Filter, filter bson.D, vars *mql.Vars, 
 			continue // an orphan at the snapshot's time
 		}
 		if f.Match(d, vars) {
-			out = append(out, docRef{rec: rec, doc: d})
+			out = append(out, docRef{rec: rec, doc: d, raw: raw})
 			if limit > 0 && len(out) >= limit {
 				return out
 			}
@@ -378,7 +379,7 @@ func (t *txn) insert(c *collection, doc bson.D, raw bson.Raw) error {
 		return c.dupKeyError(c.indexes[0], bson.D{doc[0]})
 	}
 	if cur := c.byID[key]; cur != nil && (ld == nil || ld.rec != cur) {
-		if cur.versionAt(t.snap) != nil {
+		if d, _ := cur.versionAt(t.snap); d != nil {
 			return c.dupKeyError(c.indexes[0], bson.D{doc[0]})
 		}
 		return writeConflict()
@@ -440,6 +441,7 @@ func (e *engine) commitTxn(t *txn) error {
 		c   *collection
 		rec *record
 		old bson.D
+		raw bson.Raw
 	}
 	var undos []undo
 	if err := e.commitDDL(t); err != nil {
@@ -460,7 +462,7 @@ func (e *engine) commitTxn(t *txn) error {
 			case opDelete:
 				u.c.restore(u.rec)
 			default:
-				_ = u.c.replace(u.rec, u.old)
+				_ = u.c.replace(u.rec, u.old, u.raw)
 			}
 		}
 	}
@@ -471,13 +473,14 @@ func (e *engine) commitTxn(t *txn) error {
 		seq := base + int64(i)
 		switch op.op {
 		case opInsert:
-			if err := c.insert(op.doc); err != nil {
+			if err := c.insert(op.doc, op.raw); err != nil {
 				rollback()
 				e.abortTxn(t)
 				return err
 			}
 			rec := c.byID[op.key]
 			rec.seq = seq
+			t.ops[i].raw = rec.raw // the oplog entry's, below
 			undos = append(undos, undo{op: opInsert, c: c, rec: rec})
 		case opDelete:
 			rec := c.byID[op.key]
@@ -493,15 +496,16 @@ func (e *engine) commitTxn(t *txn) error {
 			if rec == nil {
 				continue
 			}
-			old := rec.doc
+			old, oldRaw := rec.doc, rec.raw
 			e.noteVersion(c, rec)
-			if err := c.replace(rec, op.doc); err != nil {
+			if err := c.replace(rec, op.doc, nil); err != nil {
 				rollback()
 				e.abortTxn(t)
 				return err
 			}
 			rec.seq = seq
-			undos = append(undos, undo{op: op.op, c: c, rec: rec, old: old})
+			t.ops[i].raw = rec.raw // the oplog entry's, below
+			undos = append(undos, undo{op: op.op, c: c, rec: rec, old: old, raw: oldRaw})
 		}
 	}
 	now := e.nowLocked()
@@ -523,7 +527,7 @@ func (e *engine) commitTxn(t *txn) error {
 		case opDelete:
 			ent.docKey = c.documentKey(op.pre)
 		default:
-			ent.docKey, ent.doc, ent.upd = c.documentKey(op.doc), op.doc, op.desc
+			ent.docKey, ent.doc, ent.docRaw, ent.upd = c.documentKey(op.doc), op.doc, op.raw, op.desc
 		}
 		if c.preAndPostImages && op.op != opInsert {
 			ent.preImage, ent.preImageRecorded = op.pre, true
@@ -605,6 +609,9 @@ func cmdAbortTransaction(e *engine, r *request) (bson.D, error) {
 type docRef struct {
 	rec *record
 	doc bson.D
+	// raw is doc encoded when doc is a stored version (record.raw), nil
+	// for a document the command made (a transaction's own write).
+	raw bson.Raw
 }
 
 // read returns the documents of c matching f as the command sees them: the
@@ -620,7 +627,7 @@ func (e *engine) read(r *request, c *collection, f *mql.Filter, filter bson.D, v
 	recs := c.matching(f, filter, vars, limit, &e.metrics.scan)
 	out := make([]docRef, len(recs))
 	for i, rec := range recs {
-		out[i] = docRef{rec: rec, doc: rec.doc}
+		out[i] = docRef{rec: rec, doc: rec.doc, raw: rec.raw}
 	}
 	return out
 }
@@ -660,11 +667,11 @@ func (e *engine) writeUpdate(r *request, c *collection, ref docRef, doc bson.D, 
 		return err
 	}
 	e.noteVersion(c, rec)
-	if err := c.replace(rec, doc); err != nil {
+	if err := c.replace(rec, doc, nil); err != nil {
 		return err
 	}
 	rec.seq = e.oplog.nextSeq
-	ent := &oplogEntry{op: op, db: c.db, coll: c.name, docKey: c.documentKey(doc), doc: doc, upd: desc}
+	ent := &oplogEntry{op: op, db: c.db, coll: c.name, docKey: c.documentKey(doc), doc: doc, docRaw: rec.raw, upd: desc}
 	if op == opReplace {
 		ent.upd = nil
 	}

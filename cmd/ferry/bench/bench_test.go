@@ -502,3 +502,24 @@ func TestSnapshotBadCommandLines(t *testing.T) {
 		t.Errorf("-scenarios oplog, reads,oplog: %v, %v; want reads,oplog in the run's order", o, err)
 	}
 }
+
+// TestRowIDsRoundTrip: the _ids a member reports come back as sent, in
+// order, negative ones included, through the message's JSON.
+func TestRowIDsRoundTrip(t *testing.T) {
+	ids := []int64{0, 1, 127, 128, -1, -129, 999_999, 1 << 40, -(1 << 62)}
+	b, err := json.Marshal(message{Kind: "rows", Rows: appendRowIDs(nil, ids...)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m message
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	got, err := rowIDs(m.Rows)
+	if err != nil || !slices.Equal(got, ids) {
+		t.Fatalf("rows %v (%v), want %v", got, err, ids)
+	}
+	if _, err := rowIDs([]byte{0x80}); err == nil {
+		t.Fatal("a truncated varint read as an id")
+	}
+}

@@ -86,17 +86,17 @@ func reportRows(h ferry.BatchHandler, out *childOut) ferry.BatchHandler {
 		if err != nil && !partial {
 			return err
 		}
-		var ids []int64
+		var rows []byte
 		for i, ev := range batch {
 			if ev.OperationType != ferry.OperationBackfill || partial && be.Errs[i] != nil {
 				continue
 			}
 			if id, ok := ev.DocumentKey.Lookup("_id").AsInt64OK(); ok {
-				ids = append(ids, id)
+				rows = appendRowIDs(rows, id)
 			}
 		}
-		if len(ids) > 0 {
-			out.send(message{Kind: "rows", IDs: ids})
+		if len(rows) > 0 {
+			out.send(message{Kind: "rows", Rows: rows})
 		}
 		return err
 	}

@@ -3,6 +3,7 @@ package wire
 import (
 	"encoding/binary"
 	"math"
+	"unsafe"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 )
@@ -28,31 +29,47 @@ import (
 // reports, and decodeD falls back to bson.Unmarshal.
 
 // decodeDoc decodes a BSON document; false when decodeD must fall back.
-func decodeDoc(b []byte) (bson.D, bool) {
+func decodeDoc(b []byte) (bson.D, bool) { return decodeDocIn(b, false) }
+
+// decodeDocShared is decodeDoc with the keys and the string values
+// sharing b's bytes instead of copying them: b must never change (Command
+// decodes each document of a sequence from its own copy), and a string
+// kept keeps all of b.
+func decodeDocShared(b []byte) (bson.D, bool) { return decodeDocIn(b, true) }
+
+func decodeDocIn(b []byte, shared bool) (bson.D, bool) {
 	n, ok := countElements(b)
 	if !ok {
 		return nil, false
 	}
 	d := make(bson.D, 0, n)
 	ok = walkElements(b, func(t byte, key, v []byte) bool {
-		x, ok := decodeValue(t, v)
+		x, ok := decodeValue(t, v, shared)
 		if ok {
-			d = append(d, bson.E{Key: string(key), Value: x})
+			d = append(d, bson.E{Key: str(key, shared), Value: x})
 		}
 		return ok
 	})
 	return d, ok
 }
 
+// str is b as a string: b's bytes themselves when shared, else a copy.
+func str(b []byte, shared bool) string {
+	if shared && len(b) > 0 {
+		return unsafe.String(&b[0], len(b))
+	}
+	return string(b)
+}
+
 // decodeArray decodes a BSON array as bson.A.
-func decodeArray(b []byte) (bson.A, bool) {
+func decodeArray(b []byte, shared bool) (bson.A, bool) {
 	n, ok := countElements(b)
 	if !ok {
 		return nil, false
 	}
 	a := make(bson.A, 0, n)
 	ok = walkElements(b, func(t byte, _, v []byte) bool {
-		x, ok := decodeValue(t, v)
+		x, ok := decodeValue(t, v, shared)
 		if ok {
 			a = append(a, x)
 		}
@@ -148,17 +165,18 @@ func valueSize(t byte, b []byte) (int, bool) {
 	return 0, false
 }
 
-// decodeValue decodes a value of type t whose bytes are exactly v.
-func decodeValue(t byte, v []byte) (any, bool) {
+// decodeValue decodes a value of type t whose bytes are exactly v (its
+// strings sharing v's bytes when shared, see decodeDocShared).
+func decodeValue(t byte, v []byte, shared bool) (any, bool) {
 	switch t {
 	case 0x01:
 		return math.Float64frombits(binary.LittleEndian.Uint64(v)), true
 	case 0x02:
-		return string(v[4 : len(v)-1]), true
+		return str(v[4:len(v)-1], shared), true
 	case 0x03:
-		return decodeDoc(v)
+		return decodeDocIn(v, shared)
 	case 0x04:
-		return decodeArray(v)
+		return decodeArray(v, shared)
 	case 0x05:
 		sub := v[4]
 		data := v[5:]

@@ -78,6 +78,16 @@ func sameAsUnmarshal(t *testing.T, raw []byte) {
 	if err == nil && !sameValue(got, want) {
 		t.Fatalf("decodeD gives\n%#v\nbson.Unmarshal gives\n%#v\nfor %x", got, want, raw)
 	}
+	// decodeDocShared (strings sharing the bytes) builds the same, and
+	// decodes exactly what decodeDoc decodes.
+	own := append([]byte(nil), raw...)
+	shared, sok := decodeDocShared(own)
+	if _, ok := decodeDoc(raw); ok != sok {
+		t.Fatalf("decodeDoc decodes %x: %v, decodeDocShared: %v", raw, ok, sok)
+	}
+	if sok && !sameValue(shared, want) {
+		t.Fatalf("decodeDocShared gives\n%#v\nbson.Unmarshal gives\n%#v\nfor %x", shared, want, raw)
+	}
 }
 
 // sameValue is reflect.DeepEqual with doubles compared bit for bit (NaN is

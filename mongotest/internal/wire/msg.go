@@ -154,6 +154,12 @@ func parseSequence(r *reader) (Section1, error) {
 // documents as bson.D, arrays as bson.A) with each document sequence appended
 // as an array field named after its identifier, in message order. The first
 // key is the command name.
+//
+// Each sequence document is copied into bytes of its own, which replace it
+// in m.Sequences and which its decoded keys and strings share (they are
+// never changed): the emulator stores an inserted document with those
+// bytes as its encoding, and the document's strings cost nothing more.
+// The body's values are copies.
 func (m *Msg) Command() (bson.D, error) {
 	cmd, err := decodeD(m.Body, "body")
 	if err != nil {
@@ -162,13 +168,22 @@ func (m *Msg) Command() (bson.D, error) {
 	if len(cmd) == 0 {
 		return nil, malformed(0, "empty command document")
 	}
-	for _, s := range m.Sequences {
+	for si := range m.Sequences {
+		s := &m.Sequences[si]
 		arr := make(bson.A, 0, len(s.Documents))
 		for i, d := range s.Documents {
-			v, ok := decodeDoc(d)
+			// Each document gets bytes of its own, which its strings
+			// share and which become the sequence's document: an insert
+			// stores the document with these bytes as its encoding
+			// (one copy of the document, not two), and what it keeps
+			// does not keep the whole message.
+			own := make([]byte, len(d))
+			copy(own, d)
+			s.Documents[i] = own
+			v, ok := decodeDocShared(own)
 			if !ok {
 				var err error
-				if v, err = unmarshalD(d, fmt.Sprintf("document sequence %q, document %d", s.Identifier, i)); err != nil {
+				if v, err = unmarshalD(own, fmt.Sprintf("document sequence %q, document %d", s.Identifier, i)); err != nil {
 					return nil, err
 				}
 			}

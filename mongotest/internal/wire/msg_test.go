@@ -1,10 +1,12 @@
 package wire
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"reflect"
 	"testing"
+	"unsafe"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 )
@@ -212,5 +214,82 @@ func BenchmarkParseMsgCommand1KiB(b *testing.B) {
 		if _, err := m.Command(); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// TestCommandSequenceDocsShareTheirOwnBytes: a sequence document is
+// decoded from bytes of its own, which replace it in the message's
+// sequence and which its keys and strings share (an inserted document is
+// stored once, with those bytes as its encoding); nothing decoded shares
+// the message's bytes, and it decodes as bson.Unmarshal does.
+func TestCommandSequenceDocsShareTheirOwnBytes(t *testing.T) {
+	docs := []bson.Raw{
+		mustDoc(t, bson.D{{Key: "_id", Value: int64(1)}, {Key: "name", Value: "first"}, {Key: "sub", Value: bson.D{{Key: "tag", Value: "inner"}}},
+			{Key: "list", Value: bson.A{"x", int32(2)}}}),
+		mustDoc(t, bson.D{{Key: "_id", Value: int64(2)}, {Key: "empty", Value: ""}, {Key: "bin", Value: bson.Binary{Data: []byte{1, 2}}}}),
+	}
+	body := mustDoc(t, bson.D{{Key: "insert", Value: "c"}, {Key: "$db", Value: "d"}})
+	msg := (&Msg{Body: body, Sequences: []Section1{{Identifier: "documents", Documents: docs}}}).Append(nil, 1, 0)
+	h, b := splitMsg(t, msg)
+	m, err := ParseMsg(h, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd, err := m.Command()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := cmd[len(cmd)-1].Value.(bson.A)
+	if len(got) != len(docs) {
+		t.Fatalf("the sequence decoded as %v", cmd[len(cmd)-1])
+	}
+	for i := range b {
+		b[i] = 0xee // what was decoded keeps nothing of the message
+	}
+	within := func(s string, own []byte) bool {
+		if s == "" {
+			return true
+		}
+		p, lo := uintptr(unsafe.Pointer(unsafe.StringData(s))), uintptr(unsafe.Pointer(&own[0]))
+		return p >= lo && p+uintptr(len(s)) <= lo+uintptr(len(own))
+	}
+	for i, v := range got {
+		own := m.Sequences[0].Documents[i]
+		if !bytes.Equal(own, docs[i]) || &own[0] == &b[0] {
+			t.Fatalf("document %d: the sequence holds %x, want a copy of %x", i, own, docs[i])
+		}
+		var want bson.D
+		if err := bson.Unmarshal(docs[i], &want); err != nil {
+			t.Fatal(err)
+		}
+		d, _ := v.(bson.D)
+		if !sameValue(d, want) {
+			t.Errorf("document %d decoded as %#v, want %#v", i, d, want)
+		}
+		var walk func(v any)
+		walk = func(v any) {
+			switch x := v.(type) {
+			case bson.D:
+				for _, e := range x {
+					if !within(e.Key, own) {
+						t.Errorf("document %d: key %q is a copy, not its document's bytes", i, e.Key)
+					}
+					walk(e.Value)
+				}
+			case bson.A:
+				for _, e := range x {
+					walk(e)
+				}
+			case string:
+				if !within(x, own) {
+					t.Errorf("document %d: string %q is a copy, not its document's bytes", i, x)
+				}
+			case bson.Binary:
+				if within(string(x.Data), own) {
+					t.Errorf("document %d: binary data shares the document's bytes (it is mutable)", i)
+				}
+			}
+		}
+		walk(d)
 	}
 }

@@ -616,14 +616,6 @@ func TestShardedChunkMigrationsExactlyOnce(t *testing.T) {
 // documentKey, and ends in its latest state.
 func TestShardedSnapshotThroughMigrations(t *testing.T) {
 	e := newShardedEnv(t)
-	if e.srv != nil {
-		// The emulated mongos routes a read at a cluster time before a
-		// migration by the chunks' owners now: the documents moved since
-		// are read from their new shard as of before they arrived there,
-		// and missed (60 of 100 rows). A real mongos targets and filters
-		// by the owners at that time (chunk history).
-		t.Skip("the emulator reads a snapshot by the current chunk owners; runs against $" + emutest.EnvShardedURI)
-	}
 	ns := e.db.Name() + ".c"
 	_ = e.client.Database("admin").RunCommand(context.Background(), bson.D{{Key: "enableSharding", Value: e.db.Name()}}).Err()
 	e.admin(bson.D{{Key: "shardCollection", Value: ns}, {Key: "key", Value: bson.D{{Key: "k", Value: 1}}}})

@@ -267,12 +267,14 @@
 //	                 _id unique per shard only                          key (61)
 //	snapshot reads   readConcern snapshot through the mongos: one        StaleChunkHistory (a history older than the
 //	                 atClusterTime for every shard (the mongos' latest   window: the range deleter keeps what a
-//	                 when none is given, returned in the reply);         snapshot reads); a non-empty collection sharded
-//	                 routed by the chunk placement at that time, each    without an index on its key is not refused
+//	                 when none is given, returned in the reply);         snapshot reads)
+//	                 routed by the chunk placement at that time, each
 //	                 shard dropping what it did not own then (a
 //	                 migration neither hides nor doubles documents);
 //	                 shardCollection of an empty collection creates
-//	                 the key's index ({_id: "hashed"}: min/max reads)
+//	                 the key's index ({_id: "hashed"}: min/max reads);
+//	                 of a non-empty one without an index starting
+//	                 with the key: 72 InvalidOptions
 //	transactions     across shards: each shard joins at its first       two-phase commit: shards commit one after the
 //	                 statement and commits at its own cluster time;      other, so a failure midway is not atomic
 //	                 recoveryToken; a failed statement aborts all

@@ -285,3 +285,44 @@ func TestShardedClientBulkWrite(t *testing.T) {
 		t.Errorf("the shards hold %d documents of alpha.sharded; want 6", total)
 	}
 }
+
+// TestShardCollectionNeedsAnIndexOnANonEmptyCollection: a real mongos
+// creates the shard key's index only on an empty collection; a collection
+// with documents and no index starting with the key is refused with
+// InvalidOptions (72) and stays unsharded, and is sharded once the index
+// exists. An empty collection gets the index made for it.
+func TestShardCollectionNeedsAnIndexOnANonEmptyCollection(t *testing.T) {
+	client, _ := mongotest.ShardedClient(t, 2)
+	admin := client.Database("admin")
+	c := client.Database("shop").Collection("items")
+	if _, err := c.InsertOne(ctx(t), bson.D{{Key: "_id", Value: 1}, {Key: "k", Value: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []bson.D{{{Key: "k", Value: 1}}, {{Key: "k", Value: "hashed"}}} {
+		err := admin.RunCommand(ctx(t), bson.D{{Key: "shardCollection", Value: "shop.items"}, {Key: "key", Value: key}}).Err()
+		var ce mongo.CommandError
+		if !errors.As(err, &ce) || ce.Code != 72 || !strings.Contains(ce.Message, "Please create an index that starts with the proposed shard key") {
+			t.Fatalf("shardCollection %v of a non-empty collection without its index: %v; want 72 InvalidOptions naming the index", key, err)
+		}
+	}
+	if colls := findAll(t, client.Database("config").Collection("collections"), bson.D{{Key: "_id", Value: "shop.items"}}); len(colls) != 0 {
+		t.Fatalf("config.collections %v after a refused shardCollection; want it unsharded", colls)
+	}
+	if _, err := c.Indexes().CreateOne(ctx(t), mongo.IndexModel{Keys: bson.D{{Key: "k", Value: 1}, {Key: "v", Value: 1}}}); err != nil {
+		t.Fatal(err)
+	}
+	shardCollection(t, client, "shop.items", bson.D{{Key: "k", Value: 1}})
+	// An empty collection: the index is created with the shard key.
+	shardCollection(t, client, "shop.empty", bson.D{{Key: "e", Value: "hashed"}})
+	specs, err := client.Database("shop").Collection("empty").Indexes().ListSpecifications(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, s := range specs {
+		found = found || s.Name == "e_hashed"
+	}
+	if !found {
+		t.Errorf("indexes of the empty collection sharded on {e: hashed}: %v; want one on the key", specs)
+	}
+}

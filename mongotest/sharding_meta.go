@@ -272,6 +272,12 @@ func routerShardCollection(rt *router, r *request) (bson.D, bool, error) {
 		c = pe.createColl(db, coll, nil)
 	}
 	empty := c.live == 0
+	if !empty && !hasIndexStartingWith(c, key) {
+		// A real server creates the key's index only on an empty
+		// collection.
+		pe.mu.Unlock()
+		return nil, false, errorf(mongoerr.CodeInvalidOptions, "Please create an index that starts with the proposed shard key before sharding the collection. (%s has %d documents and no index starting with %s)", ns, c.live, showKey(key))
+	}
 	m.uuid = c.uuid
 	m.options = c.options
 	c.shardKey = fields
@@ -318,10 +324,8 @@ func routerShardCollection(rt *router, r *request) (bson.D, bool, error) {
 // as shardCollection does (e.g. {_id: "hashed"} for a hashed _id, which a
 // hashed-range read hints). Callers hold e.mu.
 func (e *engine) ensureShardKeyIndexLocked(c *collection, key bson.D) {
-	for _, ix := range c.indexes {
-		if len(ix.key) >= len(key) && mql.Equal(ix.key[:len(key)], key) {
-			return
-		}
+	if hasIndexStartingWith(c, key) {
+		return
 	}
 	ix, err := parseIndexSpec(bson.D{{Key: "key", Value: key}})
 	if err != nil {
@@ -423,4 +427,15 @@ func (rt *router) forgetCollectionConfig(ctx context.Context, ns string) {
 		rt.configCommand(ctx, "config", bson.D{{Key: "delete", Value: "chunks"}, {Key: "deletes", Value: bson.A{bson.D{
 			{Key: "q", Value: bson.D{{Key: "uuid", Value: uuid}}}, {Key: "limit", Value: int32(0)}}}}})
 	}
+}
+
+// hasIndexStartingWith reports whether an index of c starts with key (the
+// _id index serves {_id: 1}). Callers hold the engine's mu.
+func hasIndexStartingWith(c *collection, key bson.D) bool {
+	for _, ix := range c.indexes {
+		if len(ix.key) >= len(key) && mql.Equal(ix.key[:len(key)], key) {
+			return true
+		}
+	}
+	return false
 }

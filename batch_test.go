@@ -44,11 +44,7 @@ func startBatch(t *testing.T, client *mongo.Client, h ferry.BatchHandler, opts .
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	r := &running{cancel: cancel, done: make(chan error, 1)}
-	go func() { r.done <- c.Run(ctx) }()
-	t.Cleanup(func() { r.stop(t) })
-	return c, r
+	return c, runInBackground(t, c)
 }
 
 // gate holds every handler call until it is opened, so that a backlog is

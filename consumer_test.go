@@ -163,10 +163,23 @@ type running struct {
 
 func start(t *testing.T, client *mongo.Client, h ferry.Handler, opts ...ferry.Option) *running {
 	t.Helper()
+	_, r := startConsumer(t, client, h, opts...)
+	return r
+}
+
+// startConsumer is start, also returning the consumer.
+func startConsumer(t *testing.T, client *mongo.Client, h ferry.Handler, opts ...ferry.Option) (*ferry.Consumer, *running) {
+	t.Helper()
 	c, err := ferry.NewConsumer(client, h, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return c, runInBackground(t, c)
+}
+
+// runInBackground runs c until the returned running is stopped, or the
+// test ends.
+func runInBackground(t *testing.T, c *ferry.Consumer) *running {
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &running{cancel: cancel, done: make(chan error, 1)}
 	go func() { r.done <- c.Run(ctx) }()

@@ -206,10 +206,7 @@ func TestUpgradedStreamKeepsHashMod(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ctx, cancel := context.WithCancel(context.Background())
-		runs[p] = &running{cancel: cancel, done: make(chan error, 1)}
-		go func() { runs[p].done <- cons[p].Run(ctx) }()
-		t.Cleanup(func() { runs[p].stop(t) })
+		runs[p] = runInBackground(t, cons[p])
 	}
 	poll.Until(t, 20*time.Second, func() error {
 		total := 0

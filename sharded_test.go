@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
-	"go.mongodb.org/mongo-driver/v2/mongo"
 
 	"github.com/ferry-io/ferry"
 	"github.com/ferry-io/ferry/internal/emutest"
@@ -135,14 +134,23 @@ func compareOneField(a, b bson.Raw) int {
 	return strings.Compare(sa, sb)
 }
 
+// shardOn shards collection coll on key through the mongos and returns
+// its namespace (enableSharding first, its error ignored: shardCollection
+// is what must succeed).
+func (e *env) shardOn(coll string, key bson.D) string {
+	e.t.Helper()
+	ns := e.db.Name() + "." + coll
+	_ = e.client.Database("admin").RunCommand(context.Background(), bson.D{{Key: "enableSharding", Value: e.db.Name()}}).Err()
+	e.admin(bson.D{{Key: "shardCollection", Value: ns}, {Key: "key", Value: key}})
+	return ns
+}
+
 // shardByRegion shards collection coll on {region: 1} and places the
 // regions from "m" on, "us" among them, on another shard than those
 // before, "eu" among them: a document's shard is its region's.
 func (e *env) shardByRegion(coll string) (eu, us string) {
 	e.t.Helper()
-	ns := e.db.Name() + "." + coll
-	_ = e.client.Database("admin").RunCommand(context.Background(), bson.D{{Key: "enableSharding", Value: e.db.Name()}}).Err()
-	e.admin(bson.D{{Key: "shardCollection", Value: ns}, {Key: "key", Value: bson.D{{Key: "region", Value: 1}}}})
+	ns := e.shardOn(coll, bson.D{{Key: "region", Value: 1}})
 	e.admin(bson.D{{Key: "split", Value: ns}, {Key: "middle", Value: bson.D{{Key: "region", Value: "m"}}}})
 	ids := e.shardIDs()
 	eu = e.ownerOf(coll, bson.D{{Key: "region", Value: "eu"}})
@@ -167,6 +175,9 @@ func keyString(key bson.Raw) string {
 	}
 	return string(b)
 }
+
+// keyStringOf is keyString of a documentKey written as a bson.D.
+func keyStringOf(key bson.D) string { return keyString(must(bson.Marshal(key))) }
 
 // effects records, per documentKey, the v of every document version the
 // handler was handed (insert, update and replace from fullDocument,
@@ -264,7 +275,7 @@ func (f *effects) count() int {
 func (f *effects) versions(key bson.D) []int32 {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return append([]int32(nil), f.byKey[keyString(must(bson.Marshal(key)))]...)
+	return append([]int32(nil), f.byKey[keyStringOf(key)]...)
 }
 
 // duplicates lists the event ids handed over more than once.
@@ -278,20 +289,6 @@ func (f *effects) duplicates() []string {
 		}
 	}
 	return out
-}
-
-// startConsumer is start, also returning the consumer.
-func startConsumer(t *testing.T, client *mongo.Client, h ferry.Handler, opts ...ferry.Option) (*ferry.Consumer, *running) {
-	t.Helper()
-	c, err := ferry.NewConsumer(client, h, opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	r := &running{cancel: cancel, done: make(chan error, 1)}
-	go func() { r.done <- c.Run(ctx) }()
-	t.Cleanup(func() { r.stop(t) })
-	return c, r
 }
 
 // TestShardedSameIDTwoDocuments: on a collection sharded on {region: 1},
@@ -347,7 +344,7 @@ func TestShardedSameIDTwoDocuments(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, k := range []bson.D{eu, us, {{Key: "region", Value: "eu"}, {Key: "_id", Value: int32(2)}}} {
-		if got := f.backKey[keyString(must(bson.Marshal(k)))]; got != 1 {
+		if got := f.backKey[keyStringOf(k)]; got != 1 {
 			t.Errorf("snapshot rows of %v: %d, want 1 (rows: %v)", k, got, f.backKey)
 		}
 	}
@@ -512,19 +509,32 @@ func (f *effects) wantEach(t *testing.T, want map[string]map[string]int) {
 	t.Logf("%d events: %d lost, %d extra, %d duplicate ids", f.count(), lost, extra, len(f.duplicates()))
 }
 
-// lookupsMissed lists the update events whose updateLookup found no
-// document (fullDocument null), by documentKey.
-func (f *effects) lookupsMissed() []string {
+// wantLookupsFound checks that every update's updateLookup found its
+// document (no fullDocument null), wherever it had moved.
+func (f *effects) wantLookupsFound(t *testing.T) {
+	t.Helper()
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	var out []string
+	var missed []string
 	for k, vs := range f.byKey {
 		if slices.Contains(vs, -1) {
-			out = append(out, k)
+			missed = append(missed, k)
 		}
 	}
-	sort.Strings(out)
-	return out
+	sort.Strings(missed)
+	if len(missed) > 0 {
+		t.Errorf("%d documents had updates without a fullDocument (the lookup missed them after they moved): %v", len(missed), missed[:min(len(missed), 5)])
+	}
+}
+
+// stopAll stops every consumer of rs; each must stop without an error.
+func stopAll(t *testing.T, rs []*running) {
+	t.Helper()
+	for _, r := range rs {
+		if err := r.stop(t); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 // TestShardedChunkMigrationsExactlyOnce: while two partitions stream a
@@ -537,9 +547,7 @@ func (f *effects) lookupsMissed() []string {
 // moved.
 func TestShardedChunkMigrationsExactlyOnce(t *testing.T) {
 	e := newShardedEnv(t)
-	ns := e.db.Name() + ".c"
-	_ = e.client.Database("admin").RunCommand(context.Background(), bson.D{{Key: "enableSharding", Value: e.db.Name()}}).Err()
-	e.admin(bson.D{{Key: "shardCollection", Value: ns}, {Key: "key", Value: bson.D{{Key: "k", Value: 1}}}})
+	ns := e.shardOn("c", bson.D{{Key: "k", Value: 1}})
 	shards := e.shardIDs()
 	c := e.db.Collection("c")
 	ctx := context.Background()
@@ -547,7 +555,7 @@ func TestShardedChunkMigrationsExactlyOnce(t *testing.T) {
 	rs := e.startPartitions(t, 2, f, ferry.FullDocument("updateLookup"))
 	want := map[string]map[string]int{}
 	key := func(k int32, id any) string {
-		return keyString(must(bson.Marshal(bson.D{{Key: "k", Value: k}, {Key: "_id", Value: id}})))
+		return keyStringOf(bson.D{{Key: "k", Value: k}, {Key: "_id", Value: id}})
 	}
 	ids := map[int32]any{}
 	const rounds, per = 6, 10
@@ -599,14 +607,8 @@ func TestShardedChunkMigrationsExactlyOnce(t *testing.T) {
 		}
 	}
 	f.wantEach(t, want)
-	if missed := f.lookupsMissed(); len(missed) > 0 {
-		t.Errorf("%d documents had updates without a fullDocument (the lookup missed them after they moved): %v", len(missed), missed[:min(len(missed), 5)])
-	}
-	for _, r := range rs {
-		if err := r.stop(t); err != nil {
-			t.Fatal(err)
-		}
-	}
+	f.wantLookupsFound(t)
+	stopAll(t, rs)
 }
 
 // TestShardedSnapshotThroughMigrations: a snapshot of a collection
@@ -616,9 +618,7 @@ func TestShardedChunkMigrationsExactlyOnce(t *testing.T) {
 // documentKey, and ends in its latest state.
 func TestShardedSnapshotThroughMigrations(t *testing.T) {
 	e := newShardedEnv(t)
-	ns := e.db.Name() + ".c"
-	_ = e.client.Database("admin").RunCommand(context.Background(), bson.D{{Key: "enableSharding", Value: e.db.Name()}}).Err()
-	e.admin(bson.D{{Key: "shardCollection", Value: ns}, {Key: "key", Value: bson.D{{Key: "k", Value: 1}}}})
+	ns := e.shardOn("c", bson.D{{Key: "k", Value: 1}})
 	shards := e.shardIDs()
 	c := e.db.Collection("c")
 	ctx := context.Background()
@@ -706,7 +706,7 @@ func TestShardedSnapshotThroughMigrations(t *testing.T) {
 	}
 	rows := 0
 	for _, d := range final {
-		key := keyString(must(bson.Marshal(bson.D{{Key: "k", Value: d.K}, {Key: "_id", Value: d.ID}})))
+		key := keyStringOf(bson.D{{Key: "k", Value: d.K}, {Key: "_id", Value: d.ID}})
 		rows += f.backKey[key]
 		if f.backKey[key] != 1 {
 			t.Errorf("k %d: %d snapshot rows, want 1", d.K, f.backKey[key])
@@ -726,9 +726,7 @@ func TestShardedSnapshotThroughMigrations(t *testing.T) {
 // and update is handed over once, each update with its document.
 func TestShardedBalancerExactlyOnce(t *testing.T) {
 	e := newShardedEnv(t, emutest.BalancerInterval(20*time.Millisecond))
-	ns := e.db.Name() + ".c"
-	_ = e.client.Database("admin").RunCommand(context.Background(), bson.D{{Key: "enableSharding", Value: e.db.Name()}}).Err()
-	e.admin(bson.D{{Key: "shardCollection", Value: ns}, {Key: "key", Value: bson.D{{Key: "k", Value: 1}}}})
+	e.shardOn("c", bson.D{{Key: "k", Value: 1}})
 	c := e.db.Collection("c")
 	ctx := context.Background()
 	f := newEffects()
@@ -740,7 +738,7 @@ func TestShardedBalancerExactlyOnce(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		key := keyString(must(bson.Marshal(bson.D{{Key: "k", Value: k}, {Key: "_id", Value: res.InsertedID}})))
+		key := keyStringOf(bson.D{{Key: "k", Value: k}, {Key: "_id", Value: res.InsertedID}})
 		want[key] = map[string]int{"insert": 1}
 		if k%3 == 0 && k > 0 {
 			// The one three back is updated: often after it moved.
@@ -769,14 +767,8 @@ func TestShardedBalancerExactlyOnce(t *testing.T) {
 		return nil
 	})
 	f.wantEach(t, want)
-	if missed := f.lookupsMissed(); len(missed) > 0 {
-		t.Errorf("%d documents had updates without a fullDocument: %v", len(missed), missed[:min(len(missed), 5)])
-	}
-	for _, r := range rs {
-		if err := r.stop(t); err != nil {
-			t.Fatal(err)
-		}
-	}
+	f.wantLookupsFound(t)
+	stopAll(t, rs)
 }
 
 // TestShardedIdleShardExactlyOnce: a collection sharded on {region: 1}
@@ -804,7 +796,7 @@ func TestShardedIdleShardExactlyOnce(t *testing.T) {
 			if _, err := c.UpdateOne(ctx, bson.D{{Key: "_id", Value: id}, {Key: "region", Value: region}}, bson.D{{Key: "$set", Value: bson.D{{Key: "v", Value: int32(1)}}}}); err != nil {
 				t.Fatal(err)
 			}
-			want[keyString(must(bson.Marshal(bson.D{{Key: "region", Value: region}, {Key: "_id", Value: id}})))] = map[string]int{"insert": 1, "update": 1}
+			want[keyStringOf(bson.D{{Key: "region", Value: region}, {Key: "_id", Value: id}})] = map[string]int{"insert": 1, "update": 1}
 		}
 	}
 	began := time.Now()
@@ -820,11 +812,7 @@ func TestShardedIdleShardExactlyOnce(t *testing.T) {
 	write("eu", 50, 100)
 	write("us", 0, 10) // the idle shard's first writes: the same _ids as eu's
 	f.wantEach(t, want)
-	for _, r := range rs {
-		if err := r.stop(t); err != nil {
-			t.Fatal(err)
-		}
-	}
+	stopAll(t, rs)
 }
 
 // TestShardedIdleShardHeldAcrossRestart: with the idle shard's no-op
@@ -848,7 +836,7 @@ func TestShardedIdleShardHeldAcrossRestart(t *testing.T) {
 		if _, err := c.InsertOne(ctx, bson.D{{Key: "_id", Value: id}, {Key: "region", Value: "eu"}}); err != nil {
 			t.Fatal(err)
 		}
-		want[keyString(must(bson.Marshal(bson.D{{Key: "region", Value: "eu"}, {Key: "_id", Value: id}})))] = map[string]int{"insert": 1}
+		want[keyStringOf(bson.D{{Key: "region", Value: "eu"}, {Key: "_id", Value: id}})] = map[string]int{"insert": 1}
 	}
 	for p, r := range rs {
 		if err := r.stop(t); err != nil {
@@ -866,13 +854,9 @@ func TestShardedIdleShardHeldAcrossRestart(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	want[keyString(must(bson.Marshal(bson.D{{Key: "region", Value: "us"}, {Key: "_id", Value: int32(0)}})))] = map[string]int{"insert": 1}
+	want[keyStringOf(bson.D{{Key: "region", Value: "us"}, {Key: "_id", Value: int32(0)}})] = map[string]int{"insert": 1}
 	f.wantEach(t, want)
-	for _, r := range rs {
-		if err := r.stop(t); err != nil {
-			t.Fatal(err)
-		}
-	}
+	stopAll(t, rs)
 }
 
 // TestShardedReshardCollection: reshardCollection gives a collection a new
@@ -891,13 +875,12 @@ func TestShardedReshardCollection(t *testing.T) {
 	f := newEffects()
 	rs := e.startPartitions(t, 2, f, ferry.ShowExpandedEvents(true))
 	want := map[string]map[string]int{}
-	key := func(d bson.D) string { return keyString(must(bson.Marshal(d))) }
 	for id := int32(0); id < 20; id++ {
 		region := []string{"eu", "us"}[id%2]
 		if _, err := c.InsertOne(ctx, bson.D{{Key: "_id", Value: id}, {Key: "region", Value: region}, {Key: "v", Value: id * 10}}); err != nil {
 			t.Fatal(err)
 		}
-		want[key(bson.D{{Key: "region", Value: region}, {Key: "_id", Value: id}})] = map[string]int{"insert": 1}
+		want[keyStringOf(bson.D{{Key: "region", Value: region}, {Key: "_id", Value: id}})] = map[string]int{"insert": 1}
 	}
 	// Partition 1 stops before the resharding and resumes after it, from
 	// a token of the old UUID.
@@ -910,7 +893,7 @@ func TestShardedReshardCollection(t *testing.T) {
 		if _, err := c.UpdateOne(ctx, bson.D{{Key: "_id", Value: id}, {Key: "v", Value: id * 10}}, bson.D{{Key: "$set", Value: bson.D{{Key: "w", Value: 1}}}}); err != nil {
 			t.Fatal(err)
 		}
-		want[key(bson.D{{Key: "v", Value: id * 10}, {Key: "_id", Value: id}})] = map[string]int{"update": 1}
+		want[keyStringOf(bson.D{{Key: "v", Value: id * 10}, {Key: "_id", Value: id}})] = map[string]int{"update": 1}
 	}
 	rs[1] = e.startPartition(t, 1, 2, f, ferry.ShowExpandedEvents(true))
 	f.wantEach(t, want)

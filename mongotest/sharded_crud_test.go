@@ -14,6 +14,43 @@ import (
 	"github.com/ferry-io/ferry/mongotest"
 )
 
+// emulatedCluster is a client of an emulated cluster of 2 shards
+// started with opts (mongotest.ShardedClient), and the cluster, for a
+// test that drives it beyond what a client can (reads a shard, its
+// options, its fail points): against $FERRY_TEST_MONGODB_SHARDED_URI it
+// skips, saying why (reason, when not "").
+func emulatedCluster(t *testing.T, reason string, opts ...mongotest.Option) (*mongo.Client, *mongotest.ShardedServer) {
+	t.Helper()
+	client, sc := mongotest.ShardedClient(t, 2, opts...)
+	if sc == nil {
+		if reason != "" {
+			t.Skip(reason + ": needs the emulated cluster")
+		}
+		t.Skip("needs the emulated cluster")
+	}
+	return client, sc
+}
+
+// adminCommand runs cmd on the admin database through the mongos; an
+// error fails the test, naming the command.
+func adminCommand(t *testing.T, client *mongo.Client, cmd bson.D) {
+	t.Helper()
+	if err := client.Database("admin").RunCommand(ctx(t), cmd).Err(); err != nil {
+		t.Fatalf("%s: %v", cmd[0].Key, err)
+	}
+}
+
+// insertEach inserts doc(i) into c for each i from from to to-1, one
+// insert at a time.
+func insertEach(t *testing.T, c *mongo.Collection, from, to int, doc func(i int) bson.D) {
+	t.Helper()
+	for i := from; i < to; i++ {
+		if _, err := c.InsertOne(ctx(t), doc(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // shardCollection shards db.coll with key through the mongos.
 func shardCollection(t *testing.T, client *mongo.Client, ns string, key bson.D) {
 	t.Helper()
@@ -42,10 +79,7 @@ func findAll(t *testing.T, c *mongo.Collection, filter any, opts ...options.List
 // distinct; aggregate; broadcast and targeted updates and deletes; an
 // updateOne that does not pin the shard key.
 func TestShardedHashedCollection(t *testing.T) {
-	client, sc := mongotest.ShardedClient(t, 2)
-	if sc == nil {
-		t.Skip("reads each shard: needs the emulated cluster")
-	}
+	client, sc := emulatedCluster(t, "reads each shard")
 	c := client.Database("shop").Collection("orders")
 	shardCollection(t, client, "shop.orders", bson.D{{Key: "_id", Value: "hashed"}})
 	chunks := findAll(t, client.Database("config").Collection("chunks"), bson.D{}, options.Find().SetSort(bson.D{{Key: "min", Value: 1}}))
@@ -129,10 +163,7 @@ func TestShardedHashedCollection(t *testing.T) {
 // shows both; a ranged key's collection starts as one chunk on the
 // database's primary shard.
 func TestShardedSameIDOnTwoShards(t *testing.T) {
-	client, sc := mongotest.ShardedClient(t, 2)
-	if sc == nil {
-		t.Skip("reads each shard: needs the emulated cluster")
-	}
+	client, sc := emulatedCluster(t, "reads each shard")
 	c := client.Database("shop").Collection("carts")
 	shardCollection(t, client, "shop.carts", bson.D{{Key: "tenant", Value: "hashed"}})
 	// Find a tenant on each shard.
@@ -181,11 +212,7 @@ func TestShardedSameIDOnTwoShards(t *testing.T) {
 
 	r := client.Database("shop").Collection("ranged")
 	shardCollection(t, client, "shop.ranged", bson.D{{Key: "k", Value: 1}})
-	for i := 0; i < 10; i++ {
-		if _, err := r.InsertOne(ctx(t), bson.D{{Key: "k", Value: i}}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	insertEach(t, r, 0, 10, func(i int) bson.D { return bson.D{{Key: "k", Value: i}} })
 	if n := len(shardDocs(t, sc.Shards()[0], "shop", "ranged")); n != 10 {
 		t.Errorf("the primary shard holds %d of the ranged collection's 10 documents; want all (one chunk)", n)
 	}
@@ -195,10 +222,7 @@ func TestShardedSameIDOnTwoShards(t *testing.T) {
 // documents of a sharded collection on both shards commits on both, and
 // reads its own writes through the mongos before committing.
 func TestShardedTransactionOnShardedCollection(t *testing.T) {
-	client, sc := mongotest.ShardedClient(t, 2)
-	if sc == nil {
-		t.Skip("reads each shard: needs the emulated cluster")
-	}
+	client, sc := emulatedCluster(t, "reads each shard")
 	c := client.Database("shop").Collection("orders")
 	shardCollection(t, client, "shop.orders", bson.D{{Key: "_id", Value: "hashed"}})
 	sess, err := client.StartSession()
@@ -238,10 +262,7 @@ func TestShardedTransactionOnShardedCollection(t *testing.T) {
 // different shards and a sharded collection is split by shard and merged:
 // the counts and every result's idx are the command's.
 func TestShardedClientBulkWrite(t *testing.T) {
-	client, sc := mongotest.ShardedClient(t, 2)
-	if sc == nil {
-		t.Skip("reads each shard: needs the emulated cluster")
-	}
+	client, sc := emulatedCluster(t, "reads each shard")
 	for _, db := range []string{"alpha", "beta"} { // primaries shard0, shard1
 		if _, err := client.Database(db).Collection("c").InsertOne(ctx(t), bson.D{{Key: "_id", Value: "setup"}}); err != nil {
 			t.Fatal(err)

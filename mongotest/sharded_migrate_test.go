@@ -19,19 +19,12 @@ import (
 // recipient's _id index): moveChunk fails, and both documents stay where
 // they were. A chunk without such a clash moves.
 func TestShardedMigrationSameID(t *testing.T) {
-	client, sc := mongotest.ShardedClient(t, 2)
-	if sc == nil {
-		t.Skip("reads each shard: needs the emulated cluster")
-	}
+	client, sc := emulatedCluster(t, "reads each shard")
 	admin := client.Database("admin")
 	c := client.Database("shop").Collection("orders")
 	shardCollection(t, client, "shop.orders", bson.D{{Key: "region", Value: 1}})
-	if err := admin.RunCommand(ctx(t), bson.D{{Key: "split", Value: "shop.orders"}, {Key: "middle", Value: bson.D{{Key: "region", Value: "m"}}}}).Err(); err != nil {
-		t.Fatal(err)
-	}
-	if err := admin.RunCommand(ctx(t), bson.D{{Key: "moveChunk", Value: "shop.orders"}, {Key: "find", Value: bson.D{{Key: "region", Value: "us"}}}, {Key: "to", Value: "shard1"}}).Err(); err != nil {
-		t.Fatal(err)
-	}
+	adminCommand(t, client, bson.D{{Key: "split", Value: "shop.orders"}, {Key: "middle", Value: bson.D{{Key: "region", Value: "m"}}}})
+	adminCommand(t, client, bson.D{{Key: "moveChunk", Value: "shop.orders"}, {Key: "find", Value: bson.D{{Key: "region", Value: "us"}}}, {Key: "to", Value: "shard1"}})
 	for _, d := range []bson.D{
 		{{Key: "_id", Value: 1}, {Key: "region", Value: "eu"}},
 		{{Key: "_id", Value: 1}, {Key: "region", Value: "us"}},
@@ -69,11 +62,7 @@ func TestShardedMigrationSameID(t *testing.T) {
 // does: an update whose document moved to another shard before the
 // stream read it still gets its fullDocument.
 func TestShardedUpdateLookupAfterMigration(t *testing.T) {
-	client, sc := mongotest.ShardedClient(t, 2, mongotest.NoopInterval(200*time.Millisecond))
-	if sc == nil {
-		t.Skip("needs the emulated cluster")
-	}
-	admin := client.Database("admin")
+	client, _ := emulatedCluster(t, "", mongotest.NoopInterval(200*time.Millisecond))
 	db := client.Database("shop")
 	c := db.Collection("items")
 	shardCollection(t, client, "shop.items", bson.D{{Key: "k", Value: 1}})
@@ -84,9 +73,7 @@ func TestShardedUpdateLookupAfterMigration(t *testing.T) {
 	if _, err := c.UpdateOne(ctx(t), bson.D{{Key: "k", Value: 5}}, bson.D{{Key: "$set", Value: bson.D{{Key: "v", Value: 1}}}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := admin.RunCommand(ctx(t), bson.D{{Key: "moveChunk", Value: "shop.items"}, {Key: "find", Value: bson.D{{Key: "k", Value: 5}}}, {Key: "to", Value: "shard1"}}).Err(); err != nil {
-		t.Fatal(err)
-	}
+	adminCommand(t, client, bson.D{{Key: "moveChunk", Value: "shop.items"}, {Key: "find", Value: bson.D{{Key: "k", Value: 5}}}, {Key: "to", Value: "shard1"}})
 	evs := s.collect(2, 10*time.Second)
 	up := evs[1]
 	if up.Lookup("operationType").StringValue() != "update" {
@@ -103,10 +90,7 @@ func TestShardedUpdateLookupAfterMigration(t *testing.T) {
 // to another collection there (a consumer's ledger and checkpoints, in
 // the same shard); once the transaction commits, the chunk moves.
 func TestShardedMigrationWaitsOnlyForItsTransactions(t *testing.T) {
-	client, sc := mongotest.ShardedClient(t, 2)
-	if sc == nil {
-		t.Skip("needs the emulated cluster")
-	}
+	client, sc := emulatedCluster(t, "")
 	admin := client.Database("admin")
 	c := client.Database("shop").Collection("items")
 	other := client.Database("shop").Collection("ledger") // unsharded: on shop's primary shard, the donor

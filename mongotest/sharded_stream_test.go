@@ -103,10 +103,7 @@ func evData(ev bson.Raw) string { return ev.Lookup("_id", "_data").StringValue()
 // in resume-token order, with documentKey {shard key, _id}, and resumes
 // after any event or from a high-water mark, across the shards.
 func TestShardedChangeStreamMerge(t *testing.T) {
-	client, sc := mongotest.ShardedClient(t, 2, mongotest.NoopInterval(200*time.Millisecond))
-	if sc == nil {
-		t.Skip("needs the emulated cluster")
-	}
+	client, sc := emulatedCluster(t, "", mongotest.NoopInterval(200*time.Millisecond))
 	db := client.Database("shop")
 	c := db.Collection("carts")
 	shardCollection(t, client, "shop.carts", bson.D{{Key: "tenant", Value: "hashed"}})
@@ -114,11 +111,7 @@ func TestShardedChangeStreamMerge(t *testing.T) {
 	if len(first) != 0 || s.pbrt == "" {
 		t.Fatalf("first batch %d events, postBatchResumeToken %q; want none, and a token", len(first), s.pbrt)
 	}
-	for i := 0; i < 40; i++ {
-		if _, err := c.InsertOne(ctx(t), bson.D{{Key: "_id", Value: i}, {Key: "tenant", Value: i % 7}}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	insertEach(t, c, 0, 40, func(i int) bson.D { return bson.D{{Key: "_id", Value: i}, {Key: "tenant", Value: i % 7}} })
 	evs := s.collect(40, 20*time.Second)
 	seen := map[int32]bool{}
 	for i, ev := range evs {
@@ -176,10 +169,7 @@ func TestShardedChangeStreamMerge(t *testing.T) {
 // while the other shard has written nothing since (its token has not
 // passed the event), and is once it writes.
 func TestShardedIdleShardHoldsBack(t *testing.T) {
-	client, sc := mongotest.ShardedClient(t, 2, mongotest.NoopInterval(0))
-	if sc == nil {
-		t.Skip("needs the emulated cluster")
-	}
+	client, _ := emulatedCluster(t, "", mongotest.NoopInterval(0))
 	on0 := client.Database("alpha").Collection("c") // alpha's primary is shard0
 	on1 := client.Database("beta").Collection("c")  // beta's is shard1
 	for _, c := range []*mongo.Collection{on0, on1} {
@@ -224,10 +214,7 @@ func TestShardedIdleShardHoldsBack(t *testing.T) {
 // ChangeStreamHistoryLost (286); an event token the stream does not have
 // fails with ChangeStreamFatalError (280).
 func TestShardedStreamErrors(t *testing.T) {
-	client, sc := mongotest.ShardedClient(t, 2, mongotest.NoopInterval(200*time.Millisecond), mongotest.OplogMaxEntries(50))
-	if sc == nil {
-		t.Skip("needs the emulated cluster")
-	}
+	client, sc := emulatedCluster(t, "", mongotest.NoopInterval(200*time.Millisecond), mongotest.OplogMaxEntries(50))
 	db := client.Database("shop")
 	c := db.Collection("orders")
 	shardCollection(t, client, "shop.orders", bson.D{{Key: "_id", Value: "hashed"}})
@@ -265,11 +252,7 @@ func TestShardedStreamErrors(t *testing.T) {
 
 	// An old token, then enough writes to push it out of the shards' oplogs.
 	early := foreign
-	for i := 0; i < 200; i++ {
-		if _, err := c.InsertOne(ctx(t), bson.D{{Key: "_id", Value: i}}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	insertEach(t, c, 0, 200, func(i int) bson.D { return bson.D{{Key: "_id", Value: i}} })
 	_, _, err = tryOpenRaw(t, db, "other", bson.D{{Key: "resumeAfter", Value: early}})
 	if !errors.As(err, &ce) || ce.Code != 286 || !strings.Contains(ce.Message, "Error on remote shard") {
 		t.Errorf("resuming past the shards' oplogs: %v; want ChangeStreamHistoryLost (286) from a remote shard", err)
@@ -280,10 +263,7 @@ func TestShardedStreamErrors(t *testing.T) {
 // open (a config.shards insert) joins the stream: a database created on it
 // shows its events.
 func TestShardedStreamAddShard(t *testing.T) {
-	client, sc := mongotest.ShardedClient(t, 2, mongotest.NoopInterval(200*time.Millisecond))
-	if sc == nil {
-		t.Skip("needs the emulated cluster")
-	}
+	client, sc := emulatedCluster(t, "", mongotest.NoopInterval(200*time.Millisecond))
 	s, _ := openRaw(t, client.Database("admin"), "", bson.D{{Key: "allChangesForCluster", Value: true}})
 	var added struct {
 		ShardAdded string `bson:"shardAdded"`
@@ -291,9 +271,7 @@ func TestShardedStreamAddShard(t *testing.T) {
 	if err := client.Database("admin").RunCommand(ctx(t), bson.D{{Key: "addShard", Value: "new"}}).Decode(&added); err != nil || added.ShardAdded != "shard2" {
 		t.Fatalf("addShard: %+v (%v); want shard2", added, err)
 	}
-	if err := client.Database("admin").RunCommand(ctx(t), bson.D{{Key: "enableSharding", Value: "gamma"}, {Key: "primaryShard", Value: "shard2"}}).Err(); err != nil {
-		t.Fatal(err)
-	}
+	adminCommand(t, client, bson.D{{Key: "enableSharding", Value: "gamma"}, {Key: "primaryShard", Value: "shard2"}})
 	if _, err := client.Database("gamma").Collection("c").InsertOne(ctx(t), bson.D{{Key: "_id", Value: 1}}); err != nil {
 		t.Fatal(err)
 	}
@@ -325,10 +303,7 @@ func TestShardedStreamAddShard(t *testing.T) {
 // shows, through the mongos, one event per write with its lsid and
 // txnNumber, each shard's part at a cluster time of its own.
 func TestShardedTransactionCommitsPerShard(t *testing.T) {
-	client, sc := mongotest.ShardedClient(t, 2, mongotest.NoopInterval(200*time.Millisecond))
-	if sc == nil {
-		t.Skip("needs the emulated cluster")
-	}
+	client, _ := emulatedCluster(t, "", mongotest.NoopInterval(200*time.Millisecond))
 	db := client.Database("shop")
 	c := db.Collection("orders")
 	shardCollection(t, client, "shop.orders", bson.D{{Key: "_id", Value: "hashed"}})
@@ -377,10 +352,7 @@ func countOps(evs []bson.Raw) map[string]int {
 // writes after it go to the new owner. A shard's own stream shows them
 // only with showMigrationEvents.
 func TestShardedMigrationInvisible(t *testing.T) {
-	client, sc := mongotest.ShardedClient(t, 2, mongotest.NoopInterval(200*time.Millisecond))
-	if sc == nil {
-		t.Skip("needs the emulated cluster")
-	}
+	client, sc := emulatedCluster(t, "", mongotest.NoopInterval(200*time.Millisecond))
 	db := client.Database("shop")
 	c := db.Collection("items")
 	shardCollection(t, client, "shop.items", bson.D{{Key: "k", Value: 1}})
@@ -388,26 +360,13 @@ func TestShardedMigrationInvisible(t *testing.T) {
 	shard1 := connectClient(t, options.Client().ApplyURI(sc.Shards()[1].URI())).Database("shop")
 	plain, _ := openRaw(t, shard1, "items", bson.D{})
 	migr, _ := openRaw(t, shard1, "items", bson.D{{Key: "showMigrationEvents", Value: true}})
-	for i := 0; i < 20; i++ {
-		if _, err := c.InsertOne(ctx(t), bson.D{{Key: "k", Value: i}}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	admin := client.Database("admin")
-	if err := admin.RunCommand(ctx(t), bson.D{{Key: "split", Value: "shop.items"}, {Key: "middle", Value: bson.D{{Key: "k", Value: 10}}}}).Err(); err != nil {
-		t.Fatal(err)
-	}
-	if err := admin.RunCommand(ctx(t), bson.D{{Key: "moveChunk", Value: "shop.items"}, {Key: "find", Value: bson.D{{Key: "k", Value: 15}}}, {Key: "to", Value: "shard1"}}).Err(); err != nil {
-		t.Fatalf("moveChunk: %v", err)
-	}
+	insertEach(t, c, 0, 20, func(i int) bson.D { return bson.D{{Key: "k", Value: i}} })
+	adminCommand(t, client, bson.D{{Key: "split", Value: "shop.items"}, {Key: "middle", Value: bson.D{{Key: "k", Value: 10}}}})
+	adminCommand(t, client, bson.D{{Key: "moveChunk", Value: "shop.items"}, {Key: "find", Value: bson.D{{Key: "k", Value: 15}}}, {Key: "to", Value: "shard1"}})
 	if n := len(shardDocs(t, sc.Shards()[1], "shop", "items")); n != 10 {
 		t.Fatalf("shard1 holds %d documents after the move; want k 10..19", n)
 	}
-	for i := 20; i < 30; i++ {
-		if _, err := c.InsertOne(ctx(t), bson.D{{Key: "k", Value: i}}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	insertEach(t, c, 20, 30, func(i int) bson.D { return bson.D{{Key: "k", Value: i}} })
 	for _, k := range []int{5, 15} {
 		if _, err := c.UpdateOne(ctx(t), bson.D{{Key: "k", Value: k}}, bson.D{{Key: "$set", Value: bson.D{{Key: "seen", Value: true}}}}); err != nil {
 			t.Fatal(err)
@@ -437,19 +396,12 @@ func TestShardedMigrationInvisible(t *testing.T) {
 // the mongos; removing a shard drains it (its documents stay readable)
 // and a stream resumed from before the removal fails with 286.
 func TestShardedBalancerAndRemoveShard(t *testing.T) {
-	client, sc := mongotest.ShardedClient(t, 2, mongotest.NoopInterval(200*time.Millisecond), mongotest.BalancerInterval(50*time.Millisecond))
-	if sc == nil {
-		t.Skip("needs the emulated cluster")
-	}
+	client, sc := emulatedCluster(t, "", mongotest.NoopInterval(200*time.Millisecond), mongotest.BalancerInterval(50*time.Millisecond))
 	db := client.Database("shop")
 	c := db.Collection("items")
 	shardCollection(t, client, "shop.items", bson.D{{Key: "k", Value: 1}})
 	s, _ := openRaw(t, db, "items", bson.D{})
-	for i := 0; i < 100; i++ {
-		if _, err := c.InsertOne(ctx(t), bson.D{{Key: "k", Value: i}}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	insertEach(t, c, 0, 100, func(i int) bson.D { return bson.D{{Key: "k", Value: i}} })
 	until(t, 20*time.Second, func() error {
 		n := len(shardDocs(t, sc.Shards()[1], "shop", "items"))
 		if n < 30 {
@@ -485,10 +437,7 @@ func TestShardedBalancerAndRemoveShard(t *testing.T) {
 // jstests/change_streams/shard_collection_event.js allows), and
 // reshardCollection (with the new UUID, which later events carry).
 func TestShardedExpandedAndImages(t *testing.T) {
-	client, sc := mongotest.ShardedClient(t, 2, mongotest.NoopInterval(200*time.Millisecond))
-	if sc == nil {
-		t.Skip("needs the emulated cluster")
-	}
+	client, sc := emulatedCluster(t, "", mongotest.NoopInterval(200*time.Millisecond))
 	db := client.Database("shop")
 	if err := db.CreateCollection(ctx(t), "items", options.CreateCollection().SetChangeStreamPreAndPostImages(bson.D{{Key: "enabled", Value: true}})); err != nil {
 		t.Fatal(err)
@@ -496,11 +445,7 @@ func TestShardedExpandedAndImages(t *testing.T) {
 	c := db.Collection("items")
 	s, _ := openRaw(t, db, "items", bson.D{{Key: "showExpandedEvents", Value: true}, {Key: "fullDocument", Value: "required"}, {Key: "fullDocumentBeforeChange", Value: "required"}})
 	shardCollection(t, client, "shop.items", bson.D{{Key: "_id", Value: "hashed"}})
-	for i := 0; i < 6; i++ {
-		if _, err := c.InsertOne(ctx(t), bson.D{{Key: "_id", Value: i}, {Key: "v", Value: 0}}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	insertEach(t, c, 0, 6, func(i int) bson.D { return bson.D{{Key: "_id", Value: i}, {Key: "v", Value: 0}} })
 	if _, err := c.UpdateMany(ctx(t), bson.D{}, bson.D{{Key: "$inc", Value: bson.D{{Key: "v", Value: 1}}}}); err != nil {
 		t.Fatal(err)
 	}
@@ -529,9 +474,7 @@ func TestShardedExpandedAndImages(t *testing.T) {
 
 	// reshardCollection: an event with the new UUID, which the next
 	// events carry.
-	if err := client.Database("admin").RunCommand(ctx(t), bson.D{{Key: "reshardCollection", Value: "shop.items"}, {Key: "key", Value: bson.D{{Key: "v", Value: 1}}}}).Err(); err != nil {
-		t.Fatal(err)
-	}
+	adminCommand(t, client, bson.D{{Key: "reshardCollection", Value: "shop.items"}, {Key: "key", Value: bson.D{{Key: "v", Value: 1}}}})
 	if _, err := c.InsertOne(ctx(t), bson.D{{Key: "_id", Value: 100}, {Key: "v", Value: 5}}); err != nil {
 		t.Fatal(err)
 	}
@@ -573,10 +516,7 @@ func TestShardedExpandedAndImages(t *testing.T) {
 // so; balancerStatus reports the mode; balancerStart starts the rounds
 // again, and the balancer then spreads what piled up on one shard.
 func TestShardedBalancerStop(t *testing.T) {
-	client, sc := mongotest.ShardedClient(t, 2, mongotest.NoopInterval(200*time.Millisecond), mongotest.BalancerInterval(20*time.Millisecond))
-	if sc == nil {
-		t.Skip("needs the emulated cluster")
-	}
+	client, sc := emulatedCluster(t, "", mongotest.NoopInterval(200*time.Millisecond), mongotest.BalancerInterval(20*time.Millisecond))
 	admin := client.Database("admin")
 	status := func() bson.Raw {
 		t.Helper()
@@ -589,9 +529,7 @@ func TestShardedBalancerStop(t *testing.T) {
 	if mode := status().Lookup("mode").StringValue(); mode != "full" {
 		t.Errorf("balancerStatus mode %q with the balancer running; want full", mode)
 	}
-	if err := admin.RunCommand(ctx(t), bson.D{{Key: "balancerStop", Value: 1}}).Err(); err != nil {
-		t.Fatal(err)
-	}
+	adminCommand(t, client, bson.D{{Key: "balancerStop", Value: 1}})
 	if st := status(); st.Lookup("mode").StringValue() != "off" || st.Lookup("inBalancerRound").Boolean() {
 		t.Errorf("balancerStatus after balancerStop: %v; want mode off, not in a round", st)
 	}
@@ -602,11 +540,7 @@ func TestShardedBalancerStop(t *testing.T) {
 	}
 	c := client.Database("shop").Collection("items")
 	shardCollection(t, client, "shop.items", bson.D{{Key: "k", Value: 1}}) // one chunk, on shard0
-	for i := 0; i < 100; i++ {
-		if _, err := c.InsertOne(ctx(t), bson.D{{Key: "k", Value: i}}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	insertEach(t, c, 0, 100, func(i int) bson.D { return bson.D{{Key: "k", Value: i}} })
 	// 25 of the balancer's 20 ms ticks: a running balancer moves a range
 	// at the first of them.
 	for end := time.Now().Add(500 * time.Millisecond); time.Now().Before(end); {
@@ -614,9 +548,7 @@ func TestShardedBalancerStop(t *testing.T) {
 			t.Fatalf("shard1 holds %d documents while the balancer is stopped; want 0", n)
 		}
 	}
-	if err := admin.RunCommand(ctx(t), bson.D{{Key: "balancerStart", Value: 1}}).Err(); err != nil {
-		t.Fatal(err)
-	}
+	adminCommand(t, client, bson.D{{Key: "balancerStart", Value: 1}})
 	until(t, 20*time.Second, func() error {
 		if n := len(shardDocs(t, sc.Shards()[1], "shop", "items")); n < 30 {
 			return fmt.Errorf("shard1 holds %d of 100 documents after balancerStart", n)
@@ -636,19 +568,12 @@ func TestShardedBalancerStop(t *testing.T) {
 // A mongos opens its shard cursors with batchSize 0, so its first
 // postBatchResumeToken is the resume point.
 func TestShardedResumedFirstBatchToken(t *testing.T) {
-	client, sc := mongotest.ShardedClient(t, 2, mongotest.NoopInterval(200*time.Millisecond))
-	if sc == nil {
-		t.Skip("needs the emulated cluster")
-	}
+	client, _ := emulatedCluster(t, "", mongotest.NoopInterval(200*time.Millisecond))
 	db := client.Database("shop")
 	c := db.Collection("carts")
 	shardCollection(t, client, "shop.carts", bson.D{{Key: "_id", Value: "hashed"}})
 	s, _ := openRaw(t, db, "carts", bson.D{})
-	for i := 0; i < 20; i++ {
-		if _, err := c.InsertOne(ctx(t), bson.D{{Key: "_id", Value: i}}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	insertEach(t, c, 0, 20, func(i int) bson.D { return bson.D{{Key: "_id", Value: i}} })
 	evs := s.collect(20, 20*time.Second)
 	for _, start := range []bson.D{
 		{{Key: "resumeAfter", Value: evs[4].Lookup("_id").Document()}},

@@ -115,13 +115,6 @@ func (f faultSpec) short() string {
 // checkpoint is no longer in the oplog.
 const historyOplog = 300
 
-// rangedProjection lets a mongodb-sink run shard chaos.docs on {k: 1}.
-// Off until ferry verify's projection diff (verify.Projection) keys by the
-// whole documentKey: the projection's _id is then {k, _id}
-// (sink/mongoproj, "Keys"), and a diff by _id reports every document
-// (mongoproj's documented limit). Those runs shard on {_id: "hashed"}.
-const rangedProjection = false
-
 // noopIntervals are the periodicNoopIntervalSecs a sharded run draws
 // from: MongoDB accepts 1 to 10 s, 10 s being its default and 1 s what
 // its own sharding tests use.
@@ -166,9 +159,12 @@ func newPlan(seed uint64, members int, duration time.Duration, sharded bool) pla
 	if sharded {
 		srng = rand.New(rand.NewPCG(seed, 0x5ba4d))
 		// The key kind alternates with the seed, shifted every fourth
-		// seed, so each setup (seed % 4) meets both kinds.
+		// seed, so each setup (seed % 4) meets both kinds: a mongodb sink
+		// on {k: 1} keys its projection by the whole documentKey ({k, _id}:
+		// package mongoproj, "Keys"), as ferry verify's projection diff
+		// does (docs/sharded.md).
 		p.shardKey = "hashed"
-		if (seed+seed/4)%2 == 0 && (p.sink == "webhook" || rangedProjection) {
+		if (seed+seed/4)%2 == 0 {
 			p.shardKey = "ranged"
 		}
 		p.noop = noopIntervals[srng.IntN(len(noopIntervals))]

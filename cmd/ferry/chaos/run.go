@@ -329,7 +329,11 @@ func (r *run) explainProjection(ctx context.Context, pr verify.ProjectionReport)
 		ids  []bson.RawValue
 	}{{"missing", pr.MissingIDs}, {"extra", pr.ExtraIDs}, {"stale", pr.StaleIDs}} {
 		for _, id := range ids.ids {
-			doc, _ := id.StringValueOK()
+			// The target _id: the source's, or on {k: 1} the documentKey {k, _id}.
+			doc, ok := id.StringValueOK()
+			if key, isDoc := id.DocumentOK(); !ok && isDoc {
+				doc, _ = key.Lookup("_id").StringValueOK()
+			}
 			fmt.Fprintf(&b, "\n    %s %s (partition %d):", ids.kind, doc, partitionOf(doc))
 			var got struct {
 				Stamp struct {

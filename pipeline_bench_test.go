@@ -22,16 +22,7 @@ import (
 // reports the process's CPU time per event (cpu-ns/event), the figure to
 // compare on a busy machine.
 func BenchmarkReaderToLanes(b *testing.B) {
-	st, err := boltstore.Open(b.TempDir() + "/cp.db")
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer st.Close()
-	client, err := mongo.Connect(options.Client().ApplyURI("mongodb://127.0.0.1:1")) // never used
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer client.Disconnect(context.Background())
+	st, client := offlineConsumerDeps(b)
 	var applied atomic.Int64
 	c, err := NewConsumer(client, func(context.Context, *Event) error { applied.Add(1); return nil },
 		WatchCollection("d", "c"), Stream("bench"), Checkpoints(st), OnPoison(PoisonStall))
@@ -132,4 +123,21 @@ func cpuTime(b *testing.B) int64 {
 		b.Fatal(err)
 	}
 	return ru.Utime.Nano() + ru.Stime.Nano()
+}
+
+// offlineConsumerDeps returns what a benchmark's consumer needs but never
+// reaches: a bolt store in a temporary directory and a client of an
+// address nothing listens on (closed when b ends).
+func offlineConsumerDeps(b *testing.B) (*boltstore.Store, *mongo.Client) {
+	st, err := boltstore.Open(b.TempDir() + "/cp.db")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { st.Close() })
+	client, err := mongo.Connect(options.Client().ApplyURI("mongodb://127.0.0.1:1"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { client.Disconnect(context.Background()) })
+	return st, client
 }

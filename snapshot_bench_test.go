@@ -9,10 +9,6 @@ import (
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
-	"go.mongodb.org/mongo-driver/v2/mongo"
-	"go.mongodb.org/mongo-driver/v2/mongo/options"
-
-	"github.com/ferry-io/ferry/checkpoint/boltstore"
 )
 
 // benchQueueHook is a HookQueue, as `ferry bench snapshot`'s members have
@@ -50,16 +46,7 @@ func BenchmarkSnapshotRows(b *testing.B) {
 	}
 	for _, hook := range []string{"queue", "event"} {
 		b.Run("hooks="+hook, func(b *testing.B) {
-			st, err := boltstore.Open(b.TempDir() + "/cp.db")
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer st.Close()
-			client, err := mongo.Connect(options.Client().ApplyURI("mongodb://127.0.0.1:1")) // never used
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer client.Disconnect(context.Background())
+			st, client := offlineConsumerDeps(b)
 			var h Hook = &benchQueueHook{}
 			if hook == "event" {
 				h = &benchEventHook{}

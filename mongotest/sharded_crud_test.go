@@ -311,7 +311,8 @@ func TestShardedClientBulkWrite(t *testing.T) {
 // creates the shard key's index only on an empty collection; a collection
 // with documents and no index starting with the key is refused with
 // InvalidOptions (72) and stays unsharded, and is sharded once the index
-// exists. An empty collection gets the index made for it.
+// exists (an empty collection gets the index made for it:
+// TestShardedHashedKeyIndex).
 func TestShardCollectionNeedsAnIndexOnANonEmptyCollection(t *testing.T) {
 	client, _ := mongotest.ShardedClient(t, 2)
 	admin := client.Database("admin")
@@ -333,17 +334,4 @@ func TestShardCollectionNeedsAnIndexOnANonEmptyCollection(t *testing.T) {
 		t.Fatal(err)
 	}
 	shardCollection(t, client, "shop.items", bson.D{{Key: "k", Value: 1}})
-	// An empty collection: the index is created with the shard key.
-	shardCollection(t, client, "shop.empty", bson.D{{Key: "e", Value: "hashed"}})
-	specs, err := client.Database("shop").Collection("empty").Indexes().ListSpecifications(ctx(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	found := false
-	for _, s := range specs {
-		found = found || s.Name == "e_hashed"
-	}
-	if !found {
-		t.Errorf("indexes of the empty collection sharded on {e: hashed}: %v; want one on the key", specs)
-	}
 }

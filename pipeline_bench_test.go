@@ -29,12 +29,7 @@ func BenchmarkReaderToLanes(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	cfg := &c.cfg
-	r := &runner{c: c, win: newWindow(cfg.maxEvents, cfg.maxBytes), track: &tracker{}, health: newHealth(), kick: make(chan struct{}, 1)}
-	r.handlerCtx, r.cancelHandler = context.WithCancel(context.Background())
-	defer r.cancelHandler()
-	r.plainCalls()
-	r.startLanes()
+	r := benchRunner(b, c)
 	const distinct = 4096
 	raws := make([]bson.Raw, distinct)
 	pad := strings.Repeat("p", 1000)
@@ -53,7 +48,7 @@ func BenchmarkReaderToLanes(b *testing.B) {
 		}
 	}
 	ctx := context.Background()
-	batch := newReadBatch(r.c.hooks, cfg.name, cfg.partition, false)
+	batch := newReadBatch(r.c.hooks, c.cfg.name, c.cfg.partition, false)
 	var rd runReader
 	b.ReportAllocs()
 	cpu0 := cpuTime(b)
@@ -140,4 +135,17 @@ func offlineConsumerDeps(b *testing.B) (*boltstore.Store, *mongo.Client) {
 	}
 	b.Cleanup(func() { client.Disconnect(context.Background()) })
 	return st, client
+}
+
+// benchRunner returns a runner of c with its lanes started, without a
+// stream: a benchmark hands it events itself (its handler context ends
+// with b).
+func benchRunner(b *testing.B, c *Consumer) *runner {
+	cfg := &c.cfg
+	r := &runner{c: c, win: newWindow(cfg.maxEvents, cfg.maxBytes), track: &tracker{}, health: newHealth(), kick: make(chan struct{}, 1)}
+	r.handlerCtx, r.cancelHandler = context.WithCancel(context.Background())
+	b.Cleanup(r.cancelHandler)
+	r.plainCalls()
+	r.startLanes()
+	return r
 }

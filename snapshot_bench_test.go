@@ -57,12 +57,7 @@ func BenchmarkSnapshotRows(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			cfg := &c.cfg
-			r := &runner{c: c, win: newWindow(cfg.maxEvents, cfg.maxBytes), track: &tracker{}, health: newHealth(), kick: make(chan struct{}, 1)}
-			r.handlerCtx, r.cancelHandler = context.WithCancel(context.Background())
-			defer r.cancelHandler()
-			r.plainCalls()
-			r.startLanes()
+			r := benchRunner(b, c)
 			rec := &snapshotRecord{ID: "6b14054f37e99217de7ec774", Since: time.Now(), Mode: SnapshotByHashedIndex}
 			ns := Namespace{DB: "d", Coll: "c"}
 			rows := 0

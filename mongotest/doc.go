@@ -206,7 +206,10 @@
 //	                     (closeConnection, default true; failBefore-
 //	                     CommitExceptionCode; per statement of a
 //	                     retryable write); also from Go:
-//	                     Server.FailCommand, Server.FailRetryableWrites
+//	                     Server.FailCommand, Server.FailRetryableWrites;
+//	                     a shard's failCommand spares the commands its
+//	                     mongos sends (an internal client) unless
+//	                     failInternalCommands is true
 //	errors and labels    as src/mongo/db/error_labels.cpp attaches them:  -
 //	                     TransientTransactionError (WriteConflict,
 //	                     snapshot errors, NoSuchTransaction, retriable

@@ -42,6 +42,11 @@ type FailPoint struct {
 	WriteConcernError bson.D
 	// ErrorExtraInfo is merged into the error reply.
 	ErrorExtraInfo bson.D
+	// FailInternalCommands lets the fail point also fail the commands of
+	// internal clients (data.failInternalCommands): on a shard, those a
+	// mongos sends it, which a shard's failCommand leaves alone by
+	// default, as on a real cluster (a mongos is an internal client).
+	FailInternalCommands bool
 
 	// failBeforeCommit is onPrimaryTransactionalWrite's
 	// failBeforeCommitExceptionCode.
@@ -193,6 +198,9 @@ func (f *failPoints) check(name string, r *request, ns string) *FailPoint {
 	if !contains(fp.Commands, r.name) {
 		return nil
 	}
+	if name == "failCommand" && r.conn != nil && r.conn.viaRouter && !fp.FailInternalCommands {
+		return nil
+	}
 	if fp.AppName != "" && (r.conn == nil || r.conn.appName != fp.AppName) {
 		return nil
 	}
@@ -323,7 +331,9 @@ func cmdConfigureFailPoint(e *engine, r *request) (bson.D, error) {
 			fp.WriteConcernError, _ = el.Value.(bson.D)
 		case "errorExtraInfo":
 			fp.ErrorExtraInfo, _ = el.Value.(bson.D)
-		case "threadName", "failInternalCommands", "failAllCommands", "failLocalClients":
+		case "failInternalCommands":
+			fp.FailInternalCommands = mql.Truthy(el.Value)
+		case "threadName", "failAllCommands", "failLocalClients":
 		}
 	}
 	if fp.BlockFor < 0 {

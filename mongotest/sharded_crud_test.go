@@ -335,3 +335,47 @@ func TestShardCollectionNeedsAnIndexOnANonEmptyCollection(t *testing.T) {
 	}
 	shardCollection(t, client, "shop.items", bson.D{{Key: "k", Value: 1}})
 }
+
+// TestShardFailCommandSparesTheMongos: a mongos is an internal client of
+// its shards, so a failCommand set on a shard fails only the commands
+// clients send the shard directly, unless its data has
+// failInternalCommands: true, as on a real cluster.
+func TestShardFailCommandSparesTheMongos(t *testing.T) {
+	client, sc := mongotest.ShardedClient(t, 2)
+	if sc == nil {
+		t.Skip("sets a fail point on a shard: needs the emulated cluster")
+	}
+	// Sharded on a hashed _id: an untargeted find goes to every shard.
+	shardCollection(t, client, "shop.items", bson.D{{Key: "_id", Value: "hashed"}})
+	c := client.Database("shop").Collection("items")
+	if _, err := c.InsertOne(ctx(t), bson.D{{Key: "_id", Value: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, srv := range sc.Shards() {
+		direct := connectClient(t, options.Client().ApplyURI(srv.URI()).SetRetryReads(false))
+		admin := direct.Database("admin")
+		for _, internal := range []bool{false, true} {
+			data := bson.D{{Key: "failCommands", Value: bson.A{"find"}}, {Key: "errorCode", Value: 2}}
+			if internal {
+				data = append(data, bson.E{Key: "failInternalCommands", Value: true})
+			}
+			if err := admin.RunCommand(ctx(t), bson.D{{Key: "configureFailPoint", Value: "failCommand"}, {Key: "mode", Value: "alwaysOn"}, {Key: "data", Value: data}}).Err(); err != nil {
+				t.Fatal(err)
+			}
+			err := direct.Database("shop").Collection("items").FindOne(ctx(t), bson.D{}).Err()
+			if ce := (mongo.CommandError{}); !errors.As(err, &ce) || ce.Code != 2 {
+				t.Fatalf("a find sent to the shard directly with its fail point on: %v; want error 2", err)
+			}
+			_, err = c.Find(ctx(t), bson.D{})
+			if internal && err == nil {
+				t.Errorf("failInternalCommands: true: a find through the mongos succeeded; want the shard's error")
+			}
+			if !internal && err != nil {
+				t.Errorf("a find through the mongos with a shard's fail point (no failInternalCommands): %v; want it unaffected", err)
+			}
+		}
+		if err := admin.RunCommand(ctx(t), bson.D{{Key: "configureFailPoint", Value: "failCommand"}, {Key: "mode", Value: "off"}}).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

@@ -298,8 +298,8 @@ var stepdownCommands = []string{"insert", "update", "delete", "findAndModify", "
 
 // stepDown plays a shard's primary stepping down until another is
 // elected: for f.length every command the shard gets (through the mongos,
-// from every client: members, the campaign's writer and projection
-// watcher, which retry) fails with a state-change error, or its
+// an internal client, hence failInternalCommands; from every client:
+// members, the campaign's writer and projection watcher, which retry) fails with a state-change error, or its
 // connection closes, as they do on a real shard while it has no primary;
 // and the transactions open on it are aborted, as a stepdown aborts them
 // (killAllSessions on the shard: without it a member's transaction whose
@@ -307,7 +307,7 @@ var stepdownCommands = []string{"insert", "update", "delete", "findAndModify", "
 // which a real new primary never inherits).
 func (e *env) stepDown(ctx context.Context, f faultSpec) error {
 	sh := e.sc.Shards()[f.shard]
-	sh.FailCommand(mongotest.FailPoint{Commands: stepdownCommands, ErrorCode: f.code, CloseConnection: f.code == 0})
+	sh.FailCommand(mongotest.FailPoint{Commands: stepdownCommands, ErrorCode: f.code, CloseConnection: f.code == 0, FailInternalCommands: true})
 	defer sh.ClearFailPoints()
 	c, err := mongo.Connect(options.Client().ApplyURI(sh.URI()).SetAppName("ferry-chaos"))
 	if err != nil {

@@ -191,8 +191,12 @@ func report(t *testing.T, cfg *config, res *Result) {
 }
 
 // connectInternal opens the internal client used for setup and checks.
+// Its server selection timeout (which also bounds a connection checkout) is
+// the driver's default, 30 s: a cluster just started on a loaded machine
+// (eight emulated clusters side by side under the race detector, beside the
+// rest of the suite) may take more than 10 s to complete a handshake.
 func connectInternal(ctx context.Context, uri string) (*mongo.Client, *serverInfo, error) {
-	client, err := mongo.Connect(options.Client().ApplyURI(uri).SetServerSelectionTimeout(10 * time.Second))
+	client, err := mongo.Connect(options.Client().ApplyURI(uri).SetServerSelectionTimeout(30 * time.Second))
 	if err != nil {
 		return nil, nil, fmt.Errorf("unified runner: connecting to %s: %w", uri, err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
@@ -11,6 +12,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/readconcern"
 	"go.mongodb.org/mongo-driver/v2/mongo/readpref"
 	"go.mongodb.org/mongo-driver/v2/mongo/writeconcern"
+	"go.mongodb.org/mongo-driver/v2/x/mongo/driver"
 )
 
 // runnerError is a fault of the test or of the runner (an unsupported
@@ -283,12 +285,46 @@ func (tr *testRun) disableFailPoints() error {
 			defer func() { _ = direct.Disconnect(ctx) }()
 			client = direct
 		}
-		cmd := bson.D{{Key: "configureFailPoint", Value: fp.name}, {Key: "mode", Value: "off"}}
-		if err := client.Database("admin").RunCommand(ctx, cmd, options.RunCmd().SetReadPreference(readpref.Primary())).Err(); err != nil && first == nil {
+		if err := turnOffFailPoint(ctx, client, fp.name); err != nil && first == nil {
 			first = fmt.Errorf("turning off fail point %s: %w", fp.name, err)
 		}
 	}
 	return first
+}
+
+// turnOffFailPoint sends configureFailPoint mode off through client. A
+// runCommand is never retried by the driver, but the client that set the
+// fail point may still be recovering from what the fail point did to it: a
+// closed connection clears its pool, and a checkout before its monitor
+// marks the pool ready again fails with a retryable pool-cleared error. So
+// that error (and a network error) is retried, a few times with backoff, as
+// the driver retries a retryable command.
+func turnOffFailPoint(ctx context.Context, client *mongo.Client, name string) error {
+	cmd := bson.D{{Key: "configureFailPoint", Value: name}, {Key: "mode", Value: "off"}}
+	rp := options.RunCmd().SetReadPreference(readpref.Primary())
+	backoff := 20 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		err := client.Database("admin").RunCommand(ctx, cmd, rp).Err()
+		if err == nil || attempt == 5 || !transientClientError(err) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(backoff):
+		}
+		backoff *= 2
+	}
+}
+
+// transientClientError reports whether err is the client's own transient
+// state (a cleared pool, a network error) rather than the server's answer.
+func transientClientError(err error) bool {
+	var pool driver.RetryablePoolError
+	if errors.As(err, &pool) && pool.Retryable() {
+		return true
+	}
+	return mongo.IsNetworkError(err)
 }
 
 // verifyEvents checks expectEvents, client by client.

@@ -3,6 +3,7 @@ package mongotest
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -443,11 +444,13 @@ func (rt *router) balanceRound(ctx context.Context) {
 			continue
 		}
 		var big *chunk
+		rt.mu.Lock() // a chunk's shard changes under rt.mu (moveChunk)
 		for c, ks := range keys {
 			if c.shard == src && (big == nil || len(ks) > len(keys[big])) {
 				big = c
 			}
 		}
+		rt.mu.Unlock()
 		if big == nil {
 			continue
 		}
@@ -467,11 +470,7 @@ func (rt *router) balanceRound(ctx context.Context) {
 }
 
 func sortKeys(ks [][]any) {
-	for i := 1; i < len(ks); i++ {
-		for j := i; j > 0 && compareKeys(ks[j], ks[j-1]) < 0; j-- {
-			ks[j], ks[j-1] = ks[j-1], ks[j]
-		}
-	}
+	slices.SortFunc(ks, compareKeys)
 }
 
 // removeShard drains a shard and removes it.

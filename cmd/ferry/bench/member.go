@@ -52,6 +52,9 @@ type memberStatus struct {
 	// time, 0 when none is pending), in the same order.
 	Owned []int     `json:"owned"`
 	Lag   []float64 `json:"lag_s"`
+	// Failure: why the stream failed on this member (group.Status), ""
+	// when it did not.
+	Failure string `json:"failure,omitempty"`
 }
 
 // lagHook keeps each partition's oldest pending cluster time, as the
@@ -203,7 +206,11 @@ func runMember(out *childOut) error {
 		case "sync": // every rows message before this reply has been written
 			return message{}
 		case "status":
-			st := memberStatus{ID: g.MemberID(), State: string(g.Status().State)}
+			gs := g.Status()
+			st := memberStatus{ID: g.MemberID(), State: string(gs.State)}
+			if gs.Failure != nil {
+				st.Failure = fmt.Sprintf("partition %d: %s: %v", gs.FailedPartition, gs.Failure.Class, gs.Failure.Err)
+			}
 			now := time.Now()
 			for p := range g.Owned() {
 				st.Owned = append(st.Owned, p)

@@ -19,6 +19,7 @@ import (
 	"github.com/ferry-io/ferry"
 	"github.com/ferry-io/ferry/checkpoint"
 	"github.com/ferry-io/ferry/checkpoint/mongostore"
+	"github.com/ferry-io/ferry/group"
 	"github.com/ferry-io/ferry/internal/resumetoken"
 )
 
@@ -219,6 +220,21 @@ func (e *snapEnv) memberStatuses() ([]*memberStatus, error) {
 	return out, nil
 }
 
+// failedMember returns an error naming the first live member whose stream
+// failed, and why; nil when none did.
+func (e *snapEnv) failedMember() error {
+	sts, err := e.memberStatuses()
+	if err != nil {
+		return err
+	}
+	for i, st := range sts {
+		if st != nil && st.State == string(group.Failed) {
+			return fmt.Errorf("member %d's stream failed: %s", i+1, st.Failure)
+		}
+	}
+	return nil
+}
+
 // awaitShares waits until every member runs and owns its share of the
 // partitions.
 func (e *snapEnv) awaitShares(ctx context.Context) error {
@@ -289,11 +305,19 @@ func (e *snapEnv) snapshotProgress(ctx context.Context, id string) ([]ferry.Snap
 
 // awaitSnapshot waits until every partition finished request id; each
 // poll's progress goes to every (which may end the wait with an error).
+// A member whose stream failed (lost history, say) takes none of its
+// partitions while failed, so the snapshot cannot finish: the wait ends at
+// once with the member's failure rather than at the scenario's timeout.
 func (e *snapEnv) awaitSnapshot(ctx context.Context, id string, every func([]ferry.SnapshotProgress) error) ([]ferry.SnapshotProgress, error) {
-	for {
+	for poll := 0; ; poll++ {
 		ps, _, err := e.snapshotProgress(ctx, id)
 		if err != nil {
 			return nil, err
+		}
+		if poll%25 == 0 { // every half second
+			if err := e.failedMember(); err != nil {
+				return nil, fmt.Errorf("the snapshot cannot finish (%s): %w", progressText(ps), err)
+			}
 		}
 		if every != nil {
 			if err := every(ps); err != nil {

@@ -65,6 +65,10 @@ type Group struct {
 	// is an earlier process's (restarted with the same id): it is not
 	// adopted, which would share its epoch, but left to expire.
 	tried map[int]bool
+	// unsure: the partitions whose last acquire ended without an answer
+	// (an error other than ErrHeld): the server may have given the lease
+	// all the same (releaseStrays).
+	unsure map[int]bool
 
 	st      *status
 	records *failureRecords
@@ -150,7 +154,7 @@ func newGroup(client *mongo.Client, handler ferry.Handler, batch ferry.BatchHand
 		return nil, err
 	}
 	g := &Group{cfg: cfg, client: client, handler: handler, batch: batch, leases: ls, cps: cps,
-		dlq: deadletter.NewMongo(cfg.state, "dlq"), owned: map[int]int64{}, tried: map[int]bool{},
+		dlq: deadletter.NewMongo(cfg.state, "dlq"), owned: map[int]int64{}, tried: map[int]bool{}, unsure: map[int]bool{},
 		log: cfg.logger.With("group", cfg.name, "member", cfg.memberID),
 		st:  &status{onChange: cfg.onState, waits: make(chan struct{}, 1)},
 		records: &failureRecords{coll: cfg.state.Collection(FailuresCollection), stream: cfg.name, member: cfg.memberID,

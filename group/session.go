@@ -177,6 +177,7 @@ func (g *Group) start(ctx context.Context, runs map[int]*running, p int, ended c
 	cfg := &g.cfg
 	g.tried[p] = true
 	held, err := g.leases.Hold(ctx, cfg.name, p, cfg.memberID, cfg.ttl)
+	g.unsure[p] = err != nil && !errors.Is(err, lease.ErrHeld)
 	if err != nil {
 		// A lease document that cannot be read (even one List does not
 		// find, its group field damaged) is repaired instead.
@@ -328,4 +329,40 @@ func (g *Group) stopAll(runs map[int]*running) {
 	g.mu.Lock()
 	clear(g.owned)
 	g.mu.Unlock()
+	g.releaseStrays()
+}
+
+// releaseStrays frees the leases the server says this member holds though
+// it runs none of them: an acquire this process sent whose answer it never
+// had (cut short by the end of Run, or a network error: unsure) may still
+// have taken the lease. Left alone, such a lease would keep the partition
+// from everyone until it expires. Only those partitions are looked at: a
+// lease an earlier process under the same member id holds is left to
+// expire, as reconcile leaves it. Best effort, bounded by the lease TTL: a
+// lease not freed expires at its TTL.
+func (g *Group) releaseStrays() {
+	pending := false
+	for _, u := range g.unsure {
+		pending = pending || u
+	}
+	if !pending {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), g.cfg.ttl)
+	defer cancel()
+	list, err := g.leases.List(ctx, g.cfg.name)
+	if err != nil {
+		if _, corrupt := lease.AsCorruptRecords(err); !corrupt {
+			return
+		}
+	}
+	for _, l := range list {
+		if l.Owner != g.cfg.memberID || l.Free() || !g.unsure[l.Partition] {
+			continue
+		}
+		if err := g.leases.Release(ctx, l); err == nil {
+			g.log.Info("released a lease this member held without running its partition (an acquire whose answer was lost)",
+				"partition", l.Partition, "epoch", l.Epoch)
+		}
+	}
 }

@@ -21,7 +21,7 @@ import (
 // next returns the stream's next event or fails the test.
 func next(t *testing.T, cs *mongo.ChangeStream) bson.M {
 	t.Helper()
-	c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	c, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	if !cs.Next(c) {
 		t.Fatalf("no event: %v", cs.Err())

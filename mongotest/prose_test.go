@@ -291,7 +291,7 @@ func eventKey(cs *mongo.ChangeStream) any {
 // time.
 func nextRaw(t *testing.T, cs *mongo.ChangeStream) {
 	t.Helper()
-	c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	c, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	if !cs.Next(c) {
 		t.Fatalf("no event: %v", cs.Err())

@@ -198,8 +198,9 @@ func (g *Group) Status() Status { return g.st.get() }
 
 // Run joins the group and consumes the partitions assigned to this member
 // until ctx is cancelled; then it drains every partition, writes final
-// checkpoints, releases its leases (so others take over at once), leaves,
-// and returns nil.
+// checkpoints, releases its leases (so others take over at once; also a
+// lease whose acquire it sent but never had an answer to), leaves, and
+// returns nil.
 //
 // Run does not return on a failure: a partition that stops with one (see
 // ferry.AsFailure: a changed definition, lost history under

@@ -18,8 +18,12 @@ import (
 // the policies.
 func (r *runner) startPosition(ctx context.Context) (position, bool, error) {
 	cfg := &r.c.cfg
-	cp := r.cp
-	if r.exists {
+	// The committer's goroutine may be writing a checkpoint (a snapshot's
+	// chunk, a flush) while the stream opens again: read it under saveMu.
+	r.saveMu.Lock()
+	cp, exists := r.cp, r.exists
+	r.saveMu.Unlock()
+	if exists {
 		switch cp.State {
 		case checkpoint.StateNeedsBackfill:
 			// A start_at backfill that was interrupted before the stream
